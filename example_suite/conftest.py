@@ -1,0 +1,63 @@
+"""Shared set-up of the example suite: real GPU workloads modeled on our users' profiling guides.
+
+``GPUPROF_EXAMPLE_BUG`` plants one classic performance bug:
+  item            MoE layer reads a per-expert statistic with .item() inside the loop
+  compute_stream  weight streaming issues its weight copies on the compute stream
+  pageable        weight streaming keeps its weights in pageable (not pinned) host memory
+  extra_kernel    transformer block runs one extra elementwise kernel per layer
+  fp32            CNN trains in fp32 instead of bf16 autocast
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+BUGS = ("item", "compute_stream", "pageable", "extra_kernel", "fp32")
+TRACES = Path(__file__).parent / "traces"
+
+
+def planted(bug: str) -> bool:
+    """True when GPUPROF_EXAMPLE_BUG names this bug."""
+    value = os.environ.get("GPUPROF_EXAMPLE_BUG", "")
+    if value and value not in BUGS:
+        raise pytest.UsageError(f"GPUPROF_EXAMPLE_BUG={value!r}: expected one of {', '.join(BUGS)}")
+    return value == bug
+
+
+@pytest.fixture(autouse=True)
+def _cuda_or_skip(request):
+    """The workloads need a CUDA GPU, except when gpuprof replays kept traces."""
+    if request.config.getoption("gpuprof_replay"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU available (torch.cuda.is_available() is False)")
+    torch.manual_seed(0)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """With no GPU, show what gpuprof reports on a real trace shipped with the project."""
+    stats = terminalreporter.stats
+    if stats.get("passed") or stats.get("failed") or not stats.get("skipped"):
+        return
+    if config.getoption("gpuprof_replay"):
+        return
+    traces = sorted(TRACES.glob("*.json.gz"))
+    if not traces:
+        return
+    from pytest_gpuprof.kineto import load_kineto
+    from pytest_gpuprof.metrics import measure
+    from pytest_gpuprof.report import analysis_lines
+
+    tr = terminalreporter
+    tr.write_sep("=", "gpuprof on a shipped trace (no GPU here)")
+    tr.write_line("The GPU tests were skipped: this machine has no CUDA GPU. This is what gpuprof")
+    tr.write_line(f"reports for a real trace of this suite, recorded on a GPU ({traces[0].name}):")
+    tr.write_line("")
+    for line in analysis_lines(str(traces[0].relative_to(config.rootpath)), measure(load_kineto(traces[0])), top=5):
+        tr.write_line(line)
+    tr.write_line("")
+    tr.write_line("Judge all shipped traces against the baselines, still without a GPU:")
+    tr.write_line("  pytest example_suite --gpuprof --gpuprof-replay example_suite/traces")

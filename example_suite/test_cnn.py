@@ -1,0 +1,42 @@
+"""A small CNN training step (conv-BN-ReLU stages, SGD), bf16 autocast, channels_last."""
+
+import pytest
+from conftest import planted
+
+BATCH, SIZE, CLASSES = 128, 64, 100
+
+
+def make_cnn(torch):
+    nn = torch.nn
+
+    def stage(cin, cout):
+        return nn.Sequential(
+            nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+            nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+        )
+
+    return nn.Sequential(
+        stage(3, 64), stage(64, 128), stage(128, 256), stage(256, 512),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, CLASSES),
+    )
+
+
+@pytest.mark.gpuprof
+def test_cnn_train_step(gpuprof):
+    import torch
+
+    model = make_cnn(torch).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, foreach=True)
+    images = torch.randn(BATCH, 3, SIZE, SIZE, device="cuda").to(memory_format=torch.channels_last)
+    labels = torch.randint(0, CLASSES, (BATCH,), device="cuda")
+    precision = torch.float32 if planted("fp32") else torch.bfloat16
+    for _ in gpuprof.steps(warmup=3, active=10):
+        with gpuprof.range("forward_pass"), torch.autocast("cuda", dtype=precision, enabled=precision != torch.float32):
+            loss = torch.nn.functional.cross_entropy(model(images), labels)
+        with gpuprof.range("backward_pass"):
+            loss.backward()
+        with gpuprof.range("optimizer_step"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    assert torch.isfinite(loss)

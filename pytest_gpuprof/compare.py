@@ -1,0 +1,208 @@
+"""Rules and verdicts: a measurement against its baseline and its absolute thresholds.
+
+Default rules, by metric kind (``metrics.METRICS``):
+
+* count, bytes: per step, must match exactly; for a metric where lower is better
+  (``sync_count``) a drop is an improvement.
+* time: per step, within a relative tolerance (default 10%) and more than an
+  absolute floor (default 5 us per step) away before it counts.
+* ratio: within an absolute tolerance (default 0.05) in the bad direction.
+* per kernel name: the count per step must match exactly; a new or vanished
+  kernel is a change.
+
+A change in the good direction beyond the tolerance is reported as
+"improved" (update the baseline), never as a failure.  Threshold expressions
+such as ``gpu_utilization >= 0.85`` are parsed here, without ``eval``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .errors import ConfigError
+from .metrics import METRICS, MetricSpec
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
+}
+_THRESHOLD = re.compile(
+    r"^\s*(?P<metric>[a-z_]+)\s*(?P<op>>=|<=|==|!=|>|<)\s*"
+    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<pct>%?)\s*$"
+)
+
+FAILING = ("regressed", "changed", "threshold")
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """An absolute requirement on one metric, e.g. ``gpu_utilization >= 0.85``."""
+
+    metric: str
+    op: str
+    value: float
+    text: str
+
+    def holds(self, current: float) -> bool:
+        return _OPS[self.op](current, self.value)
+
+
+def parse_threshold(text: str, origin: str) -> Threshold:
+    """Parse ``METRIC OP NUMBER[%]``; ``origin`` names the option or marker in errors."""
+    m = _THRESHOLD.match(text)
+    if not m:
+        raise ConfigError(
+            f"{origin}: cannot parse threshold {text!r}; expected METRIC OP NUMBER, "
+            f"e.g. 'gpu_utilization >= 0.85' (OP one of {', '.join(_OPS)})"
+        )
+    metric = m["metric"]
+    spec = METRICS.get(metric)
+    if spec is None or spec.kind == "info" and metric != "peak_memory_allocated_bytes":
+        known = ", ".join(n for n, s in METRICS.items() if s.kind != "info")
+        raise ConfigError(f"{origin}: unknown metric {metric!r} in threshold {text!r}; known: {known}")
+    value = float(m["value"]) / (100 if m["pct"] else 1)
+    return Threshold(metric, m["op"], value, f"{metric} {m['op']} {_fmt(value)}")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Tolerances and thresholds in force for one test."""
+
+    time_tolerance: float = 0.10
+    time_floor_us: float = 5.0
+    ratio_tolerance: float = 0.05
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    thresholds: tuple[Threshold, ...] = ()
+
+    def tolerance(self, spec: MetricSpec) -> float:
+        if spec.name in self.tolerances:
+            return self.tolerances[spec.name]
+        return self.ratio_tolerance if spec.kind == "ratio" else self.time_tolerance
+
+
+@dataclass
+class Verdict:
+    """One metric's outcome.  Values are per step for per-step metrics."""
+
+    metric: str
+    status: str  # ok | improved | regressed | changed | threshold | new | vanished
+    baseline: float | None
+    current: float | None
+    rule: str
+    relative: bool = True  # change shown in percent (False: ratios, shown as a difference)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILING
+
+    def change(self) -> str:
+        """Change from baseline to current, relative where that means something."""
+        if self.baseline is None or self.current is None:
+            return ""
+        delta = self.current - self.baseline
+        if self.relative and self.baseline:
+            return f"{delta / abs(self.baseline):+.1%}"
+        return _fmt(delta, signed=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric, "status": self.status, "baseline": self.baseline,
+            "current": self.current, "change": self.change(), "rule": self.rule,
+        }
+
+
+def compared_values(metrics: Mapping[str, Any]) -> dict[str, float | None]:
+    """The values rules look at: per-step metrics divided by the step count."""
+    steps = metrics.get("step_count") or 1
+    out: dict[str, float | None] = {}
+    for name, spec in METRICS.items():
+        value = metrics.get(name)
+        if value is None or spec.kind == "info":
+            out[name] = value
+        else:
+            out[name] = value / steps if spec.per_step else value
+    for kernel, row in (metrics.get("kernels") or {}).items():
+        out[f"kernels[{kernel}].count"] = row["count"] / steps
+    return out
+
+
+def judge(current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules) -> list[Verdict]:
+    """Every verdict for one test: thresholds first, then each metric against the baseline."""
+    now = compared_values(current)
+    verdicts = [_check_threshold(t, now.get(t.metric)) for t in rules.thresholds]
+    if baseline is None:
+        return verdicts
+    before = compared_values(baseline)
+    for name, spec in METRICS.items():
+        if spec.kind == "info" or (spec.kind == "ratio" and spec.better is None):
+            continue
+        verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
+    kernels = sorted(
+        {k for k in list(now) + list(before) if k.startswith("kernels[")},
+    )
+    for key in kernels:
+        b, c = before.get(key), now.get(key)
+        if b is None:
+            verdicts.append(Verdict(key, "new", None, c, "kernel absent from the baseline"))
+        elif c is None:
+            verdicts.append(Verdict(key, "vanished", b, None, "kernel in the baseline, absent now"))
+        elif not _same(b, c):
+            verdicts.append(Verdict(key, "changed", b, c, "count per step must match exactly"))
+    return verdicts
+
+
+def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
+    """One word for the test: failed, improved, passed or no baseline."""
+    if any(v.failed or v.status in ("new", "vanished") for v in verdicts):
+        return "failed"
+    if not has_baseline:
+        return "no baseline"
+    if any(v.status == "improved" for v in verdicts):
+        return "improved"
+    return "passed"
+
+
+def _check_threshold(t: Threshold, value: float | None) -> Verdict:
+    if value is None:
+        return Verdict(t.metric, "ok", None, None, f"{t.text} (not applicable: no value)")
+    return Verdict(t.metric, "ok" if t.holds(value) else "threshold", None, value, t.text)
+
+
+def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -> Verdict:
+    per = " per step" if spec.per_step else ""
+    if b is None or c is None:
+        status = "ok" if b is None and c is None else "changed"
+        return Verdict(spec.name, status, b, c, f"present in both runs{per}")
+    if spec.kind in ("count", "bytes"):
+        rule = f"must match exactly{per}"
+        if _same(b, c):
+            return Verdict(spec.name, "ok", b, c, rule)
+        if spec.better == "lower":
+            return Verdict(spec.name, "improved" if c < b else "regressed", b, c, rule + " (lower is better)")
+        return Verdict(spec.name, "changed", b, c, rule)
+    tol = rules.tolerance(spec)
+    relative = spec.kind == "time"
+    if relative:
+        floor_us = rules.time_floor_us
+        rule = f"within ±{tol:.0%}{per} (changes under {_fmt(floor_us)} us ignored)"
+        delta = c - b
+        beyond = abs(delta) > tol * abs(b) and abs(delta) > floor_us
+    else:
+        rule = f"must not {'drop' if spec.better == 'higher' else 'rise'} by more than {_fmt(tol)}"
+        delta = c - b
+        beyond = abs(delta) > tol + 1e-12
+    if not beyond:
+        return Verdict(spec.name, "ok", b, c, rule, relative)
+    worse = delta > 0 if spec.better == "lower" else delta < 0
+    return Verdict(spec.name, "regressed" if worse else "improved", b, c, rule, relative)
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def _fmt(value: float, signed: bool = False) -> str:
+    return f"{value:+.6g}" if signed else f"{value:.6g}"

@@ -1,0 +1,316 @@
+"""Metrics of one normalized trace: pure, vectorized functions (docs/metrics.md defines each).
+
+The measured steps come from the trace itself (``ProfilerStep#N`` ranges, else
+``step_N`` ranges, else the whole trace), so a saved trace reproduces every
+number.  GPU work belongs to the step in which its launching runtime call
+started (matched by correlation id), even when it runs after the step closed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .trace import COPY_KINDS, Trace
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How a metric is compared: ``kind`` picks the default rule, ``better`` its direction."""
+
+    name: str
+    kind: str  # "count" | "bytes" | "time" | "ratio" | "info"
+    better: str | None  # "lower" | "higher" | None (any change matters, or not gated)
+    per_step: bool  # compared as total / step_count
+    unit: str = ""
+
+
+def _specs() -> dict[str, MetricSpec]:
+    specs = [
+        MetricSpec("kernel_count", "count", None, True),
+        MetricSpec("kernel_time_us", "time", "lower", True, "us"),
+    ]
+    for kind in COPY_KINDS:
+        specs += [
+            MetricSpec(f"memcpy_{kind}_count", "count", None, True),
+            MetricSpec(f"memcpy_{kind}_bytes", "bytes", None, True, "B"),
+            MetricSpec(f"memcpy_{kind}_time_us", "time", "lower", True, "us"),
+        ]
+    specs += [
+        MetricSpec("memset_count", "count", None, True),
+        MetricSpec("gpu_utilization", "ratio", "higher", False),
+        MetricSpec("copy_utilization", "ratio", None, False),
+        MetricSpec("overlap_efficiency", "ratio", "higher", False),
+        MetricSpec("sync_count", "count", "lower", True),
+        MetricSpec("sync_wait_fraction", "ratio", "lower", False),
+        MetricSpec("window_us", "time", "lower", True, "us"),
+        MetricSpec("step_count", "info", None, False),
+        MetricSpec("peak_memory_allocated_bytes", "info", None, False, "B"),
+    ]
+    return {s.name: s for s in specs}
+
+
+#: Every scalar metric, in report order.  ``kernels`` and ``step_gpu_time_us`` are
+#: the two non-scalar members of the metrics object.
+METRICS: dict[str, MetricSpec] = _specs()
+
+#: Counts also kept step by step (the ``per_step`` member).
+PER_STEP_COUNTS = ("kernel_count",) + tuple(
+    f"memcpy_{k}_{w}" for k in COPY_KINDS for w in ("count", "bytes")
+) + ("memset_count", "sync_count")
+
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_USER_STEP = re.compile(r"^step_(\d+)$")
+_API_SUFFIX = re.compile(r"(_v\d+)?(_ptds|_ptsz)?$")
+_SYNC_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+})
+
+
+@dataclass
+class Measurement:
+    """Metrics of one trace plus what they were computed over."""
+
+    metrics: dict[str, Any]
+    per_step: dict[str, list[int]]
+    steps: pd.DataFrame  # start, end, name of each measured step
+    step_source: str  # "ProfilerStep#N", "step_N" or "whole trace"
+    window: tuple[int, int]  # W in ns
+    gpu_name: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu_name,
+            "steps": {"source": self.step_source, "count": len(self.steps)},
+            "window_ns": list(self.window),
+            "metrics": self.metrics,
+            "per_step": self.per_step,
+        }
+
+
+def is_sync_call(name: str) -> bool:
+    """True for runtime/driver calls that block the CPU until the GPU catches up."""
+    base = _API_SUFFIX.sub("", name)
+    if base in _SYNC_CALLS:
+        return True
+    return base.startswith(("cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset")) and "Async" not in base
+
+
+def find_steps(trace: Trace) -> tuple[pd.DataFrame, str]:
+    """The measured steps, sorted by start: ProfilerStep#N, else step_N, else the whole trace."""
+    names = trace.ranges["name"].astype(str)
+    for pattern, source in ((_PROFILER_STEP, "ProfilerStep#N"), (_USER_STEP, "step_N")):
+        found = trace.ranges[names.str.match(pattern.pattern)]
+        if len(found):
+            steps = found[["start", "end"]].assign(name=names[found.index].to_numpy())
+            return steps.sort_values("start", kind="stable").reset_index(drop=True), source
+    span = trace.span()
+    if span is None:
+        raise ValueError("the trace holds no events")
+    return pd.DataFrame({"start": [span[0]], "end": [span[1]], "name": ["trace"]}), "whole trace"
+
+
+def measure(trace: Trace) -> Measurement:
+    """Compute every metric of docs/metrics.md for one trace."""
+    steps, source = find_steps(trace)
+    step_start = steps["start"].to_numpy(np.int64)
+    step_end = steps["end"].to_numpy(np.int64)
+    launch = _launch_times(trace)
+
+    k_step = _step_of(launch(trace.kernels), step_start, step_end)
+    c_step = _step_of(launch(trace.copies), step_start, step_end)
+    s_step = _step_of(launch(trace.sets), step_start, step_end)
+    r_step = _step_of(trace.runtime["start"].to_numpy(np.int64), step_start, step_end)
+
+    kernels = trace.kernels[k_step >= 0]
+    copies = trace.copies[c_step >= 0]
+    sets = trace.sets[s_step >= 0]
+    sync_mask = (r_step >= 0) & _sync_mask(trace.runtime["name"])
+    syncs = trace.runtime[sync_mask]
+
+    w_start = int(step_start.min())
+    w_end = int(max([step_end.max()] + [int(t["end"].max()) for t in (kernels, copies, sets) if len(t)]))
+    width = max(w_end - w_start, 1)
+
+    n = len(steps)
+    metrics: dict[str, Any] = {
+        "kernel_count": int(len(kernels)),
+        "kernel_time_us": _us(_dur(kernels).sum()),
+        "kernels": _per_kernel(kernels),
+    }
+    per_step: dict[str, list[int]] = {"kernel_count": _bincount(k_step[k_step >= 0], n)}
+    c_steps = c_step[c_step >= 0]
+    kinds = copies["kind"].astype(str).to_numpy()
+    for kind in COPY_KINDS:
+        sel = kinds == kind
+        metrics[f"memcpy_{kind}_count"] = int(sel.sum())
+        metrics[f"memcpy_{kind}_bytes"] = int(copies["bytes"].to_numpy()[sel].sum())
+        metrics[f"memcpy_{kind}_time_us"] = _us(_dur(copies)[sel].sum())
+        per_step[f"memcpy_{kind}_count"] = _bincount(c_steps[sel], n)
+        per_step[f"memcpy_{kind}_bytes"] = _bincount(c_steps[sel], n, copies["bytes"].to_numpy()[sel])
+    metrics["memset_count"] = int(len(sets))
+    per_step["memset_count"] = _bincount(s_step[s_step >= 0], n)
+
+    all_k = _clip(trace.kernels, w_start, w_end)
+    all_c = _clip(trace.copies, w_start, w_end)
+    metrics["gpu_utilization"] = _ratio(union_length(*all_k), width)
+    metrics["copy_utilization"] = _ratio(union_length(*all_c), width)
+    copy_time = int(_dur(copies).sum())
+    if copy_time > 0:
+        merged = merge_intervals(trace.kernels["start"].to_numpy(np.int64), trace.kernels["end"].to_numpy(np.int64))
+        overlapped = covered_length(merged, copies["start"].to_numpy(np.int64), copies["end"].to_numpy(np.int64))
+        metrics["overlap_efficiency"] = _ratio(int(overlapped.sum()), copy_time)
+    else:
+        metrics["overlap_efficiency"] = None
+    metrics["sync_count"] = int(len(syncs))
+    per_step["sync_count"] = _bincount(r_step[sync_mask], n)
+    metrics["sync_wait_fraction"] = _ratio(int(_dur(syncs).sum()), width)
+    metrics["window_us"] = _us(w_end - w_start)
+    metrics["step_count"] = n
+    metrics["step_gpu_time_us"] = _step_busy_us(
+        [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])], n
+    )
+    peak = trace.metadata.get("peak_memory_allocated_bytes")
+    metrics["peak_memory_allocated_bytes"] = int(peak) if peak is not None else None
+    return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata)
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Length of the union of [start, end) intervals, in their unit."""
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    covered_to = np.maximum.accumulate(e)
+    prev = np.concatenate(([s[0]], covered_to[:-1]))
+    return int(np.maximum(0, e - np.maximum(s, prev)).sum())
+
+
+def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint, sorted segments covering the same points as the intervals."""
+    if len(starts) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    covered_to = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > covered_to[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def covered_length(segments: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each query interval [a, b), the length covered by the merged segments."""
+    seg_s, seg_e = segments
+    if len(seg_s) == 0:
+        return np.zeros(len(a), np.int64)
+    before = np.concatenate(([0], np.cumsum(seg_e - seg_s)))
+
+    def covered_up_to(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(seg_s, t, side="right") - 1
+        j = np.maximum(i, 0)
+        inside = before[j] + np.minimum(t, seg_e[j]) - seg_s[j]
+        return np.where(i >= 0, inside, 0)
+
+    return covered_up_to(b) - covered_up_to(a)
+
+
+def _launch_times(trace: Trace):
+    """Function giving, for a GPU table, the CPU start of each row's launching call."""
+    rt = trace.runtime[trace.runtime["correlation"] > 0]
+    corr = rt["correlation"].to_numpy(np.int64)
+    order = np.argsort(corr, kind="stable")
+    corr, starts = corr[order], rt["start"].to_numpy(np.int64)[order]
+
+    def launch(table: pd.DataFrame) -> np.ndarray:
+        want = table["correlation"].to_numpy(np.int64)
+        gpu_start = table["start"].to_numpy(np.int64)
+        if len(corr) == 0:
+            return gpu_start
+        i = np.minimum(np.searchsorted(corr, want), len(corr) - 1)
+        hit = corr[i] == want
+        return np.where(hit, starts[i], gpu_start)
+
+    return launch
+
+
+def _step_of(times: np.ndarray, step_start: np.ndarray, step_end: np.ndarray) -> np.ndarray:
+    """Index of the step whose [start, end] holds each time, -1 if none."""
+    i = np.searchsorted(step_start, times, side="right") - 1
+    j = np.maximum(i, 0)
+    return np.where((i >= 0) & (times <= step_end[j]), i, -1)
+
+
+def _sync_mask(names: pd.Series) -> np.ndarray:
+    cats = names.cat.categories
+    is_sync = np.array([is_sync_call(str(c)) for c in cats], dtype=bool)
+    codes = names.cat.codes.to_numpy()
+    return is_sync[codes] if len(cats) else np.zeros(len(names), dtype=bool)
+
+
+def _per_kernel(kernels: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Count and total time per kernel name, longest total first (ties by name)."""
+    if not len(kernels):
+        return {}
+    grouped = (
+        pd.DataFrame({"name": kernels["name"].astype(str).to_numpy(), "dur": _dur(kernels)})
+        .groupby("name", sort=True)["dur"].agg(["count", "sum"])
+        .reset_index()
+        .sort_values(["sum", "name"], ascending=[False, True], kind="stable")
+    )
+    return {
+        name: {"count": int(count), "time_us": _us(total)}
+        for name, count, total in grouped.itertuples(index=False)
+    }
+
+
+def _step_busy_us(pairs: list[tuple[pd.DataFrame, np.ndarray]], n: int) -> list[float]:
+    """Per step: length of the union of the step's own GPU work (kernels, copies, sets)."""
+    starts = np.concatenate([t["start"].to_numpy(np.int64) for t, _ in pairs])
+    ends = np.concatenate([t["end"].to_numpy(np.int64) for t, _ in pairs])
+    steps = np.concatenate([s for _, s in pairs]).astype(np.int64)
+    busy = np.zeros(n, dtype=np.int64)
+    if len(starts):
+        order = np.lexsort((starts, steps))
+        s, e, g = starts[order], ends[order], steps[order]
+        covered_to = pd.Series(e).groupby(g).cummax().to_numpy()
+        prev = np.concatenate(([0], covered_to[:-1]))
+        first = np.ones(len(g), dtype=bool)
+        first[1:] = g[1:] != g[:-1]
+        prev = np.where(first, s, prev)
+        np.add.at(busy, g, np.maximum(0, e - np.maximum(s, prev)))
+    return [_us(b) for b in busy]
+
+
+def _clip(table: pd.DataFrame, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    s = np.maximum(table["start"].to_numpy(np.int64), lo)
+    e = np.minimum(table["end"].to_numpy(np.int64), hi)
+    keep = e > s
+    return s[keep], e[keep]
+
+
+def _dur(table: pd.DataFrame) -> np.ndarray:
+    return table["end"].to_numpy(np.int64) - table["start"].to_numpy(np.int64)
+
+
+def _bincount(steps: np.ndarray, n: int, weights: np.ndarray | None = None) -> list[int]:
+    if weights is None:
+        return [int(v) for v in np.bincount(steps.astype(np.int64), minlength=n)[:n]]
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, steps.astype(np.int64), weights.astype(np.int64))
+    return [int(v) for v in out]
+
+
+def _us(ns: int | np.integer) -> float:
+    """Nanoseconds to microseconds; exact to the nanosecond in the decimal printout."""
+    return round(int(ns) / 1000, 3)
+
+
+def _ratio(num: int, den: int) -> float:
+    return round(num / den, 6) if den > 0 else 0.0

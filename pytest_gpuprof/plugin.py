@@ -1,0 +1,269 @@
+"""pytest hooks: options, the ``gpuprof`` fixture and marker, and wiring to the session.
+
+Nothing here imports torch: without ``--gpuprof`` the plugin only registers its
+options, marker and fixture, and profiled tests run as plain tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .capture import GpuProf, StepPlan, nvtx_range
+from .compare import Rules, parse_threshold
+from .errors import ConfigError
+
+# (option, ini key, kind, default, help).  Every option is also an ini key of
+# [tool.pytest.ini_options]; the command line wins over the ini file.
+OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
+    ("--gpuprof", "gpuprof", "bool", False,
+     "profile tests that use the gpuprof fixture or marker and compare them with their baselines"),
+    ("--gpuprof-update-baseline", "gpuprof_update_baseline", "bool", False,
+     "record or refresh the baselines of the profiled tests that ran (implies --gpuprof)"),
+    ("--gpuprof-strict", "gpuprof_strict", "bool", False,
+     "fail a profiled test that has no baseline for this GPU model"),
+    ("--gpuprof-baseline-dir", "gpuprof_baseline_dir", "path", "baselines",
+     "directory of baseline JSON files, relative to the rootdir (default: baselines)"),
+    ("--gpuprof-output-dir", "gpuprof_output_dir", "path", ".gpuprof",
+     "directory for kept traces and reports, relative to the rootdir (default: .gpuprof)"),
+    ("--gpuprof-keep-traces", "gpuprof_keep_traces", "bool", False,
+     "keep each profiled test's Chrome/Perfetto trace under OUTPUT_DIR/traces"),
+    ("--gpuprof-replay", "gpuprof_replay", "path", None,
+     "judge kept traces from this directory instead of running the profiled tests (no GPU needed)"),
+    ("--gpuprof-time-tolerance", "gpuprof_time_tolerance", "float", 0.10,
+     "relative tolerance of time metrics per step (default: 0.10)"),
+    ("--gpuprof-time-floor-us", "gpuprof_time_floor_us", "float", 5.0,
+     "time changes per step smaller than this many microseconds never count (default: 5)"),
+    ("--gpuprof-ratio-tolerance", "gpuprof_ratio_tolerance", "float", 0.05,
+     "absolute tolerance of ratio metrics such as gpu_utilization (default: 0.05)"),
+    ("--gpuprof-threshold", "gpuprof_thresholds", "list", [],
+     "absolute requirement such as 'gpu_utilization >= 0.85'; repeatable (ini: one per line)"),
+    ("--gpuprof-wait", "gpuprof_wait", "int", 0, "default unprofiled steps before warm-up (default: 0)"),
+    ("--gpuprof-warmup", "gpuprof_warmup", "int", 3, "default warm-up steps (default: 3)"),
+    ("--gpuprof-active", "gpuprof_active", "int", 10, "default measured steps (default: 10)"),
+)
+
+MARKER_KEYS = {"wait", "warmup", "active", "thresholds", "tolerances"}
+
+SESSION = pytest.StashKey["Any"]()
+PROFILER = pytest.StashKey[GpuProf]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpuprof", "GPU performance gates (pytest-gpuprof)")
+    for opt, ini, kind, default, help_text in OPTIONS:
+        dest = ini
+        if kind == "bool":
+            group.addoption(opt, action="store_true", default=None, dest=dest, help=help_text)
+            parser.addini(ini, help_text, type="bool", default=default)
+        elif kind == "list":
+            group.addoption(opt, action="append", default=None, dest=dest, metavar="EXPR", help=help_text)
+            parser.addini(ini, help_text, type="linelist", default=default)
+        else:
+            group.addoption(opt, action="store", default=None, dest=dest, metavar=kind.upper(), help=help_text)
+            parser.addini(ini, help_text, default=None if default is None else str(default))
+
+
+def _get(config: pytest.Config, ini: str, kind: str) -> Any:
+    value = config.getoption(ini)
+    origin = f"--{ini.replace('_', '-')}"
+    if value is None:
+        value = config.getini(ini)
+        origin = f"ini key {ini}"
+    if kind in ("bool", "list") or value in (None, ""):
+        return value if value not in ("",) else None
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+    except ValueError:
+        raise pytest.UsageError(f"{origin}: expected {kind}, got {value!r}") from None
+    return Path(config.rootpath, value) if kind == "path" else value
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "gpuprof(wait=, warmup=, active=, thresholds=[...], tolerances={...}): profile this test "
+        "under --gpuprof; a test without the gpuprof fixture is run once per step",
+    )
+    opts = {ini: _get(config, ini, kind) for _, ini, kind, _, _ in OPTIONS}
+    if not (opts["gpuprof"] or opts["gpuprof_update_baseline"]):
+        return
+    from .session import GpuprofSession, Settings
+
+    try:
+        thresholds = tuple(parse_threshold(t, "--gpuprof-threshold / ini gpuprof_thresholds")
+                           for t in opts["gpuprof_thresholds"] or ())
+        for name in ("gpuprof_time_tolerance", "gpuprof_ratio_tolerance", "gpuprof_time_floor_us"):
+            if opts[name] < 0:
+                raise ConfigError(f"--{name.replace('_', '-')}: must not be negative, got {opts[name]}")
+        settings = Settings(
+            update_baseline=bool(opts["gpuprof_update_baseline"]),
+            strict=bool(opts["gpuprof_strict"]),
+            baseline_dir=opts["gpuprof_baseline_dir"],
+            output_dir=opts["gpuprof_output_dir"],
+            keep_traces=bool(opts["gpuprof_keep_traces"]),
+            replay_dir=opts["gpuprof_replay"],
+            plan=StepPlan(opts["gpuprof_wait"], opts["gpuprof_warmup"], opts["gpuprof_active"]),
+            rules=Rules(
+                time_tolerance=opts["gpuprof_time_tolerance"],
+                time_floor_us=opts["gpuprof_time_floor_us"],
+                ratio_tolerance=opts["gpuprof_ratio_tolerance"],
+                thresholds=thresholds,
+            ),
+        )
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if settings.replay_dir is not None and not settings.replay_dir.is_dir():
+        raise pytest.UsageError(f"--gpuprof-replay: {settings.replay_dir} is not a directory")
+    config.stash[SESSION] = GpuprofSession(settings)
+
+
+def _session(config: pytest.Config):
+    return config.stash.get(SESSION, None)
+
+
+def _marker_kwargs(item: pytest.Item) -> dict[str, Any]:
+    marker = item.get_closest_marker("gpuprof")
+    if marker is None:
+        return {}
+    if marker.args:
+        raise ConfigError(f"@pytest.mark.gpuprof on {item.nodeid}: takes keyword arguments only")
+    unknown = set(marker.kwargs) - MARKER_KEYS
+    if unknown:
+        raise ConfigError(
+            f"@pytest.mark.gpuprof on {item.nodeid}: unknown argument(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(MARKER_KEYS))}"
+        )
+    return dict(marker.kwargs)
+
+
+def _is_profiled(item: pytest.Item) -> bool:
+    return item.get_closest_marker("gpuprof") is not None or "gpuprof" in getattr(item, "fixturenames", ())
+
+
+def _profiler(item: pytest.Item) -> GpuProf:
+    """The item's GpuProf, made on first use (fixture or marker form)."""
+    prof = item.stash.get(PROFILER, None)
+    if prof is None:
+        session = _session(item.config)
+        kwargs = _marker_kwargs(item)
+        if session is None:
+            prof = GpuProf(StepPlan().with_overrides(kwargs.get("wait"), kwargs.get("warmup"), kwargs.get("active")))
+        else:
+            prof = session.new_profiler(item.nodeid, kwargs)
+        item.stash[PROFILER] = prof
+    return prof
+
+
+@pytest.fixture
+def gpuprof(request: pytest.FixtureRequest) -> GpuProf:
+    """Drive a test's steps: ``for _ in gpuprof.steps(warmup=3, active=10): work()``;
+    mark regions with ``with gpuprof.range("name"):``."""
+    try:
+        return _profiler(request.node)
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    session = _session(item.config)
+    if session is None or not _is_profiled(item) or session.settings.replay_dir is not None:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        reason = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
+        session.skipped[item.nodeid] = reason
+        pytest.skip(reason)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Marker form: run the test body once per step.  Replay: do not run it at all."""
+    session = _session(pyfuncitem.config)
+    if session is None or not _is_profiled(pyfuncitem):
+        return None
+    if session.settings.replay_dir is not None:
+        return True
+    if "gpuprof" in pyfuncitem.fixturenames:
+        return None
+    try:
+        prof = _profiler(pyfuncitem)
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    for _ in prof.steps():
+        pyfuncitem.obj(**args)
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    session = _session(item.config)
+    if session is None or not _is_profiled(item):
+        return (yield)
+    if session.settings.replay_dir is None:
+        with nvtx_range(item.nodeid):
+            outcome = yield
+    else:
+        outcome = yield
+    from .report import failure_message
+
+    try:
+        kwargs = _marker_kwargs(item)
+        prof = _profiler(item)
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    result = session.evaluate(item.nodeid, prof, kwargs)
+    if result.failed:
+        pytest.fail(failure_message(result), pytrace=False)
+    return outcome
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    session = _session(config)
+    if session is None:
+        return
+    from .report import summary_lines
+
+    tr = terminalreporter
+    tr.write_sep("=", "gpuprof")
+    s = session.settings
+    mode = "replaying traces from " + str(s.replay_dir) if s.replay_dir else "torch.profiler"
+    tr.write_line(f"baselines: {s.baseline_dir}    capture: {mode}")
+    if session.results:
+        gpus = sorted({r.gpu for r in session.results if r.gpu})
+        if gpus:
+            tr.write_line(f"GPU: {', '.join(gpus)}")
+        for line in summary_lines(session.results):
+            tr.write_line(line)
+    if session.skipped:
+        reasons = sorted(set(session.skipped.values()))
+        tr.write_line(f"{len(session.skipped)} profiled test(s) skipped: {'; '.join(reasons)}")
+    if not session.results and not session.skipped:
+        tr.write_line("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
+    for line in session.baseline_report:
+        tr.write_line(line)
+    if s.keep_traces and session.results:
+        tr.write_line(f"traces kept in {s.output_dir / 'traces'}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    state = _session(session.config)
+    if state is None or not state.settings.update_baseline:
+        return
+    state.baseline_report = state.write_baselines()
+    if any(line.startswith("not written") for line in state.baseline_report):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = _session(config)
+    if session is not None:
+        session.close()

@@ -1,0 +1,128 @@
+"""Text reports: the failure message, the terminal summary, ``gpuprof analyze``'s table."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .compare import compared_values
+from .metrics import METRICS, Measurement
+from .session import TestResult
+from .trace import COPY_KINDS
+
+
+def failure_message(result: TestResult) -> str:
+    """Every metric that broke, with baseline, current value, change and rule."""
+    if result.status == "error" or result.message:
+        return f"gpuprof: {result.message}"
+    broken = [v for v in result.verdicts if v.failed or v.status in ("new", "vanished")]
+    where = f" on {result.gpu}" if result.gpu else ""
+    lines = [f"gpuprof: {len(broken)} metric(s) broke{where} (baseline file {result.baseline_file}):"]
+    for v in broken:
+        if v.status == "threshold":
+            lines.append(f"  {v.metric}: current {_num(v.current)} violates threshold {v.rule}")
+        elif v.status == "new":
+            lines.append(f"  {v.metric}: new kernel, {_num(v.current)} per step (not in the baseline)")
+        elif v.status == "vanished":
+            lines.append(f"  {v.metric}: vanished, baseline {_num(v.baseline)} per step, now none")
+        else:
+            change = f" ({v.change()})" if v.change() else ""
+            lines.append(
+                f"  {v.metric}: baseline {_num(v.baseline)}, current {_num(v.current)}{change} "
+                f"[{v.status}; rule: {v.rule}]"
+            )
+    lines.append("If the change is intended, refresh the baseline with --gpuprof-update-baseline.")
+    return "\n".join(lines)
+
+
+_SUMMARY_COLUMNS = (
+    ("kernel_count", "kernels/step"),
+    ("kernel_time_us", "kernel us/step"),
+    ("gpu_utilization", "gpu util"),
+    ("overlap_efficiency", "overlap"),
+    ("sync_count", "syncs/step"),
+)
+
+
+def summary_lines(results: Iterable[TestResult]) -> list[str]:
+    """One row per profiled test: status, key metrics and change against the baseline."""
+    rows = [["test", "status"] + [title for _, title in _SUMMARY_COLUMNS]]
+    for r in results:
+        row = [r.nodeid, r.status]
+        if r.metrics is None:
+            rows.append(row + ["-"] * len(_SUMMARY_COLUMNS))
+            continue
+        now = compared_values(r.metrics)
+        before = compared_values(r.baseline) if r.baseline else {}
+        for metric, _ in _SUMMARY_COLUMNS:
+            row.append(_cell(metric, now.get(metric), before.get(metric)))
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return out
+
+
+def _cell(metric: str, now: float | None, before: float | None) -> str:
+    if now is None:
+        return "n/a"
+    text = _num(now)
+    if before is None:
+        return text
+    if METRICS[metric].kind == "ratio":
+        return f"{text} ({now - before:+.3f})"
+    if before:
+        return f"{text} ({(now - before) / before:+.1%})"
+    return f"{text} ({now - before:+g})"
+
+
+def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
+    """``gpuprof analyze``: the metrics of one trace, then its heaviest kernels."""
+    x = m.metrics
+    lines = [
+        f"trace: {path}",
+        f"gpu: {m.gpu_name or 'unknown'}    steps: {x['step_count']} (from {m.step_source})    "
+        f"window: {x['window_us']:.3f} us",
+        "",
+        f"kernels            {x['kernel_count']:>10}   {x['kernel_time_us']:>14.3f} us",
+    ]
+    for kind in COPY_KINDS:
+        lines.append(
+            f"memcpy {kind:<11} {x[f'memcpy_{kind}_count']:>10}   {x[f'memcpy_{kind}_time_us']:>14.3f} us"
+            f"   {x[f'memcpy_{kind}_bytes']:>14} B"
+        )
+    lines += [
+        f"memset             {x['memset_count']:>10}",
+        f"sync calls         {x['sync_count']:>10}",
+        "",
+        f"gpu_utilization     {_pct(x['gpu_utilization'])}",
+        f"copy_utilization    {_pct(x['copy_utilization'])}",
+        f"overlap_efficiency  {_pct(x['overlap_efficiency'])}",
+        f"sync_wait_fraction  {_pct(x['sync_wait_fraction'])}",
+        f"peak memory         {_bytes(x['peak_memory_allocated_bytes'])}",
+        "step GPU time (us)  " + ", ".join(f"{v:.3f}" for v in x["step_gpu_time_us"]),
+    ]
+    if x["kernels"]:
+        lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}):"]
+        for name, row in list(x["kernels"].items())[:top]:
+            lines.append(f"  {row['time_us']:>12.3f} us  {row['count']:>7}x  {_short(name)}")
+    return lines
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.6g}" if abs(value) < 1 else f"{value:.3f}".rstrip("0").rstrip(".")
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a (no memcpy)" if value is None else f"{value:.4f}  ({value:.2%})"
+
+
+def _bytes(value: int | None) -> str:
+    return "n/a (not recorded in the trace)" if value is None else f"{value} B ({value / 2**20:.1f} MiB)"
+
+
+def _short(name: str, width: int = 100) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."

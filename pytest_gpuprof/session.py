@@ -1,0 +1,162 @@
+"""One pytest run's gpuprof state: settings, per-test evaluation, baseline updates."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import baseline
+from .capture import GpuProf, StepPlan
+from .compare import Rules, Threshold, Verdict, judge, parse_threshold, test_status
+from .errors import BaselineError, ConfigError, GpuprofError
+from .kineto import load_kineto
+from .metrics import METRICS, measure
+
+BACKEND = "torch"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved options (command line over ini over defaults)."""
+
+    update_baseline: bool
+    strict: bool
+    baseline_dir: Path
+    output_dir: Path
+    keep_traces: bool
+    replay_dir: Path | None
+    plan: StepPlan
+    rules: Rules
+
+
+@dataclass
+class TestResult:
+    """What gpuprof concluded about one profiled test."""
+
+    nodeid: str
+    status: str  # passed | improved | failed | no baseline | updated | error
+    gpu: str | None = None
+    metrics: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None
+    verdicts: list[Verdict] = field(default_factory=list)
+    baseline_file: Path | None = None
+    trace: Path | None = None
+    message: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("failed", "error")
+
+
+def trace_name(nodeid: str) -> str:
+    """File name of a test's trace: the node id with every unsafe character replaced."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_") + ".pt.trace.json.gz"
+
+
+class GpuprofSession:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.results: list[TestResult] = []
+        self.skipped: dict[str, str] = {}  # nodeid -> reason
+        self._pending: dict[Path, dict[str, dict[str, Any]]] = {}
+        self.baseline_report: list[str] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="gpuprof-")
+
+    # --- capture ---------------------------------------------------------
+    def new_profiler(self, nodeid: str, marker_kwargs: dict[str, Any]) -> GpuProf:
+        plan = self.settings.plan.with_overrides(
+            marker_kwargs.get("wait"), marker_kwargs.get("warmup"), marker_kwargs.get("active")
+        )
+        if self.settings.replay_dir is not None:
+            return GpuProf(plan)
+        folder = self.settings.output_dir / "traces" if self.settings.keep_traces else Path(self._tmp.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        return GpuProf(plan, folder / trace_name(nodeid))
+
+    def rules_for(self, nodeid: str, marker_kwargs: dict[str, Any]) -> Rules:
+        """Global rules with the marker's thresholds and tolerances on top."""
+        origin = f"@pytest.mark.gpuprof on {nodeid}"
+        own = marker_kwargs.get("thresholds") or ()
+        if isinstance(own, str):
+            own = (own,)
+        mine: list[Threshold] = [parse_threshold(t, origin) for t in own]
+        overridden = {t.metric for t in mine}
+        thresholds = tuple(t for t in self.settings.rules.thresholds if t.metric not in overridden) + tuple(mine)
+        tolerances = dict(self.settings.rules.tolerances)
+        for metric, value in (marker_kwargs.get("tolerances") or {}).items():
+            if metric not in METRICS:
+                raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
+            tolerances[metric] = float(value)
+        r = self.settings.rules
+        return Rules(r.time_tolerance, r.time_floor_us, r.ratio_tolerance, tolerances, thresholds)
+
+    # --- evaluation ------------------------------------------------------
+    def evaluate(self, nodeid: str, prof: GpuProf, marker_kwargs: dict[str, Any]) -> TestResult:
+        """Measure a finished test's trace and judge it; never raises for the test's own data."""
+        try:
+            result = self._evaluate(nodeid, prof, marker_kwargs)
+        except GpuprofError as exc:
+            result = TestResult(nodeid, "error", message=str(exc))
+        self.results.append(result)
+        return result
+
+    def _evaluate(self, nodeid: str, prof: GpuProf, marker_kwargs: dict[str, Any]) -> TestResult:
+        s = self.settings
+        if s.replay_dir is not None:
+            path = s.replay_dir / trace_name(nodeid)
+        else:
+            if not prof.completed:
+                raise GpuprofError(
+                    "gpuprof: the test uses the gpuprof fixture but did not run its "
+                    "`for _ in gpuprof.steps(...)` loop to the end; nothing was measured"
+                )
+            path = prof.trace_path
+        trace = load_kineto(path)
+        measurement = measure(trace)
+        gpu = measurement.gpu_name or "unknown GPU"
+        file = baseline.baseline_file(s.baseline_dir, nodeid)
+        doc = baseline.read(file)
+        entry = baseline.lookup(doc, nodeid, gpu)
+        rules = self.rules_for(nodeid, marker_kwargs)
+        old = entry["metrics"] if entry else None
+        kept = path if (s.keep_traces or s.replay_dir is not None) else None
+        result = TestResult(nodeid, "", gpu, measurement.metrics, old, [], file, kept)
+        if s.update_baseline:
+            result.verdicts = judge(measurement.metrics, None, rules)
+            self._pending.setdefault(file, {}).setdefault(nodeid, {})[gpu] = {
+                "backend": BACKEND,
+                "environment": trace.metadata.get("environment", {"gpu": gpu}),
+                "metrics": measurement.metrics,
+                "per_step": measurement.per_step,
+                "step_source": measurement.step_source,
+            }
+            result.status = "failed" if any(v.failed for v in result.verdicts) else "updated"
+        else:
+            result.verdicts = judge(measurement.metrics, old, rules)
+            result.status = test_status(result.verdicts, entry is not None)
+            if result.status == "no baseline" and s.strict:
+                result.status = "failed"
+                result.message = f"no baseline for {gpu} in {file} (--gpuprof-strict)"
+        if kept is None and path is not None:
+            path.unlink(missing_ok=True)
+        return result
+
+    # --- end of run ------------------------------------------------------
+    def write_baselines(self) -> list[str]:
+        """Write pending updates; returns one line per file written or refused."""
+        lines = []
+        for file, entries in sorted(self._pending.items()):
+            try:
+                baseline.update(file, entries)
+            except BaselineError as exc:
+                lines.append(f"not written, file left as it was: {exc}")
+                continue
+            lines.append(f"updated {len(entries)} test(s) in {file}")
+        self._pending.clear()
+        return lines
+
+    def close(self) -> None:
+        self._tmp.cleanup()
