@@ -222,29 +222,33 @@ def covered_length(segments: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np
 
 
 def _launch_times(trace: Trace):
-    """Function giving, for a GPU table, the CPU start of each row's launching call."""
+    """Function giving, for a GPU table, the CPU start of each row's launching call.
+
+    A row whose correlation id matches no runtime call in the trace was launched
+    before the capture began (a warm-up kernel still running): it gets -1 and
+    belongs to no step.  A trace with no runtime calls at all (GPU activity
+    only) falls back to each row's GPU start.
+    """
     rt = trace.runtime[trace.runtime["correlation"] > 0]
     corr = rt["correlation"].to_numpy(np.int64)
     order = np.argsort(corr, kind="stable")
     corr, starts = corr[order], rt["start"].to_numpy(np.int64)[order]
 
     def launch(table: pd.DataFrame) -> np.ndarray:
-        want = table["correlation"].to_numpy(np.int64)
-        gpu_start = table["start"].to_numpy(np.int64)
         if len(corr) == 0:
-            return gpu_start
+            return table["start"].to_numpy(np.int64)
+        want = table["correlation"].to_numpy(np.int64)
         i = np.minimum(np.searchsorted(corr, want), len(corr) - 1)
-        hit = corr[i] == want
-        return np.where(hit, starts[i], gpu_start)
+        return np.where(corr[i] == want, starts[i], -1)
 
     return launch
 
 
 def _step_of(times: np.ndarray, step_start: np.ndarray, step_end: np.ndarray) -> np.ndarray:
-    """Index of the step whose [start, end] holds each time, -1 if none."""
+    """Index of the step whose [start, end] holds each time, -1 if none (or time -1)."""
     i = np.searchsorted(step_start, times, side="right") - 1
     j = np.maximum(i, 0)
-    return np.where((i >= 0) & (times <= step_end[j]), i, -1)
+    return np.where((i >= 0) & (times >= 0) & (times <= step_end[j]), i, -1)
 
 
 def _sync_mask(names: pd.Series) -> np.ndarray:
