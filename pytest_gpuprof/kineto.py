@@ -20,6 +20,7 @@ import gzip
 import json
 import re
 from collections import Counter
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -75,7 +76,10 @@ def load_kineto(path: str | Path) -> Trace:
         raise TraceError(f"cannot read trace {path}: {exc}") from exc
     except (ValueError, EOFError) as exc:
         raise TraceError(f"{path} is not a Chrome-trace JSON file: {exc}") from exc
-    return _build(events, header)
+    trace = _build(events, header)
+    if trace.span() is None:
+        raise TraceError(f"{path} holds no kernel, memcpy, runtime or annotation events (is it a torch.profiler trace?)")
+    return trace
 
 
 def _open(path: Path):
@@ -196,14 +200,14 @@ def _to_ns(int_parts: Iterable, frac_parts: Iterable) -> np.ndarray:
 
 
 def _read_generic(path: Path) -> tuple[dict, _Columns]:
-    """Any valid Chrome-trace JSON; floats are kept as text so the ns conversion stays exact."""
+    """Any valid Chrome-trace JSON; floats are read as Decimal so the ns conversion stays exact."""
     with _open(path) as fh:
-        doc = json.load(fh, parse_float=str, parse_int=str)
+        doc = json.load(fh, parse_float=Decimal)
     if isinstance(doc, list):
         doc = {"traceEvents": doc}
     if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
         raise ValueError("no traceEvents array")
-    header = _ints({k: v for k, v in doc.items() if k != "traceEvents"})
+    header = _floats({k: v for k, v in doc.items() if k != "traceEvents"})
     columns = _Columns()
     rows: dict[str, list[dict]] = {}
     for ev in doc["traceEvents"]:
@@ -217,7 +221,7 @@ def _read_generic(path: Path) -> tuple[dict, _Columns]:
             for key in _ARG
         }
         codes = [columns.code(json.dumps(str(ev.get("name", "")))[1:-1].encode()) for ev in evs]
-        tids = [int(ev["tid"]) if str(ev.get("tid", "")).lstrip("-").isdigit() else -1 for ev in evs]
+        tids = [ev["tid"] if isinstance(ev.get("tid"), int) else -1 for ev in evs]
         columns.add(cat, codes, tids, _to_ns(ts_i, ts_f), _to_ns(dur_i, dur_f), args)
     return header, columns
 
@@ -229,21 +233,13 @@ def _split(number: str) -> tuple[str, str]:
     return whole, frac
 
 
-def _ints(value: Any) -> Any:
-    """Undo parse_int/parse_float=str in the small header."""
+def _floats(value: Any) -> Any:
+    """The header as the fast path's json.loads reads it: Decimal back to float."""
     if isinstance(value, dict):
-        return {k: _ints(v) for k, v in value.items()}
+        return {k: _floats(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_ints(v) for v in value]
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            try:
-                return float(value) if value.replace(".", "", 1).lstrip("-").isdigit() else value
-            except ValueError:
-                return value
-    return value
+        return [_floats(v) for v in value]
+    return float(value) if isinstance(value, Decimal) else value
 
 
 def _build(columns: _Columns, header: dict) -> Trace:

@@ -1,0 +1,57 @@
+"""Baseline files: layout, stable diffs, atomic writes, unreadable files left alone."""
+
+import json
+import os
+
+import pytest
+
+from pytest_gpuprof import baseline
+from pytest_gpuprof.errors import BaselineError
+
+
+def test_one_file_per_module(tmp_path):
+    assert baseline.baseline_file(tmp_path, "tests/gpu/test_moe.py::test_fwd[bf16]") == tmp_path / "tests/gpu/test_moe.json"
+
+
+def test_update_keeps_other_entries_and_writes_sorted_indented_json(tmp_path):
+    path = tmp_path / "m.json"
+    baseline.update(path, {"m.py::b": {"H100": {"metrics": {"z": 1, "a": 2}}}})
+    baseline.update(path, {"m.py::a": {"H200": {"metrics": {"k": 3}}}})
+    baseline.update(path, {"m.py::b": {"H200": {"metrics": {"k": 4}}}})
+    text = path.read_text()
+    doc = json.loads(text)
+    assert doc["schema_version"] == baseline.SCHEMA_VERSION
+    assert doc["tests"]["m.py::b"] == {"H100": {"metrics": {"z": 1, "a": 2}}, "H200": {"metrics": {"k": 4}}}
+    assert text == json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    assert baseline.lookup(doc, "m.py::a", "H200") == {"metrics": {"k": 3}}
+    assert baseline.lookup(doc, "m.py::a", "H100") is None
+
+
+@pytest.mark.parametrize("content, words", [
+    ("{ not json", "not valid JSON"),
+    ('{"schema_version": 1}', "no 'tests' object"),
+    ('{"schema_version": 99, "tests": {}}', "schema_version 99"),
+])
+def test_unreadable_file_is_an_error_naming_it_and_is_never_overwritten(tmp_path, content, words):
+    path = tmp_path / "m.json"
+    path.write_text(content)
+    with pytest.raises(BaselineError, match=words) as err:
+        baseline.read(path)
+    assert str(path) in str(err.value)
+    with pytest.raises(BaselineError):
+        baseline.update(path, {"m.py::a": {"H200": {}}})
+    assert path.read_text() == content
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "m.json"
+    baseline.update(path, {"m.py::a": {"H200": {"metrics": {"k": 1}}}})
+    before = path.read_bytes()
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        baseline.update(path, {"m.py::a": {"H200": {"metrics": {"k": 2}}}})
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
