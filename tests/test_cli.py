@@ -1,0 +1,68 @@
+"""``gpuprof analyze``: the metrics JSON and the table, as a user runs them."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+METRIC_KEYS = (
+    ["kernel_count", "kernel_time_us", "kernels"]
+    + [f"memcpy_{k}_{w}" for k in ("htod", "dtoh", "dtod", "ptop") for w in ("count", "bytes", "time_us")]
+    + ["memset_count", "gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_count",
+       "sync_wait_fraction", "window_us", "step_count", "step_gpu_time_us", "peak_memory_allocated_bytes"]
+)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "pytest_gpuprof", *args], capture_output=True, text=True)
+
+
+def test_json_has_exactly_the_documented_metric_keys():
+    out = run("analyze", str(DATA / "sync.pt.trace.json.gz"), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert sorted(doc["metrics"]) == sorted(METRIC_KEYS)
+    assert doc["gpu"] == "NVIDIA H200"
+    assert doc["steps"] == {"source": "ProfilerStep#N", "count": 4}
+    assert doc["per_step"]["sync_count"] == [2, 2, 2, 2]
+
+
+def test_metric_keys_are_documented():
+    doc = (Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    missing = [k for k in METRIC_KEYS if f"`{k}`" not in doc]
+    assert not missing, f"not defined in docs/metrics.md: {missing}"
+
+
+def test_table_names_the_trace_and_the_key_numbers():
+    out = run("analyze", str(DATA / "overlap.pt.trace.json.gz"))
+    assert out.returncode == 0, out.stderr
+    assert "steps: 4 (from ProfilerStep#N)" in out.stdout
+    assert "67108864 B" in out.stdout  # 4 steps x 16 MiB host-to-device
+    assert "overlap_efficiency" in out.stdout
+
+
+def test_console_script_is_installed():
+    exe = Path(sys.executable).with_name("gpuprof")
+    out = subprocess.run([str(exe), "analyze", str(DATA / "sync.pt.trace.json.gz"), "--json"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and json.loads(out.stdout)["metrics"]["sync_count"] == 8
+
+
+@pytest.mark.parametrize("content", ["{broken", ""])
+def test_bad_trace_is_a_one_line_error_naming_the_file(tmp_path, content):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    out = run("analyze", str(bad))
+    assert out.returncode == 2
+    assert out.stderr.startswith("gpuprof: ") and str(bad) in out.stderr and "Traceback" not in out.stderr
+
+
+def test_analyze_never_imports_torch():
+    code = ("import sys; from pytest_gpuprof.cli import main; main(['analyze', sys.argv[1], '--json']); "
+            "sys.stderr.write(str('torch' in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, str(DATA / "sync.pt.trace.json.gz")],
+                         capture_output=True, text=True)
+    assert out.stderr.strip() == "False"

@@ -1,0 +1,112 @@
+"""End-to-end on a real GPU: capture, trace, metrics, baseline, regression.
+
+Marked ``gpu``; skipped where torch sees no CUDA device.  Run on a GPU machine with
+``python -m pytest tests/test_gpu.py -m gpu``.
+"""
+
+import json
+import os
+
+import pytest
+
+from pytest_gpuprof.kineto import load_kineto
+from pytest_gpuprof.metrics import measure
+from pytest_gpuprof.session import trace_name
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"),
+]
+
+WORKLOAD = """
+import os
+import pytest
+import torch
+
+EXTRA = int(os.environ.get("EXTRA_ADDS", "0"))
+
+def work(a, host, dev):
+    dev.copy_(host, non_blocking=True)   # 1 host-to-device copy of 1 MiB
+    b = a @ a                            # 1 gemm kernel
+    b.add_(1)                            # 1 elementwise kernel
+    for _ in range(EXTRA):
+        b.add_(1)
+
+@pytest.fixture
+def tensors():
+    a = torch.randn(512, 512, device="cuda")
+    host = torch.ones(256 * 1024).pin_memory()
+    return a, host, torch.empty(256 * 1024, device="cuda")
+
+def test_fixture_form(gpuprof, tensors):
+    for _ in gpuprof.steps(warmup=2, active=5):
+        with gpuprof.range("work"):
+            work(*tensors)
+
+CALLS = []
+
+@pytest.mark.gpuprof(warmup=1, active=3)
+def test_marker_form(tensors):
+    CALLS.append(1)
+    work(*tensors)
+
+def test_marker_ran_once_per_step():
+    assert len(CALLS) == 1 + 3
+"""
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(test_work=WORKLOAD)
+    return pytester
+
+
+def run(pytester, *args, extra=0):
+    os.environ["EXTRA_ADDS"] = str(extra)
+    try:
+        return pytester.runpytest("-p", "no:cacheprovider", *args)
+    finally:
+        del os.environ["EXTRA_ADDS"]
+
+
+def test_baseline_holds_what_the_kept_trace_says(suite):
+    result = run(suite, "--gpuprof-update-baseline", "--gpuprof-keep-traces")
+    result.assert_outcomes(passed=3)
+    doc = json.loads((suite.path / "baselines" / "test_work.json").read_text())
+    gpu = torch.cuda.get_device_name()
+    for nodeid, steps in (("test_work.py::test_fixture_form", 5), ("test_work.py::test_marker_form", 3)):
+        entry = doc["tests"][nodeid][gpu]
+        trace = suite.path / ".gpuprof" / "traces" / trace_name(nodeid)
+        again = measure(load_kineto(trace))
+        assert entry["metrics"] == again.metrics  # reproducible from the kept trace
+        # by construction: one gemm and one add, one 1 MiB host-to-device copy per step
+        assert entry["per_step"]["kernel_count"] == [2] * steps
+        assert entry["per_step"]["memcpy_htod_bytes"] == [2**20] * steps
+        assert entry["metrics"]["step_count"] == steps
+        assert entry["metrics"]["peak_memory_allocated_bytes"] > 0
+        assert entry["environment"]["gpu"] == gpu and entry["environment"]["torch"] == torch.__version__
+        names = set(again.steps["name"])
+        assert len(names) == steps and all(n.startswith("ProfilerStep#") for n in names)
+    fixture_trace = load_kineto(suite.path / ".gpuprof" / "traces" / trace_name("test_work.py::test_fixture_form"))
+    ranges = fixture_trace.ranges["name"].astype(str).tolist()
+    assert [f"step_{i}" for i in range(5)] == [r for r in ranges if r.startswith("step_")]
+    assert ranges.count("work") == 5
+
+
+def test_rerun_passes_and_an_extra_kernel_fails(suite):
+    run(suite, "--gpuprof-update-baseline").assert_outcomes(passed=3)
+    again = run(suite, "--gpuprof")
+    again.assert_outcomes(passed=3)
+    again.stdout.fnmatch_lines(["*test_work.py::test_fixture_form*passed*"])
+    broken = run(suite, "--gpuprof", extra=1)
+    broken.assert_outcomes(passed=1, failed=2)
+    broken.stdout.fnmatch_lines(["*kernel_count: baseline 2, current 3 (+50.0%) [[]changed; rule: must match exactly per step]*"])
+
+
+def test_without_gpuprof_nothing_is_profiled(suite):
+    result = run(suite)
+    result.assert_outcomes(passed=3)
+    assert not (suite.path / "baselines").exists()
+    assert "gpuprof" not in result.stdout.str()
