@@ -3,7 +3,7 @@
 import pytest
 from conftest import planted
 
-BATCH, SIZE, CLASSES = 128, 64, 100
+BATCH, SIZE, CLASSES = 512, 64, 100
 
 
 def make_cnn(torch):

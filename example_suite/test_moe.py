@@ -11,7 +11,7 @@ import math
 import pytest
 from conftest import planted
 
-TOKENS, DIM, HIDDEN, EXPERTS, TOP_K = 4096, 1024, 2048, 8, 2
+TOKENS, DIM, HIDDEN, EXPERTS, TOP_K = 16384, 1024, 2048, 8, 2
 
 
 def make_moe(torch):
@@ -60,7 +60,7 @@ def make_moe(torch):
     return MoE()
 
 
-@pytest.mark.gpuprof(thresholds=["sync_count == 0"])
+@pytest.mark.gpuprof(thresholds=["sync_count == 0", "gpu_utilization >= 0.85"])
 def test_moe_forward(gpuprof):
     import torch
 

@@ -7,7 +7,7 @@ plugin), forward_pass, backward_pass, plus optimizer_step.
 import pytest
 from conftest import planted
 
-LAYERS, DIM, HEADS, SEQ, BATCH = 4, 1024, 16, 512, 8
+LAYERS, DIM, HEADS, SEQ, BATCH = 4, 1024, 16, 512, 32
 
 
 def make_blocks(torch):

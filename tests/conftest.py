@@ -1,0 +1,3 @@
+"""Shared test configuration: pytester drives pytest runs of small test suites."""
+
+pytest_plugins = ["pytester"]
