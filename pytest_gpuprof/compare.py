@@ -64,7 +64,7 @@ def parse_threshold(text: str, origin: str) -> Threshold:
         known = ", ".join(n for n, s in METRICS.items() if s.kind != "info")
         raise ConfigError(f"{origin}: unknown metric {metric!r} in threshold {text!r}; known: {known}")
     value = float(m["value"]) / (100 if m["pct"] else 1)
-    return Threshold(metric, m["op"], value, f"{metric} {m['op']} {_fmt(value)}")
+    return Threshold(metric, m["op"], value, f"{metric} {m['op']} {format_number(value)}")
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class Verdict:
         delta = self.current - self.baseline
         if self.relative and self.baseline:
             return f"{delta / abs(self.baseline):+.1%}"
-        return _fmt(delta, signed=True)
+        return format_number(delta, signed=True)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -187,11 +187,11 @@ def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -
     relative = spec.kind == "time"
     if relative:
         floor_us = rules.time_floor_us
-        rule = f"within ±{tol:.0%}{per} (changes under {_fmt(floor_us)} us ignored)"
+        rule = f"within ±{tol:.0%}{per} (changes under {format_number(floor_us)} us ignored)"
         delta = c - b
         beyond = abs(delta) > tol * abs(b) and abs(delta) > floor_us
     else:
-        rule = f"must not {'drop' if spec.better == 'higher' else 'rise'} by more than {_fmt(tol)}"
+        rule = f"must not {'drop' if spec.better == 'higher' else 'rise'} by more than {format_number(tol)}"
         delta = c - b
         beyond = abs(delta) > tol + 1e-12
     if not beyond:
@@ -204,5 +204,13 @@ def _same(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
 
 
-def _fmt(value: float, signed: bool = False) -> str:
-    return f"{value:+.6g}" if signed else f"{value:.6g}"
+def format_number(value: float | None, signed: bool = False) -> str:
+    """How every metric value is printed: integers as integers, magnitudes under 1
+    (ratios) to 6 decimals, the rest (microseconds, per-step means) to 3 (1 ns)."""
+    if value is None:
+        return "n/a"
+    sign = "+" if signed else ""
+    if float(value).is_integer():
+        return f"{int(value):{sign}d}"
+    text = f"{value:{sign}.{6 if abs(value) < 1 else 3}f}".rstrip("0").rstrip(".")
+    return text if text not in ("+0", "-0", "") else "0"

@@ -98,7 +98,7 @@ class _Columns:
             cat: {"name": [], "tid": [], "start": [], "dur": [], "args": {}} for cat in CATEGORIES
         }
 
-    def add(self, cat: str, names: list[int], tids, starts, durs, args: dict[str, np.ndarray]) -> None:
+    def add(self, cat: str, names, tids, starts, durs, args: dict[str, np.ndarray]) -> None:
         col = self.cols[cat]
         col["name"].append(np.asarray(names, dtype=np.int64))
         col["tid"].append(np.asarray(tids, dtype=np.int64))
@@ -114,6 +114,11 @@ class _Columns:
             code = self.codes[raw] = self.names.setdefault(_decode_name(raw), len(self.names))
         return code
 
+    def code_all(self, raws: np.ndarray) -> np.ndarray:
+        """Codes of many raw names: hashed in C, decoded once per distinct name."""
+        index, distinct = pd.factorize(raws)
+        return np.array([self.code(raw) for raw in distinct], dtype=np.int64)[index]
+
 
 def _read_fast(path: Path) -> tuple[dict, _Columns]:
     columns = _Columns()
@@ -122,26 +127,29 @@ def _read_fast(path: Path) -> tuple[dict, _Columns]:
     with _open(path) as fh:
         while True:
             block = fh.read(_CHUNK)
+            last = not block
             data = carry + block
+            del block  # the chunk lives on in data; holding both would double the peak
             if header is None:
                 at = data.find(_EVENTS_KEY)
                 if at < 0:
-                    if block:
+                    if not last:
                         carry = data
                         continue
                     raise _Fallback
                 header = _parse_header(data[:at])
                 data = data[at:]
-            if block:
-                cut = data.rfind(b'"ph"')
-                if cut <= 0:
+            if last:
+                end, carry = len(data), b""
+            else:
+                # Scan up to the last event's start, in place: slicing would copy the chunk.
+                end = data.rfind(b'"ph"')
+                if end <= 0:
                     carry = data
                     continue
-                data, carry = data[:cut], data[cut:]
-            else:
-                carry = b""
-            _scan(data, columns)
-            if not block:
+                carry = data[end:]
+            _scan(data, end, columns)
+            if last:
                 break
     return header, columns
 
@@ -158,45 +166,61 @@ def _parse_header(text: bytes) -> dict:
         raise _Fallback from None
 
 
-def _scan(data: bytes, columns: _Columns) -> None:
-    matches = _EVENT.findall(data)
-    expected = Counter(_CAT.findall(data))
-    found = Counter(m[0] for m in matches)
-    if expected != found:
-        raise _Fallback
-    buckets: dict[bytes, list] = {}
-    for m in matches:
-        buckets.setdefault(m[0], []).append(m)
-    for cat, rows in buckets.items():
-        _, names, tids, ts_i, ts_f, dur_i, dur_f, args = zip(*rows)
-        codes = [columns.code(n) for n in names]
-        args_blob = b"\x00".join(args)
-        parsed = {key: _find_args(rx, args_blob, args) for key, rx in _ARG.items()}
-        columns.add(
-            cat.decode(), codes, np.array(tids).astype(np.int64),
-            _to_ns(ts_i, ts_f), _to_ns(dur_i, dur_f), parsed,
-        )
+def _scan(data: bytes, end: int, columns: _Columns) -> None:
+    """Add the needed events of ``data[:end]`` to the columns, or give up on the fast path.
+
+    The regular expressions yield Python bytes per field; everything after them
+    works on whole columns (numpy, pandas), never event by event.
+    """
+    matches = _EVENT.findall(data, 0, end)
+    expected = Counter(_CAT.findall(data, 0, end))
+    if not matches:
+        if expected:
+            raise _Fallback
+        return
+    table = np.array(matches, dtype=object)
+    del matches
+    cats = table[:, 0]
+    for cat in CATEGORIES:
+        rows = table[cats == cat.encode()]
+        if len(rows) != expected[cat.encode()]:
+            raise _Fallback
+        if len(rows):
+            _, names, tids, ts_i, ts_f, dur_i, dur_f, args = rows.T
+            columns.add(
+                cat, columns.code_all(names), np.asarray(tids, dtype=np.bytes_).astype(np.int64),
+                _to_ns(ts_i, ts_f), _to_ns(dur_i, dur_f), _find_args(args),
+            )
 
 
-def _find_args(rx: re.Pattern, blob: bytes, args: tuple[bytes, ...]) -> np.ndarray:
-    """One integer per event for an args key, -1 where the event lacks it."""
-    found = rx.findall(blob)
-    if len(found) == len(args):
-        return np.array(found).astype(np.int64) if found else np.zeros(0, np.int64)
-    out = np.full(len(args), -1, dtype=np.int64)
-    for i, text in enumerate(args):
-        m = rx.search(text)
-        if m:
-            out[i] = int(m.group(1))
-    return out
+def _find_args(args: np.ndarray) -> dict[str, np.ndarray]:
+    """One integer per event for each needed args key, -1 where the event lacks it.
+
+    One regex pass per key over all the events' args at once; each hit's offset
+    tells which event it belongs to, so events may lack a key or (as json.loads
+    reads them) repeat it, the last one counting.
+    """
+    lengths = np.fromiter(map(len, args), np.int64, len(args))
+    starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
+    blob = b"\x00".join(args)
+    parsed = {}
+    for key, rx in _ARG.items():
+        out = np.full(len(args), -1, dtype=np.int64)
+        hits = [(m.start(), m[1]) for m in rx.finditer(blob)]
+        if hits:
+            at, values = zip(*hits)
+            out[np.searchsorted(starts, at, side="right") - 1] = np.asarray(values, dtype=np.bytes_).astype(np.int64)
+        parsed[key] = out
+    return parsed
 
 
 def _to_ns(int_parts: Iterable, frac_parts: Iterable) -> np.ndarray:
-    """Exact integer nanoseconds from the integer and fractional digits of microseconds."""
-    whole = np.array(int_parts).astype(np.int64) if int_parts else np.zeros(0, np.int64)
-    fracs = [f[:3].ljust(3, b"0") if isinstance(f, bytes) else f[:3].ljust(3, "0") for f in frac_parts]
-    frac = np.array(fracs).astype(np.int64) if fracs else np.zeros(0, np.int64)
-    return whole * 1000 + np.where(whole < 0, -frac, frac)
+    """Exact integer nanoseconds from the integer and fractional digits (text) of microseconds."""
+    whole = np.asarray(int_parts, dtype=np.bytes_)
+    # Pad to three digits ("5" is 500 ns) and drop any beyond (below a nanosecond).
+    frac = np.strings.ljust(np.asarray(frac_parts, dtype=np.bytes_), 3, b"0").astype("S3").astype(np.int64)
+    # The sign is read from the text: "-0.5" has an integer part of 0.
+    return whole.astype(np.int64) * 1000 + np.where(np.strings.startswith(whole, b"-"), -frac, frac)
 
 
 def _read_generic(path: Path) -> tuple[dict, _Columns]:

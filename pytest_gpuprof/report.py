@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Iterable
 
-from .compare import compared_values
+from .compare import compared_values, format_number
 from .metrics import METRICS, Measurement
 from .session import TestResult
 from .trace import COPY_KINDS
@@ -19,15 +19,15 @@ def failure_message(result: TestResult) -> str:
     lines = [f"gpuprof: {len(broken)} metric(s) broke{where} (baseline file {result.baseline_file}):"]
     for v in broken:
         if v.status == "threshold":
-            lines.append(f"  {v.metric}: current {_num(v.current)} violates threshold {v.rule}")
+            lines.append(f"  {v.metric}: current {format_number(v.current)} violates threshold {v.rule}")
         elif v.status == "new":
-            lines.append(f"  {v.metric}: new kernel, {_num(v.current)} per step (not in the baseline)")
+            lines.append(f"  {v.metric}: new kernel, {format_number(v.current)} per step (not in the baseline)")
         elif v.status == "vanished":
-            lines.append(f"  {v.metric}: vanished, baseline {_num(v.baseline)} per step, now none")
+            lines.append(f"  {v.metric}: vanished, baseline {format_number(v.baseline)} per step, now none")
         else:
             change = f" ({v.change()})" if v.change() else ""
             lines.append(
-                f"  {v.metric}: baseline {_num(v.baseline)}, current {_num(v.current)}{change} "
+                f"  {v.metric}: baseline {format_number(v.baseline)}, current {format_number(v.current)}{change} "
                 f"[{v.status}; rule: {v.rule}]"
             )
     lines.append("If the change is intended, refresh the baseline with --gpuprof-update-baseline.")
@@ -65,14 +65,12 @@ def summary_lines(results: Iterable[TestResult]) -> list[str]:
 def _cell(metric: str, now: float | None, before: float | None) -> str:
     if now is None:
         return "n/a"
-    text = _num(now)
+    text = format_number(now)
     if before is None:
         return text
-    if METRICS[metric].kind == "ratio":
-        return f"{text} ({now - before:+.3f})"
-    if before:
+    if METRICS[metric].kind != "ratio" and before:
         return f"{text} ({(now - before) / before:+.1%})"
-    return f"{text} ({now - before:+g})"
+    return f"{text} ({format_number(now - before, signed=True)})"
 
 
 def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
@@ -106,14 +104,6 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
         for name, row in list(x["kernels"].items())[:top]:
             lines.append(f"  {row['time_us']:>12.3f} us  {row['count']:>7}x  {_short(name)}")
     return lines
-
-
-def _num(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.6g}" if abs(value) < 1 else f"{value:.3f}".rstrip("0").rstrip(".")
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _pct(value: float | None) -> str:

@@ -48,7 +48,7 @@ def test_fixture_form(gpuprof, tensors):
 @pytest.mark.gpuprof(warmup=1, active=3)
 def test_marker_form(tensors):
     with open("marker_calls.txt", "a") as fh:
-        fh.write("call\n")
+        fh.write("call ")
     work(*tensors)
 """
 

@@ -1,0 +1,62 @@
+"""Each planted bug of the example suite, recorded on a GPU, fails the right test
+naming the metric that caught it (replayed against the committed baselines)."""
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+PLANTED = Path(__file__).parent / "data" / "planted"
+
+# bug -> (test it plants into, lines the failure message must hold)
+CAUGHT = {
+    "item": ("test_moe", ["*sync_count: current 8 violates threshold sync_count == 0*",
+                          "*memcpy_dtoh_count: baseline 0, current 8 (+8) [[]changed*",
+                          "*sync_count: baseline 0, current 8 (+8) [[]regressed*"]),
+    "compute_stream": ("test_weight_streaming", ["*overlap_efficiency: current 0 violates threshold overlap_efficiency >= 0.6*",
+                                                 "*overlap_efficiency: baseline 0.98*, current 0 (-0.98*) [[]regressed*"]),
+    "pageable": ("test_weight_streaming", ["*overlap_efficiency: current 0.04* violates threshold*",
+                                           "*memcpy_htod_time_us: baseline *, current * (+*%) [[]regressed*"]),
+    "extra_kernel": ("test_transformer", ["*kernel_count: baseline 236, current 244 (+3.4%) [[]changed*",
+                                          "*MulFunctor*count: baseline 1, current 9 (+800.0%) [[]changed*"]),
+    "fp32": ("test_cnn", ["*kernel_count: baseline 172, current 107 (-37.8%) [[]changed*",
+                          "*kernel_time_us: baseline *, current * (+5*%) [[]regressed*",
+                          "*tf32*count: new kernel*"]),
+}
+
+
+def run_example_suite(pytester, *args):
+    """pytest on the real example suite and baselines, from the repository root."""
+    pytester.chdir()
+    return pytester.runpytest_subprocess(
+        str(ROOT / "example_suite"), "--rootdir", str(ROOT), "-p", "no:cacheprovider", *args
+    )
+
+
+@pytest.mark.parametrize("bug", sorted(CAUGHT))
+def test_planted_bug_fails_naming_the_metric(pytester, bug):
+    test, lines = CAUGHT[bug]
+    result = run_example_suite(pytester, "--gpuprof", "--gpuprof-replay", str(PLANTED / bug), "-k", test)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*gpuprof: * metric(s) broke on NVIDIA H200*", *lines])
+
+
+def test_shipped_traces_pass_against_the_baselines(pytester):
+    result = run_example_suite(pytester, "--gpuprof", "--gpuprof-replay", str(ROOT / "example_suite" / "traces"))
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*example_suite/test_moe.py::test_moe_forward*passed*71 (+0.0%)*"])
+
+
+def test_no_gpu_run_says_why_and_shows_a_real_trace(pytester):
+    pytest.importorskip("torch")
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this checks the no-GPU path")
+    result = run_example_suite(pytester, "--gpuprof")
+    result.assert_outcomes(skipped=4)
+    result.stdout.fnmatch_lines([
+        "*4 profiled test(s) skipped: gpuprof: no CUDA GPU available*",
+        "*The GPU tests were skipped: this machine has no CUDA GPU*",
+        "*kernels                   710*",
+    ])
