@@ -1,7 +1,8 @@
 """pytest hooks: options, the ``gpuprof`` fixture and marker, and wiring to the session.
 
-Nothing here imports torch: without ``--gpuprof`` the plugin only registers its
-options, marker and fixture, and profiled tests run as plain tests.
+Without ``--gpuprof`` the plugin only registers its options, marker and fixture,
+and profiled tests run as plain tests: torch, pandas and numpy are imported only
+once profiling is on (``session``, ``compare`` and ``report`` are loaded lazily).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from typing import Any
 import pytest
 
 from .capture import GpuProf, StepPlan, nvtx_range
-from .compare import Rules, parse_threshold
 from .errors import ConfigError
 
 # (option, ini key, kind, default, help).  Every option is also an ini key of
@@ -93,6 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
     opts = {ini: _get(config, ini, kind) for _, ini, kind, _, _ in OPTIONS}
     if not (opts["gpuprof"] or opts["gpuprof_update_baseline"]):
         return
+    from .compare import Rules, parse_threshold
     from .session import GpuprofSession, Settings
 
     try:
