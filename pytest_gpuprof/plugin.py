@@ -25,9 +25,9 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
     ("--gpuprof-strict", "gpuprof_strict", "bool", False,
      "fail a profiled test that has no baseline for this GPU model"),
     ("--gpuprof-baseline-dir", "gpuprof_baseline_dir", "path", "baselines",
-     "directory of baseline JSON files, relative to the rootdir (default: baselines)"),
+     "directory of baseline JSON files (default: baselines under the rootdir)"),
     ("--gpuprof-output-dir", "gpuprof_output_dir", "path", ".gpuprof",
-     "directory for kept traces and reports, relative to the rootdir (default: .gpuprof)"),
+     "directory for kept traces and reports (default: .gpuprof under the rootdir)"),
     ("--gpuprof-keep-traces", "gpuprof_keep_traces", "bool", False,
      "keep each profiled test's Chrome/Perfetto trace under OUTPUT_DIR/traces"),
     ("--gpuprof-replay", "gpuprof_replay", "path", None,
@@ -67,13 +67,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _get(config: pytest.Config, ini: str, kind: str) -> Any:
+    """An option's value: command line, else ini key, else default.  Paths given on the
+    command line are relative to the invocation directory, others to the rootdir."""
     value = config.getoption(ini)
-    origin = f"--{ini.replace('_', '-')}"
+    origin, base = f"--{ini.replace('_', '-')}", config.invocation_params.dir
     if value is None:
         value = config.getini(ini)
-        origin = f"ini key {ini}"
-    if kind in ("bool", "list") or value in (None, ""):
-        return value if value not in ("",) else None
+        origin, base = f"ini key {ini}", config.rootpath
+    if kind in ("bool", "list"):
+        return value
+    if value in (None, ""):
+        return None
     try:
         if kind == "int":
             return int(value)
@@ -81,7 +85,7 @@ def _get(config: pytest.Config, ini: str, kind: str) -> Any:
             return float(value)
     except ValueError:
         raise pytest.UsageError(f"{origin}: expected {kind}, got {value!r}") from None
-    return Path(config.rootpath, value) if kind == "path" else value
+    return Path(base, value) if kind == "path" else value
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -172,3 +172,36 @@ def test_example_traces_counts_match_naive_reading(path):
         assert m.metrics[f"memcpy_{kind}_bytes"] == sum(c[3] for c in rows)
     assert m.window == naive.w
     assert m.gpu_name == "NVIDIA H200"
+
+
+def _without_ranges(tmp_path, prefixes):
+    with gzip.open(DATA / "overlap.pt.trace.json.gz", "rt") as fh:
+        doc = json.load(fh)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not str(e.get("name", "")).startswith(prefixes)]
+    path = tmp_path / "stripped.json"
+    path.write_text(json.dumps(doc))
+    return measure(load_kineto(path))
+
+
+def test_steps_fall_back_to_step_n_ranges(tmp_path, overlap):
+    m = _without_ranges(tmp_path, ("ProfilerStep#",))
+    assert m.step_source == "step_N"
+    assert list(m.steps["name"]) == [f"step_{i}" for i in range(STEPS)]
+    # the same work lies inside the narrower step_N ranges
+    assert m.per_step["kernel_count"] == [9] * STEPS
+    assert m.metrics["memcpy_htod_bytes"] == overlap[0].metrics["memcpy_htod_bytes"]
+
+
+def test_without_step_ranges_the_whole_trace_is_one_step(tmp_path):
+    m = _without_ranges(tmp_path, ("ProfilerStep#", "step_"))
+    with gzip.open(DATA / "overlap.pt.trace.json.gz", "rt") as fh:
+        events = [e for e in json.load(fh, parse_float=Decimal)["traceEvents"]
+                  if e.get("ph") == "X" and not str(e.get("name", "")).startswith(("ProfilerStep#", "step_"))]
+    used = [e for e in events if e.get("cat") in
+            ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "user_annotation")]
+    assert m.step_source == "whole trace" and m.metrics["step_count"] == 1
+    assert m.window[0] == min(ns(e["ts"]) for e in used)
+    launched = {e["args"]["correlation"] for e in used if e["cat"] in ("cuda_runtime", "cuda_driver")}
+    kernels = [e for e in used if e["cat"] == "kernel"]
+    # kernels whose launch is in the trace count; the warm-up leftovers do not
+    assert m.metrics["kernel_count"] == sum(e["args"]["correlation"] in launched for e in kernels) < len(kernels)
