@@ -1,6 +1,7 @@
 """Record the small real traces the metric tests read (run on a CUDA GPU).
 
     python tests/data/record_traces.py            # writes tests/data/*.pt.trace.json.gz
+    tests/data/record_nsys.sh                     # the same workloads under Nsight Systems
 
 Each workload has a structure known by construction, so the tests can check
 counts and bytes against these numbers rather than against gpuprof's output:
@@ -46,6 +47,26 @@ def sync_step(state):
     torch.cuda.synchronize()
 
 
+def record_nvtx(name, step, state, out: Path):
+    """For nsys: NVTX ranges as the gpuprof fixture emits them, inside a
+    cudaProfilerStart/Stop capture range, plus a range of another domain named
+    like a step (it must not be taken for one)."""
+    import nvtx
+
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    with nvtx.annotate(name, domain="gpuprof"):
+        with nvtx.annotate("warmup", domain="gpuprof"):
+            for _ in range(WARMUP):
+                step(state)
+        for i in range(STEPS):
+            with nvtx.annotate(f"step_{i}", domain="gpuprof"), nvtx.annotate(f"step_{i + 100}", domain="other_library"):
+                step(state)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    print(f"ran {name} under NVTX ranges on {torch.cuda.get_device_name()}")
+
+
 def record(name, step, state, out: Path):
     path = out / f"{name}.pt.trace.json.gz"
     prof = profile(
@@ -65,10 +86,17 @@ def record(name, step, state, out: Path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    parser.add_argument("--nvtx", metavar="WORKLOAD", choices=("overlap", "sync"),
+                        help="emit NVTX ranges for nsys instead of recording with torch.profiler")
     args = parser.parse_args()
     torch.manual_seed(0)
-    record("overlap", overlap_step, overlap_state(), args.out)
-    record("sync", sync_step, [], args.out)
+    workloads = {"overlap": (overlap_step, overlap_state), "sync": (sync_step, list)}
+    if args.nvtx:
+        step, state = workloads[args.nvtx]
+        record_nvtx(args.nvtx, step, state(), args.out)
+        return
+    for name, (step, state) in workloads.items():
+        record(name, step, state(), args.out)
 
 
 if __name__ == "__main__":
