@@ -31,7 +31,8 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
     ("--gpuprof-keep-traces", "gpuprof_keep_traces", "bool", False,
      "keep each profiled test's Chrome/Perfetto trace under OUTPUT_DIR/traces"),
     ("--gpuprof-replay", "gpuprof_replay", "path", None,
-     "judge kept traces from this directory instead of running the profiled tests (no GPU needed)"),
+     "judge kept traces from this directory instead of running the profiled tests (implies --gpuprof; "
+     "no GPU needed)"),
     ("--gpuprof-time-tolerance", "gpuprof_time_tolerance", "float", 0.10,
      "relative tolerance of time metrics per step (default: 0.10)"),
     ("--gpuprof-time-floor-us", "gpuprof_time_floor_us", "float", 5.0,
@@ -95,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "under --gpuprof; a test without the gpuprof fixture is run once per step",
     )
     opts = {ini: _get(config, ini, kind) for _, ini, kind, _, _ in OPTIONS}
-    if not (opts["gpuprof"] or opts["gpuprof_update_baseline"]):
+    if not (opts["gpuprof"] or opts["gpuprof_update_baseline"] or opts["gpuprof_replay"]):
         return
     from .compare import Rules, parse_threshold
     from .session import GpuprofSession, Settings
@@ -105,7 +106,9 @@ def pytest_configure(config: pytest.Config) -> None:
                            for t in opts["gpuprof_thresholds"] or ())
         for name in ("gpuprof_time_tolerance", "gpuprof_ratio_tolerance", "gpuprof_time_floor_us"):
             if opts[name] < 0:
-                raise ConfigError(f"--{name.replace('_', '-')}: must not be negative, got {opts[name]}")
+                raise ConfigError(
+                    f"--{name.replace('_', '-')} / ini key {name}: must not be negative, got {opts[name]}"
+                )
         settings = Settings(
             update_baseline=bool(opts["gpuprof_update_baseline"]),
             strict=bool(opts["gpuprof_strict"]),
@@ -158,7 +161,8 @@ def _profiler(item: pytest.Item) -> GpuProf:
         session = _session(item.config)
         kwargs = _marker_kwargs(item)
         if session is None:
-            prof = GpuProf(StepPlan().with_overrides(kwargs.get("wait"), kwargs.get("warmup"), kwargs.get("active")))
+            plan = StepPlan(*(_get(item.config, f"gpuprof_{n}", "int") for n in ("wait", "warmup", "active")))
+            prof = GpuProf(plan.with_overrides(kwargs.get("wait"), kwargs.get("warmup"), kwargs.get("active")))
         else:
             prof = session.new_profiler(item.nodeid, kwargs)
         item.stash[PROFILER] = prof
@@ -255,7 +259,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         tr.write_line("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
     for line in session.baseline_report:
         tr.write_line(line)
-    if s.keep_traces and session.results:
+    if s.keep_traces and s.replay_dir is None and session.results:
         tr.write_line(f"traces kept in {s.output_dir / 'traces'}")
 
 

@@ -1,0 +1,709 @@
+"""The pytest plugin end to end, without a GPU.
+
+pytester runs small suites whose node ids match real H200 traces shipped in
+``example_suite/traces``; ``--gpuprof-replay`` judges those traces through the whole
+pipeline (trace -> metrics -> baseline -> verdicts -> failure message, baseline update)
+without calling the test functions.  Without replay, this machine's missing GPU is the
+case under test.
+"""
+
+import functools
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+# Imported here, before any in-process pytester run, so pandas/numpy stay loaded across
+# runs (pytester drops modules first imported inside a run).
+from pytest_gpuprof.compare import format_number
+from pytest_gpuprof.plugin import OPTIONS
+from pytest_gpuprof.session import trace_name
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "example_suite" / "traces"
+GPU = "NVIDIA H200"
+OTHER_GPU = "NVIDIA A100-SXM4-80GB"
+MOE = "example_suite/test_moe.py::test_moe_forward"
+CNN = "example_suite/test_cnn.py::test_cnn_train_step"
+TRACE = {
+    MOE: TRACES / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz",
+    CNN: TRACES / "example_suite_test_cnn.py_test_cnn_train_step.pt.trace.json.gz",
+}
+NO_GPU = ("gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), "
+          "profiled test skipped")
+
+# --- building suites -------------------------------------------------------
+
+HEADER = '''\
+import os
+import pytest
+
+LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "calls.log")
+
+
+def log(word):
+    with open(LOG, "a") as fh:
+        fh.write(word + " ")
+'''
+
+
+def fixture_test(name, marker=""):
+    """A fixture-form test that logs its body and each loop iteration."""
+    return f'''
+
+{marker}
+def {name}(gpuprof):
+    log("{name}:body")
+    for _ in gpuprof.steps(warmup=1, active=2):
+        log("{name}:step")
+'''
+
+
+def marker_test(name, marker="@pytest.mark.gpuprof(warmup=1, active=2)"):
+    """A marker-form test (no fixture) that logs each call."""
+    return f'''
+
+{marker}
+def {name}():
+    log("{name}:body")
+'''
+
+
+def write_module(pytester, module, *tests):
+    path = pytester.path / "example_suite" / f"{module}.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(HEADER + "".join(tests))
+
+
+def calls(pytester):
+    log = pytester.path / "calls.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def replay_dir(pytester, traces=None):
+    """A replay directory holding a copy of a real trace for each node id."""
+    folder = pytester.path / "replay"
+    folder.mkdir(exist_ok=True)
+    for nodeid, source in (traces or TRACE).items():
+        shutil.copyfile(source, folder / trace_name(nodeid))
+    return folder
+
+
+@pytest.fixture
+def suite(pytester):
+    """example_suite/test_moe.py (fixture form) and test_cnn.py (marker form), traces ready."""
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    write_module(pytester, "test_moe", fixture_test("test_moe_forward"))
+    write_module(pytester, "test_cnn", marker_test("test_cnn_train_step"))
+    replay_dir(pytester)
+    return pytester
+
+
+def run(pytester, *args):
+    return pytester.runpytest("-p", "no:cacheprovider", "-rfEs", *args)
+
+
+def replay(pytester, *args):
+    return run(pytester, "--gpuprof-replay", str(pytester.path / "replay"), *args)
+
+
+def record(pytester, *args):
+    result = replay(pytester, "--gpuprof-update-baseline", *args)
+    assert result.ret == 0, result.stdout.str()
+    return result
+
+
+# --- reading results -------------------------------------------------------
+
+def section(result):
+    """The lines of the ``gpuprof`` terminal summary section."""
+    lines = result.outlines
+    starts = [i for i, line in enumerate(lines) if re.fullmatch(r"=+ gpuprof =+", line)]
+    assert len(starts) == 1, result.stdout.str()
+    out = []
+    for line in lines[starts[0] + 1:]:
+        if line.startswith("==="):
+            break
+        out.append(line)
+    return out
+
+
+def statuses(result):
+    """node id -> status, from the summary table."""
+    out = {}
+    for line in section(result):
+        m = re.match(r"(\S+::\S+)\s+(no baseline|\S+)(?:\s|$)", line)
+        if m:
+            out[m[1]] = m[2]
+    return out
+
+
+def message(result, first_line_start="gpuprof: "):
+    """The lines of a gpuprof failure message, from its first line to the hint."""
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if line.startswith(first_line_start))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("If the change is intended"))
+    return lines[start:end + 1]
+
+
+def baseline_path(pytester, module, root="baselines"):
+    return pytester.path / root / "example_suite" / f"{module}.json"
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def save(path, doc, indent=2):
+    path.write_text(json.dumps(doc, indent=indent, sort_keys=True) + "\n")
+
+
+@functools.lru_cache(maxsize=None)
+def analyze(trace):
+    """What ``gpuprof analyze --json`` says about a trace."""
+    out = subprocess.run([sys.executable, "-m", "pytest_gpuprof", "analyze", "--json", str(trace)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_trace_names_match_the_shipped_traces():
+    for nodeid, path in TRACE.items():
+        assert trace_name(nodeid) == path.name
+        assert path.is_file()
+
+
+# --- 1. options and ini keys -----------------------------------------------
+
+SETTINGS_MODULE = '''
+import json
+from pytest_gpuprof.plugin import SESSION
+
+
+def test_settings(pytestconfig):
+    state = pytestconfig.stash.get(SESSION, None)
+    out = {"gpuprof": state is not None}
+    if state is not None:
+        s = state.settings
+        out.update({
+            "gpuprof_update_baseline": s.update_baseline,
+            "gpuprof_strict": s.strict,
+            "gpuprof_baseline_dir": str(s.baseline_dir),
+            "gpuprof_output_dir": str(s.output_dir),
+            "gpuprof_keep_traces": s.keep_traces,
+            "gpuprof_replay": None if s.replay_dir is None else str(s.replay_dir),
+            "gpuprof_time_tolerance": s.rules.time_tolerance,
+            "gpuprof_time_floor_us": s.rules.time_floor_us,
+            "gpuprof_ratio_tolerance": s.rules.ratio_tolerance,
+            "gpuprof_thresholds": [t.text for t in s.rules.thresholds],
+            "gpuprof_wait": s.plan.wait,
+            "gpuprof_warmup": s.plan.warmup,
+            "gpuprof_active": s.plan.active,
+        })
+    with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
+        json.dump(out, fh)
+'''
+
+NUMBERS = {  # ini key -> (a value, another value); none is the default
+    "gpuprof_time_tolerance": (0.25, 0.5), "gpuprof_time_floor_us": (7.5, 12.0),
+    "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
+    "gpuprof_active": (6, 1),
+}
+THRESHOLDS = (["sync_count == 0", "gpu_utilization >= 85%"], ["memset_count <= 3"])
+
+
+def spellings(pytester, opt, key, kind, variant=0):
+    """(command-line words, ini line, pyproject line, resolved value) for a non-default value."""
+    if kind == "bool":
+        return [opt], f"{key} = true", f"{key} = true", True
+    if kind == "path":
+        name = f"dir{variant}_{key}"
+        (pytester.path / name).mkdir(exist_ok=True)  # --gpuprof-replay needs an existing one
+        return [opt, name], f"{key} = {name}", f'{key} = "{name}"', str(pytester.path / name)
+    if kind == "list":
+        exprs = THRESHOLDS[variant]
+        parsed = [e.replace("85%", "0.85") for e in exprs]
+        cli = [w for e in exprs for w in (opt, e)]
+        ini = f"{key} =\n" + "".join(f"    {e}\n" for e in exprs)
+        return cli, ini, f"{key} = {json.dumps(exprs)}", parsed
+    value = NUMBERS[key][variant]
+    return [f"{opt}={value}"], f"{key} = {value}", f"{key} = {value}", value
+
+
+def defaults(pytester):
+    out = {}
+    for _, key, kind, default, _ in OPTIONS:
+        if kind == "path" and default is not None:
+            default = str(pytester.path / default)
+        out[key] = default
+    out["gpuprof"] = True
+    return out
+
+
+def settings_after(pytester, *args):
+    target = pytester.path / "settings.json"
+    target.unlink(missing_ok=True)
+    result = run(pytester, *args)
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    return load(target)
+
+
+@pytest.mark.parametrize("where", ["command line", "pytest.ini", "pyproject.toml"])
+@pytest.mark.parametrize("option", OPTIONS, ids=[o[0] for o in OPTIONS])
+def test_every_option_is_accepted_on_the_command_line_and_as_an_ini_key(pytester, option, where):
+    opt, key, kind, _, _ = option
+    pytester.makepyfile(test_settings=SETTINGS_MODULE)
+    cli, ini, toml, expected = spellings(pytester, opt, key, kind)
+    on = [] if key == "gpuprof" else ["--gpuprof"]
+    if where == "command line":
+        pytester.makefile(".ini", pytest="[pytest]\n")
+        assert settings_after(pytester) == {"gpuprof": False}  # off unless asked for
+        args = on + cli
+    elif where == "pytest.ini":
+        pytester.makefile(".ini", pytest=f"[pytest]\n{ini}\n")
+        args = on
+    else:
+        pytester.makefile(".toml", pyproject=f"[tool.pytest.ini_options]\n{toml}\n")
+        args = on
+    got = settings_after(pytester, *args)
+    want = defaults(pytester)
+    want[key] = expected
+    assert set(got) == {o[1] for o in OPTIONS}
+    assert got == want  # this option took effect, and nothing else changed
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if o[2] != "bool"], ids=[o[0] for o in OPTIONS if o[2] != "bool"])
+def test_command_line_wins_over_ini(pytester, option):
+    opt, key, kind, _, _ = option
+    pytester.makepyfile(test_settings=SETTINGS_MODULE)
+    _, ini, _, from_ini = spellings(pytester, opt, key, kind, variant=0)
+    cli, _, _, from_cli = spellings(pytester, opt, key, kind, variant=1)
+    assert from_ini != from_cli
+    pytester.makefile(".ini", pytest=f"[pytest]\n{ini}\n")
+    assert settings_after(pytester, "--gpuprof")[key] == from_ini
+    assert settings_after(pytester, "--gpuprof", *cli)[key] == from_cli  # a list is replaced, not extended
+
+
+def test_ini_baseline_dir_decides_where_baselines_go_and_the_command_line_overrides_it(suite):
+    (suite.path / "pytest.ini").unlink()
+    suite.makefile(".toml", pyproject='[tool.pytest.ini_options]\ngpuprof_baseline_dir = "perf/baselines"\n')
+    record(suite)
+    from_ini = baseline_path(suite, "test_moe", "perf/baselines")
+    assert load(from_ini)["tests"][MOE][GPU]["metrics"] == analyze(TRACE[MOE])["metrics"]
+    assert not (suite.path / "baselines").exists()
+    before = from_ini.read_bytes()
+
+    result = replay(suite, "--gpuprof")  # judged against the ini directory
+    assert statuses(result) == {MOE: "passed", CNN: "passed"}
+    assert f"baselines: {suite.path / 'perf' / 'baselines'}" in section(result)[0]
+
+    record(suite, "--gpuprof-baseline-dir", "from_cli")
+    assert load(baseline_path(suite, "test_moe", "from_cli"))["tests"][MOE][GPU]
+    assert from_ini.read_bytes() == before
+    result = replay(suite, "--gpuprof", "--gpuprof-baseline-dir", "empty_cli_dir")
+    assert statuses(result) == {MOE: "no baseline", CNN: "no baseline"}
+
+
+def test_command_line_paths_are_relative_to_the_invocation_dir_ini_paths_to_the_rootdir(suite, monkeypatch):
+    """README: baseline dir, ini and default relative to the rootdir; command line to the current dir."""
+    suite.makefile(".ini", pytest="[pytest]\ngpuprof_baseline_dir = perf\n")
+    sub = suite.path / "example_suite"
+    shutil.move(str(suite.path / "replay"), str(sub / "kept"))
+    monkeypatch.chdir(sub)
+    result = run(suite, "--gpuprof-update-baseline", "--gpuprof-replay", "kept")
+    assert statuses(result) == {MOE: "updated", CNN: "updated"}
+    assert baseline_path(suite, "test_moe", "perf").is_file()  # ini: under the rootdir
+    result = run(suite, "--gpuprof-update-baseline", "--gpuprof-replay", "kept", "--gpuprof-baseline-dir", "bl")
+    assert statuses(result) == {MOE: "updated", CNN: "updated"}
+    assert (sub / "bl" / "example_suite" / "test_moe.json").is_file()  # command line: under the cwd
+    assert not (suite.path / "bl").exists()
+
+
+@pytest.mark.parametrize("args, ini, error", [
+    (["--gpuprof-time-tolerance=abc"], "", "--gpuprof-time-tolerance: expected float, got 'abc'"),
+    (["--gpuprof"], "gpuprof_time_floor_us = 5us", "ini key gpuprof_time_floor_us: expected float, got '5us'"),
+    (["--gpuprof", "--gpuprof-ratio-tolerance", "0,05"], "", "--gpuprof-ratio-tolerance: expected float, got '0,05'"),
+    (["--gpuprof-active=ten"], "", "--gpuprof-active: expected int, got 'ten'"),
+    (["--gpuprof", "--gpuprof-ratio-tolerance=-0.1"], "", "--gpuprof-ratio-tolerance / ini key gpuprof_ratio_tolerance: must not be negative, got -0.1"),
+    (["--gpuprof", "--gpuprof-threshold", "gpu_utilization >> 0.9"], "",
+     "--gpuprof-threshold / ini gpuprof_thresholds: cannot parse threshold 'gpu_utilization >> 0.9'"),
+    (["--gpuprof"], "gpuprof_thresholds =\n    sync_count == 0\n    gpu_utilisation >= 0.9",
+     "--gpuprof-threshold / ini gpuprof_thresholds: unknown metric 'gpu_utilisation' in threshold "
+     "'gpu_utilisation >= 0.9'"),
+    (["--gpuprof", "--gpuprof-replay", "no_such_dir"], "", "--gpuprof-replay: {path}/no_such_dir is not a directory"),
+], ids=["cli-float", "ini-float", "cli-float-comma", "cli-int", "negative", "cli-threshold", "ini-threshold",
+        "replay-dir"])
+def test_bad_value_is_a_usage_error_naming_the_option(suite, args, ini, error):
+    suite.makefile(".ini", pytest=f"[pytest]\n{ini}\n")
+    result = run(suite, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    expected = f"ERROR: {error.format(path=suite.path)}"
+    assert [line for line in result.errlines if line.startswith(expected)], result.errlines
+    assert "passed" not in result.stdout.str() and calls(suite) == []
+
+
+# --- 2. write, read, compare -----------------------------------------------
+
+def test_update_writes_readable_baselines_then_a_judging_run_passes(suite):
+    result = record(suite)  # --gpuprof-update-baseline implies --gpuprof
+    result.assert_outcomes(passed=2)
+    assert calls(suite) == []  # replay never calls the test functions
+    assert statuses(result) == {MOE: "updated", CNN: "updated"}
+    files = {MOE: baseline_path(suite, "test_moe"), CNN: baseline_path(suite, "test_cnn")}
+    lines = section(result)
+    for nodeid, path in files.items():
+        assert f"updated 1 test(s) in {path}" in lines
+        text = path.read_text()
+        doc = json.loads(text)
+        # sorted keys, two-space indentation, a final newline: stable pull-request diffs
+        assert text == json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+        assert text.startswith('{\n  "schema_version": 1,\n  "tests": {\n    "' + nodeid + '": {\n      "' + GPU + '": {\n')
+        assert doc["schema_version"] == 1
+        assert list(doc["tests"]) == [nodeid] and list(doc["tests"][nodeid]) == [GPU]
+        entry = doc["tests"][nodeid][GPU]
+        expected = analyze(TRACE[nodeid])
+        assert expected["gpu"] == GPU
+        assert entry["metrics"]["kernel_count"] == expected["metrics"]["kernel_count"] > 0
+        assert entry["metrics"] == expected["metrics"]
+        assert entry["per_step"] == expected["per_step"]
+        assert entry["step_source"] == expected["steps"]["source"]
+        assert entry["backend"] == "torch" and entry["environment"]["gpu"] == GPU
+    written = {path: path.read_bytes() for path in files.values()}
+
+    result = replay(suite, "--gpuprof")
+    result.assert_outcomes(passed=2)
+    assert statuses(result) == {MOE: "passed", CNN: "passed"}
+    lines = section(result)
+    assert "GPU: NVIDIA H200" in lines
+    kernels = analyze(TRACE[MOE])["metrics"]["kernel_count"] // analyze(TRACE[MOE])["metrics"]["step_count"]
+    row = next(line for line in lines if line.startswith(MOE))
+    assert f"  {kernels} (+0.0%)  " in row
+    assert not any(line.startswith("updated") for line in lines)
+    assert {path: path.read_bytes() for path in files.values()} == written  # judging never writes
+    assert calls(suite) == []
+
+
+# --- 3. the failure message ------------------------------------------------
+
+def test_failure_names_every_broken_metric_with_baseline_current_change_and_rule(suite):
+    record(suite)
+    path = baseline_path(suite, "test_moe")
+    doc = load(path)
+    metrics = doc["tests"][MOE][GPU]["metrics"]
+    steps = metrics["step_count"]
+    kernels, util = metrics["kernel_count"] / steps, metrics["gpu_utilization"]
+    assert kernels.is_integer() and util < 0.98
+    metrics["kernel_count"] -= steps  # one kernel fewer per step in the baseline
+    metrics["gpu_utilization"] = 1.0
+    save(path, doc)
+    edited = path.read_bytes()
+
+    result = replay(suite, "--gpuprof", "--gpuprof-ratio-tolerance", "0.02")
+    result.assert_outcomes(failed=1, passed=1)
+    assert statuses(result) == {MOE: "failed", CNN: "passed"}
+    assert message(result) == [
+        f"gpuprof: 2 metric(s) broke on {GPU} (baseline file {path}):",
+        f"  kernel_count: baseline {int(kernels) - 1}, current {int(kernels)} ({1 / (kernels - 1):+.1%}) "
+        f"[changed; rule: must match exactly per step]",
+        f"  gpu_utilization: baseline 1, current {format_number(util)} ({format_number(util - 1, signed=True)}) "
+        f"[regressed; rule: must not drop by more than 0.02]",
+        "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
+    ]
+    assert any(line.startswith(f"FAILED {MOE} - Failed: gpuprof: ") for line in result.outlines)
+    assert path.read_bytes() == edited  # a failing run does not touch the baseline
+
+    # within the default ratio tolerance (0.05) the same utilization drop is fine
+    result = replay(suite, "--gpuprof")
+    assert [line.split(":")[0].strip() for line in message(result)[1:-1]] == ["kernel_count"]
+
+
+@pytest.mark.parametrize("factor, status", [(2.0, "improved"), (1.05, "passed"), (0.5, "failed")])
+def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, status):
+    record(suite)
+    path = baseline_path(suite, "test_moe")
+    doc = load(path)
+    metrics = doc["tests"][MOE][GPU]["metrics"]
+    now = metrics["kernel_time_us"] / metrics["step_count"]
+    metrics["kernel_time_us"] *= factor
+    save(path, doc)
+    result = replay(suite, "--gpuprof")
+    assert statuses(result) == {MOE: status, CNN: "passed"}
+    change = f"{1 / factor - 1:+.1%}"
+    row = next(line for line in section(result) if line.startswith(MOE))
+    assert f"{format_number(now)} ({change})" in row
+    if status == "failed":
+        result.assert_outcomes(failed=1, passed=1)
+        assert message(result)[1:] == [
+            f"  kernel_time_us: baseline {format_number(now * factor)}, current {format_number(now)} ({change}) "
+            f"[regressed; rule: within ±10% per step (changes under 5 us ignored)]",
+            "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
+        ]
+    else:
+        result.assert_outcomes(passed=2)
+        assert "metric(s) broke" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("how", ["marker", "command line", "pytest.ini"])
+def test_threshold_violation_fails_naming_the_threshold(pytester, how):
+    marker = '@pytest.mark.gpuprof(thresholds=["sync_count == 0", "gpu_utilization >= 0.99"])'
+    write_module(pytester, "test_moe", fixture_test("test_moe_forward", marker if how == "marker" else ""))
+    write_module(pytester, "test_cnn", marker_test("test_cnn_train_step"))
+    replay_dir(pytester)
+    ini = "[pytest]\n"
+    args = ["--gpuprof", "-k", "test_moe"]
+    if how == "command line":
+        args += ["--gpuprof-threshold", "sync_count == 0", "--gpuprof-threshold", "gpu_utilization >= 99%"]
+    elif how == "pytest.ini":
+        ini += "gpuprof_thresholds =\n    sync_count == 0\n    gpu_utilization >= 0.99\n"
+    pytester.makefile(".ini", pytest=ini)
+    util = analyze(TRACE[MOE])["metrics"]["gpu_utilization"]
+    assert util < 0.99 and analyze(TRACE[MOE])["metrics"]["sync_count"] == 0
+
+    result = replay(pytester, *args)  # no baseline at all: thresholds still apply
+    result.assert_outcomes(failed=1, deselected=1)
+    assert statuses(result) == {MOE: "failed"}
+    assert message(result) == [
+        f"gpuprof: 1 metric(s) broke on {GPU} (baseline file {baseline_path(pytester, 'test_moe')}):",
+        f"  gpu_utilization: current {format_number(util)} violates threshold gpu_utilization >= 0.99",
+        "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
+    ]
+
+
+def test_marker_threshold_replaces_the_global_one_on_the_same_metric(pytester):
+    marker = '@pytest.mark.gpuprof(thresholds=["gpu_utilization >= 0.5"])'
+    write_module(pytester, "test_moe", fixture_test("test_moe_forward", marker))
+    write_module(pytester, "test_cnn", marker_test("test_cnn_train_step"))
+    replay_dir(pytester)
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    assert analyze(TRACE[CNN])["metrics"]["gpu_utilization"] < 0.999
+    result = replay(pytester, "--gpuprof", "--gpuprof-threshold", "gpu_utilization >= 0.999")
+    result.assert_outcomes(passed=1, failed=1)
+    assert statuses(result) == {MOE: "no baseline", CNN: "failed"}
+    assert any("violates threshold gpu_utilization >= 0.999" in line for line in message(result))
+
+
+# --- 4. a -k update touches only the selected test --------------------------
+
+def test_k_update_refreshes_only_the_selected_test(pytester):
+    backward = "example_suite/test_moe.py::test_moe_backward"
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    write_module(pytester, "test_moe", fixture_test("test_moe_forward"), fixture_test("test_moe_backward"))
+    write_module(pytester, "test_cnn", marker_test("test_cnn_train_step"))
+    replay_dir(pytester, {**TRACE, backward: TRACE[CNN]})
+    record(pytester).assert_outcomes(passed=3)
+    moe_file, cnn_file = baseline_path(pytester, "test_moe"), baseline_path(pytester, "test_cnn")
+
+    # make every stored entry differ from what a fresh recording would write
+    for path in (moe_file, cnn_file):
+        doc = load(path)
+        for nodeid, by_gpu in doc["tests"].items():
+            by_gpu[GPU]["metrics"]["kernel_count"] += 1
+            by_gpu[OTHER_GPU] = {"recorded on": "another machine", "test": nodeid}
+        save(path, doc, indent=4)
+    cnn_before = cnn_file.read_bytes()
+    moe_before = load(moe_file)
+
+    result = replay(pytester, "--gpuprof-update-baseline", "-k", "test_moe_forward")
+    result.assert_outcomes(passed=1, deselected=2)
+    assert statuses(result) == {MOE: "updated"}
+    assert [line for line in section(result) if line.startswith("updated")] == [f"updated 1 test(s) in {moe_file}"]
+    assert cnn_file.read_bytes() == cnn_before  # another module: byte-identical
+    after = load(moe_file)
+    assert after["tests"][backward] == moe_before["tests"][backward]  # same file, other test: untouched
+    assert after["tests"][MOE][OTHER_GPU] == moe_before["tests"][MOE][OTHER_GPU]  # other GPU model kept
+    assert after["tests"][MOE][GPU]["metrics"] == analyze(TRACE[MOE])["metrics"]  # refreshed
+    assert moe_file.read_text() == json.dumps(after, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --- 5. missing baseline -----------------------------------------------------
+
+def test_missing_baseline_passes_as_no_baseline_and_fails_under_strict(suite):
+    result = replay(suite, "--gpuprof")
+    result.assert_outcomes(passed=2)
+    assert statuses(result) == {MOE: "no baseline", CNN: "no baseline"}
+    assert not (suite.path / "baselines").exists()  # judging never records
+
+    # a baseline recorded on another GPU model is no baseline for this one
+    moe_file = baseline_path(suite, "test_moe")
+    moe_file.parent.mkdir(parents=True)
+    entry = {"backend": "torch", "metrics": analyze(TRACE[MOE])["metrics"]}
+    save(moe_file, {"schema_version": 1, "tests": {MOE: {OTHER_GPU: entry}}})
+    result = replay(suite, "--gpuprof")
+    assert statuses(result) == {MOE: "no baseline", CNN: "no baseline"}
+
+    result = replay(suite, "--gpuprof", "--gpuprof-strict")
+    result.assert_outcomes(failed=2)
+    assert statuses(result) == {MOE: "failed", CNN: "failed"}
+    for module in ("test_moe", "test_cnn"):
+        line = f"gpuprof: no baseline for {GPU} in {baseline_path(suite, module)} (--gpuprof-strict)"
+        assert line in result.outlines
+
+
+# --- 6. corrupt baseline ----------------------------------------------------
+
+@pytest.mark.parametrize("content, words", [
+    ('{"schema_version": 1, "tests": {\n', "is not valid JSON"),
+    ('{"schema_version": 2, "tests": {}}\n', "has schema_version 2; this gpuprof reads 1"),
+    ("[]\n", "has no 'tests' object; fix or delete it"),
+], ids=["invalid-json", "schema-version", "no-tests"])
+@pytest.mark.parametrize("mode", ["--gpuprof", "--gpuprof-update-baseline"])
+def test_corrupt_baseline_is_an_error_naming_the_file_and_is_never_overwritten(suite, mode, content, words):
+    path = baseline_path(suite, "test_moe")
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    result = replay(suite, mode)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=1, passed=1)
+    assert statuses(result)[MOE] == "error"
+    assert any(line.startswith(f"gpuprof: baseline file {path} {words}") for line in result.outlines)
+    assert path.read_text() == content
+    if mode == "--gpuprof-update-baseline":  # the healthy module is still recorded
+        assert statuses(result)[CNN] == "updated"
+        assert [line for line in section(result) if "test(s) in" in line] == [
+            f"updated 1 test(s) in {baseline_path(suite, 'test_cnn')}"]
+
+
+SPOIL_MODULE = '''
+from pathlib import Path
+
+
+def test_spoil_the_moe_baseline(pytestconfig):
+    path = Path(str(pytestconfig.rootpath), "baselines", "example_suite", "test_moe.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{ spoiled")
+'''
+
+
+def test_baseline_spoiled_during_an_update_run_is_not_written_and_fails_the_run(suite):
+    """The file is re-read just before writing; unreadable then, it is left alone."""
+    (suite.path / "example_suite" / "test_zz_spoil.py").write_text(SPOIL_MODULE)
+    result = replay(suite, "--gpuprof-update-baseline")
+    result.assert_outcomes(passed=3)  # every test passed ...
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # ... but the run fails
+    moe_file = baseline_path(suite, "test_moe")
+    assert moe_file.read_text() == "{ spoiled"
+    lines = [line for line in section(result) if "test(s) in" in line or line.startswith("not written")]
+    assert lines[0] == f"updated 1 test(s) in {baseline_path(suite, 'test_cnn')}"
+    assert lines[1].startswith(f"not written, file left as it was: baseline file {moe_file} is not valid JSON")
+    assert len(lines) == 2
+
+
+def test_missing_trace_under_replay_fails_naming_the_trace(suite):
+    missing = suite.path / "replay" / trace_name(CNN)
+    missing.unlink()
+    result = replay(suite, "--gpuprof")
+    result.assert_outcomes(failed=1, passed=1)
+    assert statuses(result) == {MOE: "no baseline", CNN: "error"}
+    assert any(line.startswith(f"gpuprof: cannot read trace {missing}") for line in result.outlines)
+
+
+# --- 7. no GPU, and no --gpuprof ---------------------------------------------
+
+@pytest.fixture(scope="session")
+def torch():
+    """torch, imported before pytester snapshots sys.modules, so that it stays loaded
+    (a module dropped by pytester and imported again breaks torch)."""
+    return pytest.importorskip("torch")
+
+
+def test_without_a_gpu_profiled_tests_are_skipped_saying_why(torch, suite):
+    if torch.cuda.is_available():
+        pytest.skip("checks the no-GPU path")
+    result = run(suite, "--gpuprof")
+    result.assert_outcomes(skipped=2)
+    result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *{NO_GPU}"])
+    assert f"2 profiled test(s) skipped: {NO_GPU}" in section(result)
+    assert statuses(result) == {}
+    assert calls(suite) == []
+    assert not (suite.path / "baselines").exists()
+
+
+PLAIN_MODULE = '''
+
+@pytest.mark.gpuprof(wait=1, warmup=0, active=3)
+def test_marker_plan_without_gpuprof(gpuprof):
+    for _ in gpuprof.steps():
+        log("plan:step")
+'''
+
+RECORD_IMPORTS = '''
+import json
+import os
+import sys
+
+HEAVY = ("torch", "pandas", "numpy")
+
+
+def pytest_collection_finish(session):
+    with open(os.path.join(str(session.config.rootpath), "modules.json"), "w") as fh:
+        json.dump({name: name in sys.modules for name in HEAVY}, fh)
+'''
+
+
+def test_without_gpuprof_profiled_tests_run_as_plain_tests_and_torch_is_not_imported(suite):
+    write_module(suite, "test_plain", PLAIN_MODULE)
+    suite.makeconftest(RECORD_IMPORTS)
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider")  # a fresh interpreter
+    result.assert_outcomes(passed=3)
+    assert load(suite.path / "modules.json") == {"torch": False, "pandas": False, "numpy": False}
+    assert Counter(calls(suite)) == {
+        "test_moe_forward:body": 1, "test_moe_forward:step": 3,  # steps(warmup=1, active=2): 3 plain iterations
+        "test_cnn_train_step:body": 1,  # marker ignored: called once
+        "plan:step": 4,  # the marker's plan: wait 1 + warmup 0 + active 3
+    }
+    assert not any(re.fullmatch(r"=+ gpuprof =+", line) for line in result.outlines)
+
+
+# --- 8. the marker form -------------------------------------------------------
+
+def test_marker_form_without_fixture_is_judged_under_replay(suite):
+    record(suite)
+    path = baseline_path(suite, "test_cnn")
+    doc = load(path)
+    metrics = doc["tests"][CNN][GPU]["metrics"]
+    steps = metrics["step_count"]
+    kernel, row = next(iter(metrics["kernels"].items()))
+    metrics["kernels"]["renamed_kernel"] = metrics["kernels"].pop(kernel)
+    save(path, doc)
+
+    result = replay(suite, "--gpuprof")
+    result.assert_outcomes(failed=1, passed=1)
+    assert statuses(result) == {MOE: "passed", CNN: "failed"}
+    assert calls(suite) == []
+    per_step = format_number(row["count"] / steps)
+    assert message(result) == [
+        f"gpuprof: 2 metric(s) broke on {GPU} (baseline file {path}):",
+        f"  kernels[{kernel}].count: new kernel, {per_step} per step (not in the baseline)",
+        f"  kernels[renamed_kernel].count: vanished, baseline {per_step} per step, now none",
+        "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
+    ]
+
+
+@pytest.mark.parametrize("marker, error", [
+    ("@pytest.mark.gpuprof(warmup=1, warmpu=2)",
+     "unknown argument(s) warmpu; known: active, thresholds, tolerances, wait, warmup"),
+    ("@pytest.mark.gpuprof(2)", "takes keyword arguments only"),
+    ('@pytest.mark.gpuprof(tolerances={"kernel_tim_us": 0.5})', "tolerances names unknown metric 'kernel_tim_us'"),
+    ('@pytest.mark.gpuprof(thresholds=["gpu_utilization => 0.9"])', "cannot parse threshold 'gpu_utilization => 0.9'"),
+], ids=["unknown-kwarg", "positional", "tolerance-metric", "threshold"])
+@pytest.mark.parametrize("form", ["marker", "fixture"])
+def test_bad_marker_fails_the_test_with_a_clear_error(pytester, form, marker, error):
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    if form == "marker":
+        write_module(pytester, "test_moe", marker_test("test_moe_forward", marker))
+    else:
+        write_module(pytester, "test_moe", fixture_test("test_moe_forward", marker))
+    write_module(pytester, "test_cnn", marker_test("test_cnn_train_step"))
+    replay_dir(pytester)
+    result = replay(pytester, "--gpuprof-update-baseline")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 1
+    assert f"@pytest.mark.gpuprof on {MOE}: {error}" in "\n".join(result.outlines)
+    assert calls(pytester) == []
+    assert not baseline_path(pytester, "test_moe").exists()  # nothing recorded for it
+    assert baseline_path(pytester, "test_cnn").exists()
