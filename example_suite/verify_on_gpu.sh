@@ -1,34 +1,43 @@
 #!/usr/bin/env bash
-# On a GPU machine: re-run the example suite three times against the baselines
-# (all must pass), then plant each bug (each must fail, naming the metric that
-# caught it).  With --record, first record the baselines on this GPU.
-# Logs and kept traces go to OUT (default .gpuprof/verify).
+# On a GPU machine: re-run the example suite against its baselines (all must
+# pass), then plant each bug (each must fail, naming the metric that caught it).
 #
-#   example_suite/verify_on_gpu.sh [--record] [OUT]
+#   example_suite/verify_on_gpu.sh [--record] [--reruns N] [OUT] [-- PYTEST_ARGS...]
+#
+# --record first records the baselines on this GPU; PYTEST_ARGS go to every run
+# (e.g. -- --gpuprof-nsys --gpuprof-baseline-dir=.gpuprof/nsys-baselines).
+# Logs and kept traces go to OUT (default .gpuprof/verify).
 set -u
 cd "$(dirname "$0")/.."
-record=0
-if [ "${1:-}" = "--record" ]; then record=1; shift; fi
-out=${1:-.gpuprof/verify}
+record=0 reruns=3 out=.gpuprof/verify
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --record) record=1 ;;
+    --reruns) reruns=$2; shift ;;
+    --) shift; break ;;
+    *) out=$1 ;;
+  esac
+  shift
+done
 mkdir -p "$out"
 status=0
-pytest="python3 -m pytest example_suite -p no:cacheprovider -q"
+pytest=(python3 -m pytest example_suite -p no:cacheprovider -q --gpuprof "$@")
 
 if [ $record -eq 1 ]; then
-  $pytest --gpuprof-update-baseline --gpuprof-keep-traces --gpuprof-output-dir "$out/record" >"$out/record.log" 2>&1
-  echo "record baselines: exit $?"
+  "${pytest[@]}" --gpuprof-update-baseline --gpuprof-keep-traces --gpuprof-output-dir "$out/record" >"$out/record.log" 2>&1
+  echo "record baselines: exit $?  ($(grep -E '(passed|failed)' "$out/record.log" | tail -1))"
 fi
-for i in 1 2 3; do
-  $pytest --gpuprof >"$out/rerun$i.log" 2>&1
+for i in $(seq 1 "$reruns"); do
+  "${pytest[@]}" --gpuprof-output-dir "$out/rerun$i" >"$out/rerun$i.log" 2>&1
   rc=$?
-  echo "re-run $i: exit $rc  ($(tail -1 "$out/rerun$i.log"))"
+  echo "re-run $i: exit $rc  ($(grep -E '(passed|failed)' "$out/rerun$i.log" | tail -1))"
   [ $rc -eq 0 ] || status=1
 done
-sed -n '/= gpuprof =/,/^===/p' "$out/rerun3.log"
+[ "$reruns" -gt 0 ] && sed -n '/^GPU: /,/^-*$/p;/  passed  \|  failed  /p' "$out/rerun$reruns.log" | head -8
 for bug in item compute_stream pageable extra_kernel fp32; do
-  GPUPROF_EXAMPLE_BUG=$bug $pytest --gpuprof --gpuprof-keep-traces --gpuprof-output-dir "$out/$bug" >"$out/$bug.log" 2>&1
+  GPUPROF_EXAMPLE_BUG=$bug "${pytest[@]}" --gpuprof-keep-traces --gpuprof-output-dir "$out/$bug" >"$out/$bug.log" 2>&1
   rc=$?
-  echo "bug $bug: exit $rc  ($(tail -1 "$out/$bug.log"))"
+  echo "bug $bug: exit $rc  ($(grep -E '(passed|failed)' "$out/$bug.log" | tail -1))"
   grep -E "^(FAILED|  [a-z_]+(\[.*\])?(\.count)?:)" "$out/$bug.log" | cut -c1-150 | head -8
   [ $rc -ne 0 ] || status=1
 done

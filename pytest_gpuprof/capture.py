@@ -1,9 +1,12 @@
-"""Capture with torch.profiler: the ``gpuprof`` fixture object and its NVTX ranges.
+"""Capture: the ``gpuprof`` fixture object, its steps and its NVTX ranges.
 
-Every range the plugin emits goes both to NVTX (domain ``gpuprof``, visible in
-Nsight Systems) and to torch.profiler's ``record_function`` (visible in the
-Kineto trace): the test's node id around the whole test, ``warmup`` around the
-warm-up steps, ``step_N`` around each measured step, and the user's own ranges.
+Two capture modes.  ``torch``: torch.profiler records the steps into a Kineto
+trace, and every range goes both to NVTX (domain ``gpuprof``, visible in
+Nsight Systems) and to ``record_function`` (visible in the Kineto trace).
+``nvtx``: the session runs under ``nsys profile``, which owns CUPTI, so only
+NVTX ranges are emitted and nsys records the rest.  The ranges: the test's node
+id around the whole test, ``warmup`` around the warm-up steps, ``step_N``
+around each measured step, and the user's own.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 import inspect
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .errors import ConfigError
 
@@ -58,15 +61,16 @@ class GpuProf:
     region of a step in both NVTX and the Kineto trace.
     """
 
-    def __init__(self, plan: StepPlan, trace_path: Path | None = None) -> None:
+    def __init__(self, plan: StepPlan, trace_path: Path | None = None, nvtx_only: bool = False) -> None:
         self._plan = plan
-        self._trace_path = trace_path  # None: not profiling
+        self._trace_path = trace_path  # torch mode: where the Kineto trace goes
+        self._nvtx_only = nvtx_only  # nvtx mode: nsys records
         self._started = False
         self.completed = False
 
     @property
     def profiling(self) -> bool:
-        return self._trace_path is not None
+        return self._trace_path is not None or self._nvtx_only
 
     @property
     def trace_path(self) -> Path | None:
@@ -82,7 +86,7 @@ class GpuProf:
             yield from range(plan.total)
             self.completed = True
             return
-        yield from self._profiled_steps(plan)
+        yield from self._nvtx_steps(plan) if self._nvtx_only else self._profiled_steps(plan)
 
     @contextlib.contextmanager
     def range(self, name: str) -> Iterator[None]:
@@ -91,19 +95,28 @@ class GpuProf:
             yield
             return
         with nvtx_range(name):
+            if self._nvtx_only:
+                yield
+                return
             from torch.profiler import record_function
 
             with record_function(name):
                 yield
 
+    def _nvtx_steps(self, plan: StepPlan) -> Iterator[int]:
+        """Steps under nsys: NVTX ranges, and the metadata as an NVTX mark in the test's range."""
+        import nvtx
+
+        from .nsys import METADATA_MARK
+
+        metadata = yield from self._step_loop(plan, lambda i, metadata: None)
+        nvtx.mark(METADATA_MARK + json.dumps(metadata, sort_keys=True), domain=NVTX_DOMAIN)
+        self.completed = True
+
     def _profiled_steps(self, plan: StepPlan) -> Iterator[int]:
-        import torch
+        """Steps under torch.profiler's schedule; the metadata goes into the trace's header."""
         from torch.profiler import ProfilerActivity, profile, schedule
 
-        from .environment import gpu_environment
-
-        device = torch.cuda.current_device()
-        environment = gpu_environment(device)
         # repeat=1 is a single cycle, so keeping events across cycles changes nothing;
         # asking for it (torch >= 2.4) silences torch's "clears events" warning.
         extra = {"acc_events": True} if "acc_events" in inspect.signature(profile).parameters else {}
@@ -113,9 +126,33 @@ class GpuProf:
             on_trace_ready=lambda p: p.export_chrome_trace(str(self._trace_path)),
             **extra,
         )
+        def after_step(i: int, metadata: Callable[[], dict]) -> None:
+            if i == plan.total - 1:  # metadata must be added while the profiler still records
+                prof.add_metadata_json("gpuprof", json.dumps(metadata()))
+            prof.step()
+
+        prof.start()
+        try:
+            yield from self._step_loop(plan, after_step)
+            self.completed = True
+        finally:
+            prof.stop()
+
+    def _step_loop(self, plan: StepPlan, after_step: Callable[[int, Callable[[], dict]], None]) -> Iterator[int]:
+        """The steps with their NVTX ranges; ``after_step(i, metadata)`` ends each one.
+        Returns the trace metadata (peak memory over the measured steps, environment)."""
+        import torch
+
+        from .environment import gpu_environment
+
+        device = torch.cuda.current_device()
+        environment = gpu_environment(device)
+
+        def metadata() -> dict:
+            return _metadata(plan, int(torch.cuda.max_memory_allocated(device)), environment)
+
         first_measured = plan.wait + plan.warmup
         warmup = contextlib.ExitStack()
-        prof.start()
         try:
             for i in range(plan.total):
                 if i == plan.wait and plan.warmup:
@@ -128,18 +165,19 @@ class GpuProf:
                         yield i
                 else:
                     yield i
-                if i == plan.total - 1:
-                    metadata = {
-                        "peak_memory_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
-                        "environment": environment,
-                        "plan": {"wait": plan.wait, "warmup": plan.warmup, "active": plan.active},
-                    }
-                    prof.add_metadata_json("gpuprof", json.dumps(metadata))
-                prof.step()
-            self.completed = True
+                after_step(i)
         finally:
             warmup.close()
-            prof.stop()
+        return metadata()
+
+
+def _metadata(plan: StepPlan, peak_memory: int, environment: dict) -> dict:
+    """What a trace carries beside its events, so that it reproduces every number."""
+    return {
+        "peak_memory_allocated_bytes": peak_memory,
+        "environment": environment,
+        "plan": {"wait": plan.wait, "warmup": plan.warmup, "active": plan.active},
+    }
 
 
 @contextlib.contextmanager

@@ -129,8 +129,13 @@ def compared_values(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     return out
 
 
-def judge(current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules) -> list[Verdict]:
-    """Every verdict for one test: thresholds first, then each metric against the baseline."""
+def judge(
+    current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool = True
+) -> list[Verdict]:
+    """Every verdict for one test: thresholds first, then each metric against the baseline.
+
+    A baseline recorded with the other backend is compared on counts and bytes
+    only: times differ between profilers, and so do the spellings of kernel names."""
     now = compared_values(current)
     verdicts = [_check_threshold(t, now.get(t.metric)) for t in rules.thresholds]
     if baseline is None:
@@ -139,7 +144,11 @@ def judge(current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules:
     for name, spec in METRICS.items():
         if spec.kind == "info" or (spec.kind == "ratio" and spec.better is None):
             continue
+        if not same_backend and spec.kind not in ("count", "bytes"):
+            continue
         verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
+    if not same_backend:
+        return verdicts
     kernels = sorted(
         {k for k in list(now) + list(before) if k.startswith("kernels[")},
     )

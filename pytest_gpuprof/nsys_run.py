@@ -61,7 +61,9 @@ def _runnable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def run_streamed(cmd: Sequence[str], env: dict[str, str] | None = None, grace_s: float = 10.0) -> tuple[int, str]:
+def run_streamed(
+    cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None, grace_s: float = 10.0
+) -> tuple[int, str]:
     """Run ``cmd`` in its own process group, copying its output to ours as it comes.
 
     Returns the exit status and the last lines of output (for error messages).
@@ -70,7 +72,7 @@ def run_streamed(cmd: Sequence[str], env: dict[str, str] | None = None, grace_s:
     """
     tail: collections.deque[str] = collections.deque(maxlen=60)
     proc = subprocess.Popen(
-        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
     )
     out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
     pending = b""

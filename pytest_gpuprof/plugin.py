@@ -41,6 +41,11 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
      "absolute tolerance of ratio metrics such as gpu_utilization (default: 0.05)"),
     ("--gpuprof-threshold", "gpuprof_thresholds", "list", [],
      "absolute requirement such as 'gpu_utilization >= 0.85'; repeatable (ini: one per line)"),
+    ("--gpuprof-backend", "gpuprof_backend", "str", "torch",
+     "capture with torch.profiler ('torch', default) or re-run the session under Nsight Systems ('nsys')"),
+    ("--gpuprof-nsys", "gpuprof_nsys", "bool", False, "short for --gpuprof --gpuprof-backend=nsys"),
+    ("--gpuprof-nsys-path", "gpuprof_nsys_path", "str", None,
+     "the nsys binary (default: $GPUPROF_NSYS, then PATH, then the usual install locations)"),
     ("--gpuprof-wait", "gpuprof_wait", "int", 0, "default unprofiled steps before warm-up (default: 0)"),
     ("--gpuprof-warmup", "gpuprof_warmup", "int", 3, "default warm-up steps (default: 3)"),
     ("--gpuprof-active", "gpuprof_active", "int", 10, "default measured steps (default: 10)"),
@@ -95,13 +100,57 @@ def pytest_configure(config: pytest.Config) -> None:
         "gpuprof(wait=, warmup=, active=, thresholds=[...], tolerances={...}): profile this test "
         "under --gpuprof; a test without the gpuprof fixture is run once per step",
     )
-    opts = {ini: _get(config, ini, kind) for _, ini, kind, _, _ in OPTIONS}
-    if not (opts["gpuprof"] or opts["gpuprof_update_baseline"] or opts["gpuprof_replay"]):
-        return
-    from .compare import Rules, parse_threshold
-    from .session import GpuprofSession, Settings
+    settings = _settings(config)
+    if settings is not None:
+        from .session import GpuprofSession
+
+        config.stash[SESSION] = GpuprofSession(settings)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    """With the nsys backend, this pytest runs no test: it re-runs itself under nsys."""
+    settings = _settings(config)
+    if settings is None or settings.backend != "nsys" or settings.nsys_inner is not None:
+        return None
+    from .errors import GpuprofError
+    from .nsys_session import run_outer
+    from .report import failure_message, session_lines
 
     try:
+        status, session = run_outer(settings, list(config.invocation_params.args), config.invocation_params.dir)
+    except KeyboardInterrupt:
+        print("gpuprof: interrupted; nsys and the session under it were stopped")
+        return pytest.ExitCode.INTERRUPTED
+    except GpuprofError as exc:
+        print(f"gpuprof: {exc}")
+        return pytest.ExitCode.INTERNAL_ERROR
+    if settings.update_baseline:
+        session.baseline_report = session.write_baselines()
+        if any(line.startswith("not written") for line in session.baseline_report):
+            status = status or pytest.ExitCode.TESTS_FAILED
+    print("=" * 30 + " gpuprof (nsys backend) " + "=" * 30)
+    for result in session.results:
+        if result.failed:
+            print(f"FAILED {result.nodeid}\n{failure_message(result)}")
+    print("\n".join(session_lines(session)))
+    return status
+
+
+def _settings(config: pytest.Config):
+    """The run's Settings, or None when gpuprof is off.  Bad values are usage errors."""
+    opts = {ini: _get(config, ini, kind) for _, ini, kind, _, _ in OPTIONS}
+    if not (opts["gpuprof"] or opts["gpuprof_update_baseline"] or opts["gpuprof_replay"] or opts["gpuprof_nsys"]):
+        return None
+    from .compare import Rules, parse_threshold
+    from .nsys_session import inner_results_path
+    from .session import BACKENDS, Settings
+
+    backend = "nsys" if opts["gpuprof_nsys"] else opts["gpuprof_backend"]
+    try:
+        if backend not in BACKENDS:
+            raise ConfigError(f"--gpuprof-backend / ini key gpuprof_backend: expected one of {', '.join(BACKENDS)}, "
+                              f"got {backend!r}")
         thresholds = tuple(parse_threshold(t, "--gpuprof-threshold / ini gpuprof_thresholds")
                            for t in opts["gpuprof_thresholds"] or ())
         for name in ("gpuprof_time_tolerance", "gpuprof_ratio_tolerance", "gpuprof_time_floor_us"):
@@ -123,12 +172,15 @@ def pytest_configure(config: pytest.Config) -> None:
                 ratio_tolerance=opts["gpuprof_ratio_tolerance"],
                 thresholds=thresholds,
             ),
+            backend=backend,
+            nsys_path=opts["gpuprof_nsys_path"],
+            nsys_inner=inner_results_path() if backend == "nsys" else None,
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     if settings.replay_dir is not None and not settings.replay_dir.is_dir():
         raise pytest.UsageError(f"--gpuprof-replay: {settings.replay_dir} is not a directory")
-    config.stash[SESSION] = GpuprofSession(settings)
+    return settings
 
 
 def _session(config: pytest.Config):
@@ -217,6 +269,9 @@ def pytest_runtest_call(item: pytest.Item):
     session = _session(item.config)
     if session is None or not _is_profiled(item):
         return (yield)
+    inner = session.settings.nsys_inner is not None
+    if inner:
+        session.start_nsys_capture()
     if session.settings.replay_dir is None:
         with nvtx_range(item.nodeid):
             outcome = yield
@@ -229,6 +284,9 @@ def pytest_runtest_call(item: pytest.Item):
         prof = _profiler(item)
     except ConfigError as exc:
         pytest.fail(str(exc), pytrace=False)
+    if inner:  # judged by the outer session once nsys has written the report
+        session.nsys_tests.append({"nodeid": item.nodeid, "marker": kwargs, "passed": prof.completed})
+        return outcome
     result = session.evaluate(item.nodeid, prof, kwargs)
     if result.failed:
         pytest.fail(failure_message(result), pytrace=False)
@@ -239,33 +297,21 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     session = _session(config)
     if session is None:
         return
-    from .report import summary_lines
+    from .report import session_lines
 
-    tr = terminalreporter
-    tr.write_sep("=", "gpuprof")
-    s = session.settings
-    mode = "replaying traces from " + str(s.replay_dir) if s.replay_dir else "torch.profiler"
-    tr.write_line(f"baselines: {s.baseline_dir}    capture: {mode}")
-    if session.results:
-        gpus = sorted({r.gpu for r in session.results if r.gpu})
-        if gpus:
-            tr.write_line(f"GPU: {', '.join(gpus)}")
-        for line in summary_lines(session.results):
-            tr.write_line(line)
-    if session.skipped:
-        reasons = sorted(set(session.skipped.values()))
-        tr.write_line(f"{len(session.skipped)} profiled test(s) skipped: {'; '.join(reasons)}")
-    if not session.results and not session.skipped:
-        tr.write_line("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
-    for line in session.baseline_report:
-        tr.write_line(line)
-    if s.keep_traces and s.replay_dir is None and session.results:
-        tr.write_line(f"traces kept in {s.output_dir / 'traces'}")
+    terminalreporter.write_sep("=", "gpuprof")
+    for line in session_lines(session):
+        terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _session(session.config)
-    if state is None or not state.settings.update_baseline:
+    if state is None:
+        return
+    if state.settings.nsys_inner is not None:
+        state.finish_nsys_session(int(exitstatus))
+        return
+    if not state.settings.update_baseline:
         return
     state.baseline_report = state.write_baselines()
     if any(line.startswith("not written") for line in state.baseline_report):

@@ -6,8 +6,34 @@ from typing import Iterable
 
 from .compare import compared_values, format_number
 from .metrics import METRICS, Measurement
-from .session import TestResult
+from .session import GpuprofSession, TestResult
 from .trace import COPY_KINDS
+
+
+def session_lines(session: GpuprofSession) -> list[str]:
+    """The gpuprof section after a run: where things are, one row per test, what was written."""
+    s = session.settings
+    if s.replay_dir:
+        mode = f"replaying traces from {s.replay_dir}"
+    elif s.backend == "nsys":
+        mode = "Nsight Systems" + (" (inside nsys; results follow from the outer session)" if s.nsys_inner else "")
+    else:
+        mode = "torch.profiler"
+    lines = [f"baselines: {s.baseline_dir}    capture: {mode}"]
+    if session.results:
+        gpus = sorted({r.gpu for r in session.results if r.gpu})
+        if gpus:
+            lines.append(f"GPU: {', '.join(gpus)}")
+        lines += summary_lines(session.results)
+    if session.skipped:
+        reasons = sorted(set(session.skipped.values()))
+        lines.append(f"{len(session.skipped)} profiled test(s) skipped: {'; '.join(reasons)}")
+    if not session.results and not session.skipped and not s.nsys_inner:
+        lines.append("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
+    lines += session.baseline_report
+    if s.keep_traces and s.replay_dir is None and s.backend == "torch" and session.results:
+        lines.append(f"traces kept in {s.output_dir / 'traces'}")
+    return lines
 
 
 def failure_message(result: TestResult) -> str:

@@ -14,8 +14,9 @@ from .compare import Rules, Threshold, Verdict, judge, parse_threshold, test_sta
 from .errors import BaselineError, ConfigError, GpuprofError
 from .kineto import load_kineto
 from .metrics import METRICS, measure
+from .trace import Trace
 
-BACKEND = "torch"
+BACKENDS = ("torch", "nsys")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,9 @@ class Settings:
     replay_dir: Path | None
     plan: StepPlan
     rules: Rules
+    backend: str = "torch"  # "torch" or "nsys"
+    nsys_path: str | None = None
+    nsys_inner: Path | None = None  # set inside the session nsys re-executes: where its results go
 
 
 @dataclass
@@ -63,6 +67,8 @@ class GpuprofSession:
         self.skipped: dict[str, str] = {}  # nodeid -> reason
         self._pending: dict[Path, dict[str, dict[str, Any]]] = {}
         self.baseline_report: list[str] = []
+        self.nsys_tests: list[dict[str, Any]] = []  # inside nsys: profiled tests, judged outside
+        self._capturing = False
         self._tmp = tempfile.TemporaryDirectory(prefix="gpuprof-")
 
     # --- capture ---------------------------------------------------------
@@ -72,6 +78,8 @@ class GpuprofSession:
         )
         if self.settings.replay_dir is not None:
             return GpuProf(plan)
+        if self.settings.nsys_inner is not None:
+            return GpuProf(plan, nvtx_only=True)
         folder = self.settings.output_dir / "traces" if self.settings.keep_traces else Path(self._tmp.name)
         folder.mkdir(parents=True, exist_ok=True)
         return GpuProf(plan, folder / trace_name(nodeid))
@@ -95,26 +103,41 @@ class GpuprofSession:
 
     # --- evaluation ------------------------------------------------------
     def evaluate(self, nodeid: str, prof: GpuProf, marker_kwargs: dict[str, Any]) -> TestResult:
-        """Measure a finished test's trace and judge it; never raises for the test's own data."""
+        """Load a finished test's Kineto trace (captured or replayed) and judge it."""
+        s = self.settings
+
+        def load() -> tuple[Trace, Path | None]:
+            if s.replay_dir is not None:
+                return load_kineto(s.replay_dir / trace_name(nodeid)), s.replay_dir / trace_name(nodeid)
+            if not prof.completed:
+                raise GpuprofError(
+                    "the test uses the gpuprof fixture but did not run its "
+                    "`for _ in gpuprof.steps(...)` loop to the end; nothing was measured"
+                )
+            try:
+                return load_kineto(prof.trace_path), prof.trace_path if s.keep_traces else None
+            finally:
+                if not s.keep_traces:
+                    prof.trace_path.unlink(missing_ok=True)
+
+        return self._record(nodeid, marker_kwargs, load)
+
+    def evaluate_trace(self, nodeid: str, trace: Trace, kept: Path, marker_kwargs: dict[str, Any]) -> TestResult:
+        """Judge a test whose trace is already loaded (cut from an nsys session report)."""
+        return self._record(nodeid, marker_kwargs, lambda: (trace, kept))
+
+    def _record(self, nodeid: str, marker_kwargs: dict[str, Any], load) -> TestResult:
+        """Judge and remember; errors about the trace or the baseline become an error result."""
         try:
-            result = self._evaluate(nodeid, prof, marker_kwargs)
+            trace, kept = load()
+            result = self._judge(nodeid, trace, kept, marker_kwargs)
         except GpuprofError as exc:
             result = TestResult(nodeid, "error", message=str(exc))
         self.results.append(result)
         return result
 
-    def _evaluate(self, nodeid: str, prof: GpuProf, marker_kwargs: dict[str, Any]) -> TestResult:
+    def _judge(self, nodeid: str, trace: Trace, kept: Path | None, marker_kwargs: dict[str, Any]) -> TestResult:
         s = self.settings
-        if s.replay_dir is not None:
-            path = s.replay_dir / trace_name(nodeid)
-        else:
-            if not prof.completed:
-                raise GpuprofError(
-                    "gpuprof: the test uses the gpuprof fixture but did not run its "
-                    "`for _ in gpuprof.steps(...)` loop to the end; nothing was measured"
-                )
-            path = prof.trace_path
-        trace = load_kineto(path)
         measurement = measure(trace)
         gpu = measurement.gpu_name or "unknown GPU"
         file = baseline.baseline_file(s.baseline_dir, nodeid)
@@ -122,12 +145,11 @@ class GpuprofSession:
         entry = baseline.lookup(doc, nodeid, gpu)
         rules = self.rules_for(nodeid, marker_kwargs)
         old = entry["metrics"] if entry else None
-        kept = path if (s.keep_traces or s.replay_dir is not None) else None
         result = TestResult(nodeid, "", gpu, measurement.metrics, old, [], file, kept)
         if s.update_baseline:
             result.verdicts = judge(measurement.metrics, None, rules)
             self._pending.setdefault(file, {}).setdefault(nodeid, {})[gpu] = {
-                "backend": BACKEND,
+                "backend": s.backend,
                 "environment": trace.metadata.get("environment", {"gpu": gpu}),
                 "metrics": measurement.metrics,
                 "per_step": measurement.per_step,
@@ -135,14 +157,33 @@ class GpuprofSession:
             }
             result.status = "failed" if any(v.failed for v in result.verdicts) else "updated"
         else:
-            result.verdicts = judge(measurement.metrics, old, rules)
+            same_backend = entry is None or entry.get("backend", "torch") == s.backend
+            result.verdicts = judge(measurement.metrics, old, rules, same_backend)
             result.status = test_status(result.verdicts, entry is not None)
             if result.status == "no baseline" and s.strict:
                 result.status = "failed"
                 result.message = f"no baseline for {gpu} in {file} (--gpuprof-strict)"
-        if kept is None and path is not None:
-            path.unlink(missing_ok=True)
         return result
+
+    # --- inside nsys -----------------------------------------------------
+    def start_nsys_capture(self) -> None:
+        """Open nsys's capture range (cudaProfilerStart) before the first profiled test."""
+        if not self._capturing:
+            import torch
+
+            torch.cuda.profiler.start()
+            self._capturing = True
+
+    def finish_nsys_session(self, exitstatus: int) -> None:
+        """Close the capture range and tell the outer session which profiled tests passed."""
+        from .nsys_session import write_inner_results
+
+        if self._capturing:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+        write_inner_results(self.settings.nsys_inner, self.nsys_tests, exitstatus)
 
     # --- end of run ------------------------------------------------------
     def write_baselines(self) -> list[str]:

@@ -108,3 +108,48 @@ def test_without_gpuprof_nothing_is_profiled(suite):
     assert (suite.path / "marker_calls.txt").read_text().count("call") == 1  # a plain test
     assert not (suite.path / "baselines").exists()
     assert "gpuprof" not in result.stdout.str()
+
+
+def nsys_or_skip():
+    from pytest_gpuprof.errors import GpuprofError
+    from pytest_gpuprof.nsys_run import find_nsys
+
+    try:
+        return find_nsys(None)
+    except GpuprofError as exc:
+        pytest.skip(str(exc))
+
+
+def test_nsys_backend_reruns_the_session_and_agrees_with_torch(suite):
+    nsys = nsys_or_skip()
+    run(suite, "--gpuprof-update-baseline", "--gpuprof-baseline-dir=torch").assert_outcomes(passed=2)
+    os.environ["EXTRA_ADDS"] = "0"
+    try:
+        recorded = suite.runpytest_subprocess("--gpuprof-nsys", f"--gpuprof-nsys-path={nsys}",
+                                              "--gpuprof-update-baseline", "--gpuprof-baseline-dir=nsys")
+    finally:
+        del os.environ["EXTRA_ADDS"]
+    assert recorded.ret == 0, recorded.stdout.str()
+    recorded.stdout.fnmatch_lines(["*re-running this session under Nsight Systems*", "*2 passed*",
+                                   "*gpuprof (nsys backend)*", "*test_fixture_form*updated*"])
+    torch_doc = json.loads((suite.path / "torch" / "test_work.json").read_text())
+    nsys_doc = json.loads((suite.path / "nsys" / "test_work.json").read_text())
+    gpu = torch.cuda.get_device_name()
+    for nodeid in ("test_work.py::test_fixture_form", "test_work.py::test_marker_form"):
+        a, b = torch_doc["tests"][nodeid][gpu], nsys_doc["tests"][nodeid][gpu]
+        assert (a["backend"], b["backend"]) == ("torch", "nsys")
+        assert a["per_step"] == b["per_step"]  # every count and byte, step by step
+        assert b["metrics"]["peak_memory_allocated_bytes"] > 0
+        assert b["metrics"]["kernel_time_us"] == pytest.approx(a["metrics"]["kernel_time_us"], rel=0.05)
+    reports = list((suite.path / ".gpuprof" / "nsys").glob("session-*.nsys-rep"))
+    assert len(reports) == 1 and reports[0].stat().st_size < 50 * 2**20
+    # the nsys run judged against the torch baselines: counts only, and an extra kernel is caught
+    os.environ["EXTRA_ADDS"] = "1"
+    try:
+        broken = suite.runpytest_subprocess("--gpuprof-nsys", f"--gpuprof-nsys-path={nsys}",
+                                            "--gpuprof-baseline-dir=torch")
+    finally:
+        del os.environ["EXTRA_ADDS"]
+    assert broken.ret == 1
+    broken.stdout.fnmatch_lines(["*FAILED test_work.py::test_fixture_form*",
+                                 "*kernel_count: baseline 2, current 3 (+50.0%) [[]changed*"])

@@ -21,7 +21,11 @@ import pytest
 # Imported here, before any in-process pytester run, so pandas/numpy stay loaded across
 # runs (pytester drops modules first imported inside a run).
 from pytest_gpuprof.compare import format_number
-from pytest_gpuprof.plugin import OPTIONS
+from pytest_gpuprof.plugin import OPTIONS as ALL_OPTIONS
+
+# These two re-run the session under nsys instead of running it: tests/test_nsys_backend.py
+SWITCHES_BACKEND = ("gpuprof_backend", "gpuprof_nsys")
+OPTIONS = tuple(o for o in ALL_OPTIONS if o[1] not in SWITCHES_BACKEND)
 from pytest_gpuprof.session import trace_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,6 +207,7 @@ def test_settings(pytestconfig):
             "gpuprof_wait": s.plan.wait,
             "gpuprof_warmup": s.plan.warmup,
             "gpuprof_active": s.plan.active,
+            "gpuprof_nsys_path": s.nsys_path,
         })
     with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
         json.dump(out, fh)
@@ -230,6 +235,9 @@ def spellings(pytester, opt, key, kind, variant=0):
         cli = [w for e in exprs for w in (opt, e)]
         ini = f"{key} =\n" + "".join(f"    {e}\n" for e in exprs)
         return cli, ini, f"{key} = {json.dumps(exprs)}", parsed
+    if key == "gpuprof_nsys_path":
+        value = f"/opt/nsys{variant}/bin/nsys"
+        return [f"{opt}={value}"], f"{key} = {value}", f'{key} = "{value}"', value
     value = NUMBERS[key][variant]
     return [f"{opt}={value}"], f"{key} = {value}", f"{key} = {value}", value
 

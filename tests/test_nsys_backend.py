@@ -1,0 +1,275 @@
+"""The Nsight Systems backend without a GPU: the report loader on real reports
+(recorded by tests/data/record_nsys.sh), checked against `nsys stats` and the
+workloads' construction; finding nsys; the re-run under a stand-in nsys."""
+
+import csv
+import gzip
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprof.errors import GpuprofError, TraceError
+from pytest_gpuprof.kineto import load_kineto
+from pytest_gpuprof.metrics import measure
+from pytest_gpuprof.nsys import for_range, load_nsys
+from pytest_gpuprof.nsys_run import check_report, find_nsys
+
+DATA = Path(__file__).parent / "data"
+NSYS = DATA / "nsys"
+STEPS = 4
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory):
+    """The committed reports, unpacked: {workload: path of its .sqlite}."""
+    folder = tmp_path_factory.mktemp("nsys")
+    out = {}
+    for name in ("overlap", "sync"):
+        target = folder / f"{name}.sqlite"
+        with gzip.open(NSYS / f"{name}.sqlite.gz", "rb") as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        out[name] = target
+    return out
+
+
+def stats(workload, report):
+    with open(NSYS / f"{workload}_{report}.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize("workload", ["overlap", "sync"])
+def test_kernel_totals_equal_nsys_stats_to_the_nanosecond(reports, workload):
+    kernels = load_nsys(reports[workload]).kernels
+    dur = kernels["end"] - kernels["start"]
+    ours = dur.groupby(kernels["name"].astype(str)).agg(["count", "sum", "min", "max"])
+    rows = stats(workload, "cuda_gpu_kern_sum")
+    assert sorted(ours.index) == sorted(r["Name"] for r in rows)
+    for r in rows:
+        count, total, low, high = ours.loc[r["Name"]]
+        assert (count, total, low, high) == (
+            int(r["Instances"]), int(r["Total Time (ns)"]), int(r["Min (ns)"]), int(r["Max (ns)"]))
+
+
+@pytest.mark.parametrize("workload", ["overlap", "sync"])
+def test_memcpy_totals_equal_nsys_stats(reports, workload):
+    copies = load_nsys(reports[workload]).copies
+    words = {"htod": "Host-to-Device", "dtoh": "Device-to-Host", "dtod": "Device-to-Device"}
+    times = {r["Operation"]: r for r in stats(workload, "cuda_gpu_mem_time_sum")}
+    sizes = {r["Operation"]: r for r in stats(workload, "cuda_gpu_mem_size_sum")}
+    assert len(times) == len(sizes) == copies["kind"].nunique()
+    for kind, rows in copies.groupby(copies["kind"].astype(str), observed=True):
+        op = f"[CUDA memcpy {words[kind]}]"
+        assert len(rows) == int(times[op]["Count"]) == int(sizes[op]["Count"])
+        assert int((rows["end"] - rows["start"]).sum()) == int(times[op]["Total Time (ns)"])
+        # nsys prints sizes in MB (1e6 bytes) with three decimals
+        assert f"{rows['bytes'].sum() / 1e6:.3f}" == sizes[op]["Total (MB)"]
+
+
+def test_metrics_follow_the_workloads_construction(reports):
+    m = measure(load_nsys(reports["overlap"]))
+    assert m.step_source == "step_N" and list(m.steps["name"]) == [f"step_{i}" for i in range(STEPS)]
+    assert m.per_step["kernel_count"] == [9] * STEPS  # 8 matmuls and an add
+    assert m.per_step["memcpy_htod_bytes"] == [16 * 2**20] * STEPS
+    assert m.metrics["overlap_efficiency"] > 0.9
+    s = measure(load_nsys(reports["sync"]))
+    assert s.per_step["sync_count"] == [2] * STEPS  # .item()'s stream sync and a device sync
+    assert s.per_step["memcpy_dtoh_bytes"] == [4] * STEPS
+
+
+@pytest.mark.parametrize("workload", ["overlap", "sync"])
+def test_counts_agree_with_the_torch_profiler_trace_of_the_same_workload(reports, workload):
+    nsys = measure(load_nsys(reports[workload]))
+    torch = measure(load_kineto(DATA / f"{workload}.pt.trace.json.gz"))
+    for key in ("kernel_count", "memcpy_htod_count", "memcpy_htod_bytes", "memcpy_dtoh_count",
+                "memcpy_dtoh_bytes", "memset_count", "sync_count", "step_count"):
+        assert nsys.metrics[key] == torch.metrics[key], key
+
+
+def test_ranges_of_other_domains_are_not_steps(reports):
+    trace = load_nsys(reports["sync"])
+    names = set(trace.ranges["name"].astype(str))
+    assert {"sync", "warmup", "step_0", "step_3"} <= names
+    assert not any(n.startswith("step_10") for n in names)  # other_library's step_100..103
+
+
+def test_a_test_range_is_cut_out_of_a_session_report(reports):
+    trace = load_nsys(reports["overlap"])
+    part = measure(for_range(trace, "overlap"))
+    assert part.metrics["kernel_count"] == 9 * STEPS
+    with pytest.raises(TraceError, match="no NVTX range named 'missing'"):
+        for_range(trace, "missing")
+
+
+def test_not_a_report_is_a_clear_error(tmp_path):
+    bad = tmp_path / "x.sqlite"
+    bad.write_text("not sqlite")
+    with pytest.raises(TraceError, match=str(bad)):
+        load_nsys(bad)
+
+
+def test_analyze_prints_the_same_metric_keys_for_a_report(reports):
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "pytest_gpuprof", "analyze", str(reports["sync"]), "--json"],
+                         capture_output=True, text=True, check=True)
+    k = subprocess.run([sys.executable, "-m", "pytest_gpuprof", "analyze", str(DATA / "sync.pt.trace.json.gz"),
+                        "--json"], capture_output=True, text=True, check=True)
+    assert sorted(json.loads(out.stdout)["metrics"]) == sorted(json.loads(k.stdout)["metrics"])
+
+
+# --- finding nsys -------------------------------------------------------------
+
+def executable(path: Path, body: str = "#!/bin/sh\nexit 0\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body)
+    path.chmod(0o755)
+    return path
+
+
+def test_nsys_is_found_by_option_then_environment_then_path(tmp_path, monkeypatch):
+    opt, env, on_path = (executable(tmp_path / d / "nsys") for d in ("opt", "env", "path"))
+    monkeypatch.setenv("GPUPROF_NSYS", str(env))
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert find_nsys(str(opt)) == opt
+    assert find_nsys(None) == env
+    monkeypatch.delenv("GPUPROF_NSYS")
+    assert find_nsys(None) == on_path
+
+
+def test_missing_nsys_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("GPUPROF_NSYS", raising=False)
+    with pytest.raises(GpuprofError) as err:
+        find_nsys(str(tmp_path / "nope"))
+    text = str(err.value)
+    for place in ("--gpuprof-nsys-path=", "$GPUPROF_NSYS (not set)", "PATH", "/opt/nvidia/nsight-systems/*/bin/nsys",
+                  "/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys"):
+        assert place in text
+
+
+def test_a_capture_left_as_qdstrm_reports_the_importers_words(tmp_path):
+    report = tmp_path / "session.nsys-rep"
+    report.with_suffix(".qdstrm").write_text("raw")
+    tail = "Generating '/tmp/x.qdstrm'\nImporter error status: libdw.so.1: cannot open shared object file"
+    with pytest.raises(GpuprofError, match="(?s)only .*session.qdstrm.*libdw.so.1: cannot open shared object file"):
+        check_report(report, tail)
+
+
+# --- the re-run, with a stand-in for nsys -------------------------------------
+
+FAKE_NSYS = textwrap.dedent("""\
+    #!{python}
+    # Stands in for `nsys profile ... -o REPORT COMMAND...`: runs COMMAND, as nsys would.
+    import os, subprocess, sys
+    args = sys.argv[1:]
+    assert args[0] == "profile", args
+    command = args[args.index("-o") + 2:]
+    with open(os.environ["FAKE_NSYS_LOG"], "a") as log:
+        log.write(" ".join(args) + "\\n")
+    sys.exit(subprocess.call(command))
+""")
+
+SUITE = textwrap.dedent("""\
+    import os, time
+    import pytest
+
+    def test_plain():
+        assert os.environ.get("GPUPROF_NSYS_INNER")   # runs inside the re-executed session
+
+    @pytest.mark.gpuprof
+    def test_profiled():
+        pass
+
+    def test_fails_when_asked():
+        assert not os.environ.get("MAKE_IT_FAIL")
+
+    def test_waits_when_asked():
+        if os.environ.get("HANG"):
+            with open(os.environ["HANG"], "w") as fh:
+                fh.write(str(os.getpid()))
+            time.sleep(120)
+""")
+
+
+@pytest.fixture
+def suite(pytester, tmp_path):
+    pytester.makepyfile(test_suite=SUITE)
+    fake = executable(tmp_path / "bin" / "nsys", FAKE_NSYS.format(python=sys.executable))
+    log = tmp_path / "nsys.log"
+    env = {"FAKE_NSYS_LOG": str(log)}
+    return pytester, fake, log, env
+
+
+def run(pytester, fake, env, *args, timeout=120):
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpuprof-nsys", f"--gpuprof-nsys-path={fake}",
+         *args], cwd=pytester.path, capture_output=True, text=True, env={**os.environ, **env}, timeout=timeout)
+
+
+def test_the_session_reruns_under_nsys_with_the_same_outcomes(suite):
+    pytester, fake, log, env = suite
+    done = run(pytester, fake, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    logged = log.read_text()
+    for arg in ("--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--capture-range=cudaProfilerApi"):
+        assert arg in logged
+    out = done.stdout
+    assert "gpuprof: re-running this session under Nsight Systems" in out
+    assert "3 passed, 1 skipped" in out  # the inner session's own report, streamed
+    assert "no CUDA GPU available" in out
+    assert "gpuprof (nsys backend)" in out
+    reports = list((pytester.path / ".gpuprof" / "nsys").glob("session-*.tests.json"))
+    assert len(reports) == 1
+
+
+def test_a_failing_test_inside_gives_the_same_exit_status(suite):
+    pytester, fake, log, env = suite
+    done = run(pytester, fake, {**env, "MAKE_IT_FAIL": "1"})
+    assert done.returncode == 1
+    assert "1 failed, 2 passed, 1 skipped" in done.stdout
+
+
+def test_repeated_runs_never_share_a_report_name(suite):
+    pytester, fake, log, env = suite
+    run(pytester, fake, env, "-k", "plain")
+    time.sleep(1.1)
+    run(pytester, fake, env, "-k", "plain")
+    names = [line.split(" -o ")[1].split()[0] for line in log.read_text().splitlines()]
+    assert len(names) == 2 and names[0] != names[1]
+
+
+def test_ctrl_c_stops_nsys_and_the_session_under_it(suite, tmp_path):
+    pytester, fake, log, env = suite
+    pidfile = tmp_path / "inner.pid"
+    outer = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpuprof-nsys", f"--gpuprof-nsys-path={fake}",
+         "-k", "waits"], cwd=pytester.path, env={**os.environ, **env, "HANG": str(pidfile)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while not pidfile.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert pidfile.exists(), "the inner test never started"
+    inner = int(pidfile.read_text())
+    outer.send_signal(signal.SIGINT)
+    out, _ = outer.communicate(timeout=60)
+    assert outer.returncode == 2, out  # pytest's "interrupted"
+    assert "interrupted; nsys and the session under it were stopped" in out
+    time.sleep(0.5)
+    assert not alive(inner)
+
+
+def alive(pid):
+    """Running (a zombie left for a parent that is gone is not running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
