@@ -165,7 +165,7 @@ class GpuProf:
                         yield i
                 else:
                     yield i
-                after_step(i)
+                after_step(i, metadata)
         finally:
             warmup.close()
         return metadata()

@@ -60,9 +60,10 @@ def suite(pytester):
 
 
 def run(pytester, *args, extra=0):
+    """A pytest run in a subprocess: in-process runs would import parts of torch twice."""
     os.environ["EXTRA_ADDS"] = str(extra)
     try:
-        return pytester.runpytest("-p", "no:cacheprovider", *args)
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
     finally:
         del os.environ["EXTRA_ADDS"]
 

@@ -1,0 +1,76 @@
+"""The capture loop on the CPU: torch.profiler records CPU activity here, which is
+enough to check the steps, ranges and metadata the fixture writes into a trace.
+torch.cuda's memory and device calls are stood in for (there is no GPU)."""
+
+import pytest
+
+from pytest_gpuprof import capture, environment
+from pytest_gpuprof.capture import GpuProf, StepPlan
+from pytest_gpuprof.errors import ConfigError
+from pytest_gpuprof.kineto import load_kineto
+from pytest_gpuprof.metrics import measure
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def no_gpu_needed(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 12345)
+    monkeypatch.setattr(environment, "gpu_environment", lambda device=0: {"gpu": "stand-in"})
+
+
+def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed):
+    prof = GpuProf(StepPlan(wait=1, warmup=2, active=3), tmp_path / "t.pt.trace.json.gz")
+    ran = []
+    for i in prof.steps():
+        with prof.range("work"):
+            ran.append(i)
+            torch.ones(8).sum()
+    assert ran == list(range(6)) and prof.completed
+    trace = load_kineto(tmp_path / "t.pt.trace.json.gz")
+    names = trace.ranges["name"].astype(str).tolist()
+    assert sorted(n for n in names if n.startswith("ProfilerStep#")) == ["ProfilerStep#3", "ProfilerStep#4",
+                                                                          "ProfilerStep#5"]
+    assert [n for n in names if n.startswith("step_")] == ["step_0", "step_1", "step_2"]
+    assert names.count("work") == 3  # measured steps only: warm-up is not recorded
+    assert trace.metadata == {"peak_memory_allocated_bytes": 12345, "environment": {"gpu": "stand-in"},
+                              "plan": {"wait": 1, "warmup": 2, "active": 3}}
+    m = measure(trace)
+    assert m.metrics["step_count"] == 3 and m.metrics["peak_memory_allocated_bytes"] == 12345
+
+
+def test_nvtx_capture_marks_the_metadata(monkeypatch, no_gpu_needed):
+    nvtx = pytest.importorskip("nvtx")
+    marks, pushed = [], []
+    monkeypatch.setattr(nvtx, "mark", lambda message, domain=None, **kw: marks.append((message, domain)))
+    monkeypatch.setattr(nvtx, "push_range", lambda message, domain=None, **kw: pushed.append(message))
+    prof = GpuProf(StepPlan(wait=0, warmup=1, active=2), nvtx_only=True)
+    assert len(list(prof.steps())) == 3 and prof.completed
+    assert pushed == ["warmup", "step_0", "step_1"]
+    (message, domain), = marks
+    assert domain == capture.NVTX_DOMAIN and message.startswith("gpuprof:{")
+    assert '"peak_memory_allocated_bytes": 12345' in message
+
+
+def test_a_loop_left_early_is_not_complete(tmp_path, no_gpu_needed):
+    prof = GpuProf(StepPlan(wait=0, warmup=1, active=3), tmp_path / "t.json")
+    for i in prof.steps():
+        if i == 1:
+            break
+    assert not prof.completed
+
+
+def test_plain_loop_and_single_use():
+    prof = GpuProf(StepPlan(wait=1, warmup=1, active=2))
+    assert list(prof.steps(active=4)) == list(range(6)) and prof.completed
+    with pytest.raises(ConfigError, match="once per test"):
+        list(prof.steps())
+
+
+@pytest.mark.parametrize("kwargs, words", [({"active": 0}, "active must be at least 1"),
+                                          ({"warmup": -1}, "warmup must be a non-negative integer")])
+def test_bad_plans_are_refused(kwargs, words):
+    with pytest.raises(ConfigError, match=words):
+        StepPlan().with_overrides(kwargs.get("wait"), kwargs.get("warmup"), kwargs.get("active"))
