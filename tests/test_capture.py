@@ -11,6 +11,7 @@ from pytest_gpuprof.kineto import load_kineto
 from pytest_gpuprof.metrics import measure
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available")
 
 
 @pytest.fixture
