@@ -67,7 +67,7 @@ def update(path: Path, entries: dict[str, dict[str, dict[str, Any]]]) -> None:
         for nodeid, by_gpu in entries.items():
             doc["tests"].setdefault(nodeid, {}).update(by_gpu)
         doc["schema_version"] = SCHEMA_VERSION
-        _write_atomic(path, json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+        write_atomic(path, json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 @contextlib.contextmanager
@@ -82,7 +82,9 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file renamed into place: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

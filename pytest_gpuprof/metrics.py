@@ -83,6 +83,8 @@ class Measurement:
     window: tuple[int, int]  # W in ns
     gpu_name: str | None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the attributed GPU work: start, end, kind ("kernel", a copy kind, "memset"), name, stream, step
+    work: pd.DataFrame | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,7 +180,16 @@ def measure(trace: Trace) -> Measurement:
     )
     peak = trace.metadata.get("peak_memory_allocated_bytes")
     metrics["peak_memory_allocated_bytes"] = int(peak) if peak is not None else None
-    return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata)
+    work = pd.concat([
+        pd.DataFrame({"start": kernels["start"], "end": kernels["end"], "kind": "kernel",
+                      "name": kernels["name"].astype(str), "stream": kernels["stream"], "step": k_step[k_step >= 0]}),
+        pd.DataFrame({"start": copies["start"], "end": copies["end"], "kind": kinds,
+                      "name": "memcpy " + pd.Series(kinds, index=copies.index, dtype=object),
+                      "stream": copies["stream"], "step": c_steps}),
+        pd.DataFrame({"start": sets["start"], "end": sets["end"], "kind": "memset", "name": "memset",
+                      "stream": sets["stream"], "step": s_step[s_step >= 0]}),
+    ], ignore_index=True)
+    return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work)
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:

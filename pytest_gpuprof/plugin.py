@@ -46,6 +46,10 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
     ("--gpuprof-nsys", "gpuprof_nsys", "bool", False, "short for --gpuprof --gpuprof-backend=nsys"),
     ("--gpuprof-nsys-path", "gpuprof_nsys_path", "str", None,
      "the nsys binary (default: $GPUPROF_NSYS, then PATH, then the usual install locations)"),
+    ("--gpuprof-json", "gpuprof_json", "path", None,
+     "write every profiled test's status, metrics, baseline, rules and verdicts here (docs/results.md)"),
+    ("--gpuprof-timeline-events", "gpuprof_timeline_events", "int", 600,
+     "events of the one-step timeline sample kept with results and baselines; 0: none (default: 600)"),
     ("--gpuprof-wait", "gpuprof_wait", "int", 0, "default unprofiled steps before warm-up (default: 0)"),
     ("--gpuprof-warmup", "gpuprof_warmup", "int", 3, "default warm-up steps (default: 3)"),
     ("--gpuprof-active", "gpuprof_active", "int", 10, "default measured steps (default: 10)"),
@@ -126,9 +130,12 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
         print(f"gpuprof: {exc}")
         return pytest.ExitCode.INTERNAL_ERROR
     if settings.update_baseline:
-        session.baseline_report = session.write_baselines()
-        if any(line.startswith("not written") for line in session.baseline_report):
+        session.written = session.write_baselines()
+        if any(line.startswith("not written") for line in session.written):
             status = status or pytest.ExitCode.TESTS_FAILED
+    from .results import write_reports
+
+    session.written += write_reports(session)
     print("=" * 30 + " gpuprof (nsys backend) " + "=" * 30)
     for result in session.results:
         if result.failed:
@@ -153,7 +160,8 @@ def _settings(config: pytest.Config):
                               f"got {backend!r}")
         thresholds = tuple(parse_threshold(t, "--gpuprof-threshold / ini gpuprof_thresholds")
                            for t in opts["gpuprof_thresholds"] or ())
-        for name in ("gpuprof_time_tolerance", "gpuprof_ratio_tolerance", "gpuprof_time_floor_us"):
+        for name in ("gpuprof_time_tolerance", "gpuprof_ratio_tolerance", "gpuprof_time_floor_us",
+                     "gpuprof_timeline_events"):
             if opts[name] < 0:
                 raise ConfigError(
                     f"--{name.replace('_', '-')} / ini key {name}: must not be negative, got {opts[name]}"
@@ -175,6 +183,8 @@ def _settings(config: pytest.Config):
             backend=backend,
             nsys_path=opts["gpuprof_nsys_path"],
             nsys_inner=inner_results_path() if backend == "nsys" else None,
+            timeline_events=opts["gpuprof_timeline_events"],
+            reports={"json": opts["gpuprof_json"]},
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -311,11 +321,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.settings.nsys_inner is not None:
         state.finish_nsys_session(int(exitstatus))
         return
-    if not state.settings.update_baseline:
-        return
-    state.baseline_report = state.write_baselines()
-    if any(line.startswith("not written") for line in state.baseline_report):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.settings.update_baseline:
+        state.written = state.write_baselines()
+        if any(line.startswith("not written") for line in state.written):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    from .results import write_reports
+
+    state.written += write_reports(state)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

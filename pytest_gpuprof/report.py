@@ -30,7 +30,7 @@ def session_lines(session: GpuprofSession) -> list[str]:
         lines.append(f"{len(session.skipped)} profiled test(s) skipped: {'; '.join(reasons)}")
     if not session.results and not session.skipped and not s.nsys_inner:
         lines.append("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
-    lines += session.baseline_report
+    lines += session.written
     if s.keep_traces and s.replay_dir is None and s.backend == "torch" and session.results:
         lines.append(f"traces kept in {s.output_dir / 'traces'}")
     return lines

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import baseline
+from . import baseline, timeline
 from .capture import GpuProf, StepPlan
 from .compare import Rules, Threshold, Verdict, judge, parse_threshold, test_status
 from .errors import BaselineError, ConfigError, GpuprofError
@@ -34,6 +34,8 @@ class Settings:
     backend: str = "torch"  # "torch" or "nsys"
     nsys_path: str | None = None
     nsys_inner: Path | None = None  # set inside the session nsys re-executes: where its results go
+    timeline_events: int = 600  # events of the timeline sample kept with results and baselines
+    reports: dict[str, Path | None] = field(default_factory=dict)  # report kind -> path (results.REPORTS)
 
 
 @dataclass
@@ -49,6 +51,10 @@ class TestResult:
     baseline_file: Path | None = None
     trace: Path | None = None
     message: str = ""
+    backend: str | None = None
+    environment: dict[str, Any] = field(default_factory=dict)
+    timeline: dict[str, Any] | None = None  # timeline.sample of this run
+    baseline_entry: dict[str, Any] | None = None  # the whole stored entry (backend, environment, timeline)
 
     @property
     def failed(self) -> bool:
@@ -66,7 +72,7 @@ class GpuprofSession:
         self.results: list[TestResult] = []
         self.skipped: dict[str, str] = {}  # nodeid -> reason
         self._pending: dict[Path, dict[str, dict[str, Any]]] = {}
-        self.baseline_report: list[str] = []
+        self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
         self.nsys_tests: list[dict[str, Any]] = []  # inside nsys: profiled tests, judged outside
         self._capturing = False
         self._tmp = tempfile.TemporaryDirectory(prefix="gpuprof-")
@@ -139,22 +145,28 @@ class GpuprofSession:
     def _judge(self, nodeid: str, trace: Trace, kept: Path | None, marker_kwargs: dict[str, Any]) -> TestResult:
         s = self.settings
         measurement = measure(trace)
+        sample = timeline.sample(measurement, s.timeline_events)
         gpu = measurement.gpu_name or "unknown GPU"
+        environment = trace.metadata.get("environment", {"gpu": gpu})
         file = baseline.baseline_file(s.baseline_dir, nodeid)
         doc = baseline.read(file)
         entry = baseline.lookup(doc, nodeid, gpu)
         rules = self.rules_for(nodeid, marker_kwargs)
         old = entry["metrics"] if entry else None
-        result = TestResult(nodeid, "", gpu, measurement.metrics, old, [], file, kept)
+        result = TestResult(nodeid, "", gpu, measurement.metrics, old, [], file, kept, "", s.backend, environment,
+                            sample, entry)
         if s.update_baseline:
             result.verdicts = judge(measurement.metrics, None, rules)
-            self._pending.setdefault(file, {}).setdefault(nodeid, {})[gpu] = {
+            new_entry = {
                 "backend": s.backend,
-                "environment": trace.metadata.get("environment", {"gpu": gpu}),
+                "environment": environment,
                 "metrics": measurement.metrics,
                 "per_step": measurement.per_step,
                 "step_source": measurement.step_source,
             }
+            if sample is not None:
+                new_entry["timeline"] = sample
+            self._pending.setdefault(file, {}).setdefault(nodeid, {})[gpu] = new_entry
             result.status = "failed" if any(v.failed for v in result.verdicts) else "updated"
         else:
             same_backend = entry is None or entry.get("backend", "torch") == s.backend

@@ -208,6 +208,8 @@ def test_settings(pytestconfig):
             "gpuprof_warmup": s.plan.warmup,
             "gpuprof_active": s.plan.active,
             "gpuprof_nsys_path": s.nsys_path,
+            "gpuprof_json": None if s.reports["json"] is None else str(s.reports["json"]),
+            "gpuprof_timeline_events": s.timeline_events,
         })
     with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
         json.dump(out, fh)
@@ -216,7 +218,7 @@ def test_settings(pytestconfig):
 NUMBERS = {  # ini key -> (a value, another value); none is the default
     "gpuprof_time_tolerance": (0.25, 0.5), "gpuprof_time_floor_us": (7.5, 12.0),
     "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
-    "gpuprof_active": (6, 1),
+    "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0),
 }
 THRESHOLDS = (["sync_count == 0", "gpu_utilization >= 85%"], ["memset_count <= 3"])
 
@@ -227,7 +229,8 @@ def spellings(pytester, opt, key, kind, variant=0):
         return [opt], f"{key} = true", f"{key} = true", True
     if kind == "path":
         name = f"dir{variant}_{key}"
-        (pytester.path / name).mkdir(exist_ok=True)  # --gpuprof-replay needs an existing one
+        if key == "gpuprof_replay":
+            (pytester.path / name).mkdir(exist_ok=True)  # --gpuprof-replay needs an existing one
         return [opt, name], f"{key} = {name}", f'{key} = "{name}"', str(pytester.path / name)
     if kind == "list":
         exprs = THRESHOLDS[variant]
