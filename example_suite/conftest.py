@@ -6,6 +6,10 @@
   pageable        weight streaming keeps its weights in pageable (not pinned) host memory
   extra_kernel    transformer block runs one extra elementwise kernel per layer
   fp32            CNN trains in fp32 instead of bf16 autocast
+
+``GPUPROF_EXAMPLE_SLOWDOWN=0.10`` plants a controlled slowdown instead: the MoE
+layer's experts get that much more capacity, so every per-expert kernel (same
+kernels, same launches) does that much more work.
 """
 
 import os
@@ -23,6 +27,15 @@ def planted(bug: str) -> bool:
     if value and value not in BUGS:
         raise pytest.UsageError(f"GPUPROF_EXAMPLE_BUG={value!r}: expected one of {', '.join(BUGS)}")
     return value == bug
+
+
+def slowdown() -> float:
+    """The fraction of extra work GPUPROF_EXAMPLE_SLOWDOWN asks for (0 by default)."""
+    value = os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN", "0")
+    try:
+        return float(value)
+    except ValueError:
+        raise pytest.UsageError(f"GPUPROF_EXAMPLE_SLOWDOWN={value!r}: expected a fraction such as 0.1") from None
 
 
 @pytest.fixture(autouse=True)

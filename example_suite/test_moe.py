@@ -9,7 +9,7 @@ GeLU_Activation, Linear2_Computation.
 import math
 
 import pytest
-from conftest import planted
+from conftest import planted, slowdown
 
 TOKENS, DIM, HIDDEN, EXPERTS, TOP_K = 16384, 1024, 2048, 8, 2
 
@@ -23,7 +23,7 @@ def make_moe(torch):
             self.router = nn.Linear(DIM, EXPERTS, bias=False)
             self.fc1 = nn.ModuleList(nn.Linear(DIM, HIDDEN) for _ in range(EXPERTS))
             self.fc2 = nn.ModuleList(nn.Linear(HIDDEN, DIM) for _ in range(EXPERTS))
-            self.capacity = math.ceil(TOKENS * TOP_K / EXPERTS * 1.25)
+            self.capacity = math.ceil(TOKENS * TOP_K / EXPERTS * 1.25 * (1 + slowdown()))
 
         def forward(self, x, rng):
             tokens, cap = x.shape[0], self.capacity

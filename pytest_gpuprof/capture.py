@@ -144,12 +144,17 @@ class GpuProf:
         import torch
 
         from .environment import gpu_environment
+        from .health import NvmlSampler
 
         device = torch.cuda.current_device()
         environment = gpu_environment(device)
+        sampler: list = []  # the NVML sampler of the measured steps, once started
+        health: dict = {}
 
         def metadata() -> dict:
-            return _metadata(plan, int(torch.cuda.max_memory_allocated(device)), environment)
+            if sampler and not health:
+                health.update(sampler.pop().stop())
+            return _metadata(plan, int(torch.cuda.max_memory_allocated(device)), environment, health or None)
 
         first_measured = plan.wait + plan.warmup
         warmup = contextlib.ExitStack()
@@ -160,6 +165,9 @@ class GpuProf:
                 if i == first_measured:
                     warmup.close()
                     torch.cuda.reset_peak_memory_stats(device)
+                    started = NvmlSampler.start(device)
+                    if started is not None:
+                        sampler.append(started)
                 if i >= first_measured:
                     with self.range(f"step_{i - first_measured}"):
                         yield i
@@ -168,16 +176,21 @@ class GpuProf:
                 after_step(i, metadata)
         finally:
             warmup.close()
+            if sampler:
+                sampler.pop().stop()
         return metadata()
 
 
-def _metadata(plan: StepPlan, peak_memory: int, environment: dict) -> dict:
+def _metadata(plan: StepPlan, peak_memory: int, environment: dict, health: dict | None) -> dict:
     """What a trace carries beside its events, so that it reproduces every number."""
-    return {
+    out = {
         "peak_memory_allocated_bytes": peak_memory,
         "environment": environment,
         "plan": {"wait": plan.wait, "warmup": plan.warmup, "active": plan.active},
     }
+    if health is not None:
+        out["health"] = health  # NVML readings of the measured steps (health.assess)
+    return out
 
 
 @contextlib.contextmanager

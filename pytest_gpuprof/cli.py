@@ -23,8 +23,33 @@ def main(argv: list[str] | None = None) -> int:
     analyze.add_argument("--range", metavar="NAME",
                          help="nsys report of a pytest session: only the NVTX range NAME (a test's node id)")
     analyze.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
+    diff = sub.add_parser(
+        "diff",
+        help="what changed from run A to run B: verdicts in the plugin's words and a per-kernel table",
+        description="Compare run B (current) with run A (baseline) under the plugin's rules. A and B are "
+        "each a trace (.json, .json.gz, .sqlite, .nsys-rep) or a results file written by --gpuprof-json "
+        "(two results files are compared test by test, matched by node id). Exit status: 0 nothing broke, "
+        "1 a metric broke, 2 bad input.",
+    )
+    diff.add_argument("a", metavar="A", help="the baseline run: trace or results file")
+    diff.add_argument("b", metavar="B", help="the current run: trace or results file")
+    diff.add_argument("--time-tolerance", type=float, default=0.10, metavar="FLOAT",
+                      help="relative tolerance of time metrics per step (default: 0.10)")
+    diff.add_argument("--time-floor-us", type=float, default=5.0, metavar="FLOAT",
+                      help="time changes per step smaller than this many microseconds never count (default: 5)")
+    diff.add_argument("--ratio-tolerance", type=float, default=0.05, metavar="FLOAT",
+                      help="absolute tolerance of ratio metrics such as gpu_utilization (default: 0.05)")
+    diff.add_argument("--threshold", action="append", default=[], metavar="EXPR",
+                      help="absolute requirement on B such as 'sync_count == 0'; repeatable")
+    diff.add_argument("--top", type=int, default=20, metavar="N",
+                      help="kernel rows shown per comparison (default: 20; 0: all)")
+    diff.add_argument("--test", metavar="NODEID", help="compare only this test of the results file(s)")
+    diff.add_argument("--range", metavar="NAME", help="nsys reports: only the NVTX range NAME (a test's node id)")
+    diff.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "diff":
+            return _diff(args)
         return _analyze(args.trace, args.json, args.range, args.nsys)
     except GpuprofError as exc:
         print(f"gpuprof: {exc}", file=sys.stderr)
@@ -66,3 +91,21 @@ def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None)
 
         print("\n".join(analysis_lines(path, measurement)))
     return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from .compare import Rules, parse_threshold
+    from .diff import diff
+
+    for name in ("time_tolerance", "time_floor_us", "ratio_tolerance"):
+        if getattr(args, name) < 0:
+            raise GpuprofError(f"--{name.replace('_', '-')}: must not be negative, got {getattr(args, name)}")
+    rules = Rules(
+        time_tolerance=args.time_tolerance,
+        time_floor_us=args.time_floor_us,
+        ratio_tolerance=args.ratio_tolerance,
+        thresholds=tuple(parse_threshold(t, "--threshold") for t in args.threshold),
+    )
+    status, lines = diff(args.a, args.b, rules, args.top, args.test, args.range, args.nsys)
+    print("\n".join(lines))
+    return status

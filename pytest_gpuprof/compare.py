@@ -5,7 +5,11 @@ Default rules, by metric kind (``metrics.METRICS``):
 * count, bytes: per step, must match exactly; for a metric where lower is better
   (``sync_count``) a drop is an improvement.
 * time: per step, within a relative tolerance (default 10%) and more than an
-  absolute floor (default 5 us per step) away before it counts.
+  absolute floor (default 5 us per step) away before it counts.  When both runs
+  kept per-step samples, the medians are compared and a change beyond the
+  tolerance counts only if a Mann-Whitney U test says the two samples differ
+  (p < alpha, default 0.01); with too few steps on either side the verdict is
+  "undecided", never a failure.
 * ratio: within an absolute tolerance (default 0.05) in the bad direction.
 * per kernel name: the count per step must match exactly; a new or vanished
   kernel is a change.
@@ -23,8 +27,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from .errors import ConfigError
 from .metrics import METRICS, MetricSpec
+from .stats import mann_whitney_u
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
@@ -35,6 +42,7 @@ _THRESHOLD = re.compile(
 )
 
 FAILING = ("regressed", "changed", "threshold")
+MIN_SAMPLES = 5  # per-step samples each side needs before a time change can be called
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,8 @@ class Rules:
     time_tolerance: float = 0.10
     time_floor_us: float = 5.0
     ratio_tolerance: float = 0.05
+    kernel_time_tolerance: float = 0.05  # per kernel name, judged on per-step samples only
+    alpha: float = 0.01  # significance level of the Mann-Whitney U test on per-step times
     tolerances: Mapping[str, float] = field(default_factory=dict)
     thresholds: tuple[Threshold, ...] = ()
 
@@ -93,6 +103,7 @@ class Verdict:
     current: float | None
     rule: str
     relative: bool = True  # change shown in percent (False: ratios, shown as a difference)
+    evidence: str = ""  # for time metrics judged on samples: the test and its p-value
 
     @property
     def failed(self) -> bool:
@@ -110,7 +121,7 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {
             "metric": self.metric, "status": self.status, "baseline": self.baseline,
-            "current": self.current, "change": self.change(), "rule": self.rule,
+            "current": self.current, "change": self.change(), "rule": self.rule, "evidence": self.evidence,
         }
 
 
@@ -130,12 +141,15 @@ def compared_values(metrics: Mapping[str, Any]) -> dict[str, float | None]:
 
 
 def judge(
-    current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool = True
+    current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool = True,
+    samples: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
 ) -> list[Verdict]:
     """Every verdict for one test: thresholds first, then each metric against the baseline.
 
-    A baseline recorded with the other backend is compared on counts and bytes
-    only: times differ between profilers, and so do the spellings of kernel names."""
+    ``samples`` are the (current, baseline) ``per_step`` objects: time metrics found
+    in both are judged on their per-step samples.  A baseline recorded with the
+    other backend is compared on counts and bytes only: times differ between
+    profilers, and so do the spellings of kernel names."""
     now = compared_values(current)
     verdicts = [_check_threshold(t, now.get(t.metric)) for t in rules.thresholds]
     if baseline is None:
@@ -146,9 +160,15 @@ def judge(
             continue
         if not same_backend and spec.kind not in ("count", "bytes"):
             continue
-        verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
+        now_s, before_s = ((samples[0] or {}).get(name), (samples[1] or {}).get(name)) if samples else (None, None)
+        if spec.kind == "time" and now_s is not None and before_s is not None:
+            verdicts.append(_compare_samples(spec, before_s, now_s, rules))
+        else:
+            verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
     if not same_backend:
         return verdicts
+    if samples:
+        verdicts += _kernel_times(samples[0].get("kernels") or {}, (samples[1] or {}).get("kernels") or {}, rules)
     kernels = sorted(
         {k for k in list(now) + list(before) if k.startswith("kernels[")},
     )
@@ -164,11 +184,14 @@ def judge(
 
 
 def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
-    """One word for the test: failed, improved, passed or no baseline."""
+    """One word for the test: failed, improved, passed or no baseline (undecided time
+    verdicts and unstable measurements are reported beside it, not failed)."""
     if any(v.failed or v.status in ("new", "vanished") for v in verdicts):
         return "failed"
     if not has_baseline:
         return "no baseline"
+    if any(v.status == "undecided" for v in verdicts):
+        return "undecided"
     if any(v.status == "improved" for v in verdicts):
         return "improved"
     return "passed"
@@ -207,6 +230,40 @@ def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -
         return Verdict(spec.name, "ok", b, c, rule, relative)
     worse = delta > 0 if spec.better == "lower" else delta < 0
     return Verdict(spec.name, "regressed" if worse else "improved", b, c, rule, relative)
+
+
+def _kernel_times(now: Mapping[str, list[float]], before: Mapping[str, list[float]], rules: Rules) -> list[Verdict]:
+    """Per-step times of each kernel name kept in both runs (the heaviest of each)."""
+    spec = MetricSpec("kernel time", "time", "lower", True, "us")
+    out = []
+    for name in sorted(set(now) & set(before)):
+        v = _compare_samples(spec, before[name], now[name], rules, rules.kernel_time_tolerance)
+        v.metric = f"kernels[{name}].time_us"
+        out.append(v)
+    return out
+
+
+def _compare_samples(spec: MetricSpec, before: list[float], now: list[float], rules: Rules,
+                     tol: float | None = None) -> Verdict:
+    """A time metric on per-step samples: medians beyond the tolerance and floor, and
+    a Mann-Whitney U test that says the samples differ."""
+    b, c = float(np.median(before)), float(np.median(now))
+    tol = rules.tolerance(spec) if tol is None else tol
+    rule = (f"median per step within ±{tol:.0%} (changes under {format_number(rules.time_floor_us)} us ignored) "
+            f"unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)})")
+    delta = c - b
+    if not (abs(delta) > tol * abs(b) and abs(delta) > rules.time_floor_us):
+        return Verdict(spec.name, "ok", b, c, rule)
+    if min(len(before), len(now)) < MIN_SAMPLES:
+        return Verdict(spec.name, "undecided", b, c, rule, evidence=(
+            f"too few steps to tell a change from noise (n={len(before)}/{len(now)}); "
+            f"measure at least {MIN_SAMPLES} steps, 10 or more for small changes"))
+    _, p = mann_whitney_u(before, now)
+    evidence = f"Mann-Whitney U p={p:.2g} (n={len(before)}/{len(now)})"
+    if p >= rules.alpha:
+        return Verdict(spec.name, "ok", b, c, rule, evidence=evidence + ": within noise")
+    worse = delta > 0 if spec.better == "lower" else delta < 0
+    return Verdict(spec.name, "regressed" if worse else "improved", b, c, rule, evidence=evidence)
 
 
 def _same(a: float, b: float) -> bool:

@@ -58,10 +58,11 @@ def _specs() -> dict[str, MetricSpec]:
 #: the two non-scalar members of the metrics object.
 METRICS: dict[str, MetricSpec] = _specs()
 
-#: Counts also kept step by step (the ``per_step`` member).
-PER_STEP_COUNTS = ("kernel_count",) + tuple(
-    f"memcpy_{k}_{w}" for k in COPY_KINDS for w in ("count", "bytes")
-) + ("memset_count", "sync_count")
+#: Time metrics whose per-step values are kept as samples (``per_step``), so that
+#: comparisons can test whether two runs really differ.
+PER_STEP_TIMES = ("kernel_time_us", "window_us") + tuple(f"memcpy_{k}_time_us" for k in COPY_KINDS)
+#: Kernel names (the heaviest) whose per-step times are kept: per_step["kernels"][name].
+PER_STEP_KERNELS = 20
 
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _USER_STEP = re.compile(r"^step_(\d+)$")
@@ -146,7 +147,10 @@ def measure(trace: Trace) -> Measurement:
         "kernel_time_us": _us(_dur(kernels).sum()),
         "kernels": _per_kernel(kernels),
     }
-    per_step: dict[str, list[int]] = {"kernel_count": _bincount(k_step[k_step >= 0], n)}
+    per_step: dict[str, list] = {
+        "kernel_count": _bincount(k_step[k_step >= 0], n),
+        "kernel_time_us": _step_us(k_step[k_step >= 0], n, _dur(kernels)),
+    }
     c_steps = c_step[c_step >= 0]
     kinds = copies["kind"].astype(str).to_numpy()
     for kind in COPY_KINDS:
@@ -156,6 +160,8 @@ def measure(trace: Trace) -> Measurement:
         metrics[f"memcpy_{kind}_time_us"] = _us(_dur(copies)[sel].sum())
         per_step[f"memcpy_{kind}_count"] = _bincount(c_steps[sel], n)
         per_step[f"memcpy_{kind}_bytes"] = _bincount(c_steps[sel], n, copies["bytes"].to_numpy()[sel])
+        per_step[f"memcpy_{kind}_time_us"] = _step_us(c_steps[sel], n, _dur(copies)[sel])
+    per_step["kernels"] = _per_kernel_steps(kernels, k_step[k_step >= 0], n, list(metrics["kernels"])[:PER_STEP_KERNELS])
     metrics["memset_count"] = int(len(sets))
     per_step["memset_count"] = _bincount(s_step[s_step >= 0], n)
 
@@ -174,6 +180,9 @@ def measure(trace: Trace) -> Measurement:
     per_step["sync_count"] = _bincount(r_step[sync_mask], n)
     metrics["sync_wait_fraction"] = _ratio(int(_dur(syncs).sum()), width)
     metrics["window_us"] = _us(w_end - w_start)
+    per_step["window_us"] = _step_spans_us(
+        step_start, step_end, [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])]
+    )
     metrics["step_count"] = n
     metrics["step_gpu_time_us"] = _step_busy_us(
         [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])], n
@@ -312,6 +321,32 @@ def _clip(table: pd.DataFrame, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray
 
 def _dur(table: pd.DataFrame) -> np.ndarray:
     return table["end"].to_numpy(np.int64) - table["start"].to_numpy(np.int64)
+
+
+def _per_kernel_steps(kernels: pd.DataFrame, steps: np.ndarray, n: int, names: list[str]) -> dict[str, list[float]]:
+    """Per-step time of each of the given kernel names."""
+    if not names:
+        return {}
+    name_of = kernels["name"].astype(str).to_numpy()
+    dur = _dur(kernels)
+    return {name: _step_us(steps[name_of == name], n, dur[name_of == name]) for name in names}
+
+
+def _step_us(steps: np.ndarray, n: int, dur_ns: np.ndarray) -> list[float]:
+    """Per step, the sum of the durations (ns) of its rows, in microseconds."""
+    return [_us(v) for v in _bincount(steps, n, dur_ns)]
+
+
+def _step_spans_us(step_start: np.ndarray, step_end: np.ndarray, pairs) -> list[float]:
+    """Per step, how far it moved the window's end: with e_i the later of step i's CPU end
+    and its own GPU work's last end (kept non-decreasing), e_i - e_(i-1), e_(-1) = W0.
+    The values add up to |W| exactly."""
+    end = step_end.copy()
+    for table, steps in pairs:
+        if len(table):
+            np.maximum.at(end, steps, table["end"].to_numpy(np.int64))
+    reach = np.maximum.accumulate(end)
+    return [_us(v) for v in np.diff(np.concatenate(([step_start[0]], reach)))]
 
 
 def _bincount(steps: np.ndarray, n: int, weights: np.ndarray | None = None) -> list[int]:

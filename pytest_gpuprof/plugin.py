@@ -48,6 +48,10 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
      "the nsys binary (default: $GPUPROF_NSYS, then PATH, then the usual install locations)"),
     ("--gpuprof-json", "gpuprof_json", "path", None,
      "write every profiled test's status, metrics, baseline, rules and verdicts here (docs/results.md)"),
+    ("--gpuprof-summary", "gpuprof_summary", "path", None,
+     "write a Markdown summary of the profiled tests here (default: appended to $GITHUB_STEP_SUMMARY when set)"),
+    ("--gpuprof-benchmark-json", "gpuprof_benchmark_json", "path", None,
+     "write the metrics here for github-action-benchmark (tool customSmallerIsBetter; docs/results.md)"),
     ("--gpuprof-timeline-events", "gpuprof_timeline_events", "int", 600,
      "events of the one-step timeline sample kept with results and baselines; 0: none (default: 600)"),
     ("--gpuprof-wait", "gpuprof_wait", "int", 0, "default unprofiled steps before warm-up (default: 0)"),
@@ -184,7 +188,8 @@ def _settings(config: pytest.Config):
             nsys_path=opts["gpuprof_nsys_path"],
             nsys_inner=inner_results_path() if backend == "nsys" else None,
             timeline_events=opts["gpuprof_timeline_events"],
-            reports={"json": opts["gpuprof_json"]},
+            reports={"json": opts["gpuprof_json"], "summary": opts["gpuprof_summary"],
+                     "benchmark-json": opts["gpuprof_benchmark_json"]},
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -298,6 +303,9 @@ def pytest_runtest_call(item: pytest.Item):
         session.nsys_tests.append({"nodeid": item.nodeid, "marker": kwargs, "passed": prof.completed})
         return outcome
     result = session.evaluate(item.nodeid, prof, kwargs)
+    from .results import junit_properties
+
+    item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
     if result.failed:
         pytest.fail(failure_message(result), pytrace=False)
     return outcome

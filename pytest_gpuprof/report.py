@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
-from .compare import compared_values, format_number
+from .compare import FAILING, compared_values, format_number
 from .metrics import METRICS, Measurement
 from .session import GpuprofSession, TestResult
 from .trace import COPY_KINDS
@@ -40,24 +40,48 @@ def failure_message(result: TestResult) -> str:
     """Every metric that broke, with baseline, current value, change and rule."""
     if result.status == "error" or result.message:
         return f"gpuprof: {result.message}"
-    broken = [v for v in result.verdicts if v.failed or v.status in ("new", "vanished")]
-    where = f" on {result.gpu}" if result.gpu else ""
-    lines = [f"gpuprof: {len(broken)} metric(s) broke{where} (baseline file {result.baseline_file}):"]
-    for v in broken:
-        if v.status == "threshold":
-            lines.append(f"  {v.metric}: current {format_number(v.current)} violates threshold {v.rule}")
-        elif v.status == "new":
-            lines.append(f"  {v.metric}: new kernel, {format_number(v.current)} per step (not in the baseline)")
-        elif v.status == "vanished":
-            lines.append(f"  {v.metric}: vanished, baseline {format_number(v.baseline)} per step, now none")
-        else:
-            change = f" ({v.change()})" if v.change() else ""
-            lines.append(
-                f"  {v.metric}: baseline {format_number(v.baseline)}, current {format_number(v.current)}{change} "
-                f"[{v.status}; rule: {v.rule}]"
-            )
-    lines.append("If the change is intended, refresh the baseline with --gpuprof-update-baseline.")
+    broken = broken_verdicts(v.to_json() for v in result.verdicts)
+    lines = [f"gpuprof: {broken_header(len(broken), result.gpu, f'baseline file {result.baseline_file}')}:"]
+    lines += [f"  {verdict_line(v)}" for v in broken]
+    lines.append(UPDATE_HINT)
     return "\n".join(lines)
+
+
+UPDATE_HINT = "If the change is intended, refresh the baseline with --gpuprof-update-baseline."
+
+
+def is_broken(verdict: Mapping[str, Any]) -> bool:
+    """A verdict that fails its test: regressed, changed, threshold, or a new or vanished kernel."""
+    return verdict["status"] in FAILING or verdict["status"] in ("new", "vanished")
+
+
+def broken_verdicts(verdicts: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [v for v in verdicts if is_broken(v)]
+
+
+def broken_header(count: int, gpu: str | None, against: str) -> str:
+    """First line of a failure: ``N metric(s) broke on GPU (AGAINST)``."""
+    where = f" on {gpu}" if gpu else ""
+    return f"{count} metric(s) broke{where} ({against})"
+
+
+def verdict_line(v: Mapping[str, Any]) -> str:
+    """One verdict in the words of the failure message (``Verdict.to_json()`` form):
+    ``METRIC: baseline B, current C (CHANGE) [STATUS; rule: RULE; EVIDENCE]`` and the like.
+    The summary, the JUnit properties and ``gpuprof diff`` print the same line."""
+    status, metric = v["status"], v["metric"]
+    if status == "threshold":
+        return f"{metric}: current {format_number(v['current'])} violates threshold {v['rule']}"
+    if status == "new":
+        return f"{metric}: new kernel, {format_number(v['current'])} per step (not in the baseline)"
+    if status == "vanished":
+        return f"{metric}: vanished, baseline {format_number(v['baseline'])} per step, now none"
+    change = f" ({v['change']})" if v.get("change") else ""
+    evidence = f"; {v['evidence']}" if v.get("evidence") else ""
+    return (
+        f"{metric}: baseline {format_number(v['baseline'])}, current {format_number(v['current'])}{change} "
+        f"[{status}; rule: {v['rule']}{evidence}]"
+    )
 
 
 _SUMMARY_COLUMNS = (
@@ -89,14 +113,20 @@ def summary_lines(results: Iterable[TestResult]) -> list[str]:
 
 
 def _cell(metric: str, now: float | None, before: float | None) -> str:
+    """A metric's value, then its change against the baseline in brackets."""
     if now is None:
         return "n/a"
     text = format_number(now)
     if before is None:
         return text
+    return f"{text} ({change(metric, now, before)})"
+
+
+def change(metric: str, now: float, before: float) -> str:
+    """Change of a compared value: in percent, or as a difference for ratios and from zero."""
     if METRICS[metric].kind != "ratio" and before:
-        return f"{text} ({(now - before) / before:+.1%})"
-    return f"{text} ({format_number(now - before, signed=True)})"
+        return f"{(now - before) / before:+.1%}"
+    return format_number(now - before, signed=True)
 
 
 def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import baseline, timeline
+from . import baseline, health, timeline
 from .capture import GpuProf, StepPlan
 from .compare import Rules, Threshold, Verdict, judge, parse_threshold, test_status
 from .errors import BaselineError, ConfigError, GpuprofError
@@ -43,7 +44,7 @@ class TestResult:
     """What gpuprof concluded about one profiled test."""
 
     nodeid: str
-    status: str  # passed | improved | failed | no baseline | updated | error
+    status: str  # passed | improved | undecided | unstable | failed | no baseline | updated | error
     gpu: str | None = None
     metrics: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None
@@ -55,6 +56,7 @@ class TestResult:
     environment: dict[str, Any] = field(default_factory=dict)
     timeline: dict[str, Any] | None = None  # timeline.sample of this run
     baseline_entry: dict[str, Any] | None = None  # the whole stored entry (backend, environment, timeline)
+    unstable: list[str] = field(default_factory=list)  # health.assess: why the times cannot be trusted
 
     @property
     def failed(self) -> bool:
@@ -104,8 +106,7 @@ class GpuprofSession:
             if metric not in METRICS:
                 raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
             tolerances[metric] = float(value)
-        r = self.settings.rules
-        return Rules(r.time_tolerance, r.time_floor_us, r.ratio_tolerance, tolerances, thresholds)
+        return dataclasses.replace(self.settings.rules, tolerances=tolerances, thresholds=thresholds)
 
     # --- evaluation ------------------------------------------------------
     def evaluate(self, nodeid: str, prof: GpuProf, marker_kwargs: dict[str, Any]) -> TestResult:
@@ -170,8 +171,18 @@ class GpuprofSession:
             result.status = "failed" if any(v.failed for v in result.verdicts) else "updated"
         else:
             same_backend = entry is None or entry.get("backend", "torch") == s.backend
-            result.verdicts = judge(measurement.metrics, old, rules, same_backend)
+            samples = (measurement.per_step, entry.get("per_step")) if entry else None
+            result.verdicts = judge(measurement.metrics, old, rules, same_backend, samples)
             result.status = test_status(result.verdicts, entry is not None)
+            result.unstable = health.assess(measurement.per_step["kernel_time_us"], trace.metadata.get("health"))
+            if result.unstable:
+                for v in result.verdicts:
+                    if v.status == "regressed" and METRICS.get(v.metric) and METRICS[v.metric].kind in ("time", "ratio"):
+                        v.status = "unstable"
+                if result.status != "no baseline":
+                    result.status = test_status(result.verdicts, True)
+                    if result.status == "passed":
+                        result.status = "unstable"
             if result.status == "no baseline" and s.strict:
                 result.status = "failed"
                 result.message = f"no baseline for {gpu} in {file} (--gpuprof-strict)"

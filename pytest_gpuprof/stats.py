@@ -1,0 +1,91 @@
+"""Small statistics for noise-aware time comparison (no SciPy dependency).
+
+The Mann-Whitney U test asks whether one sample's values tend to be larger
+than the other's without assuming a distribution: right for per-step GPU times,
+which are skewed (clock dips, L2 warmth) and few.  The p-value is exact (the
+distribution of U counted over all orderings) when there are no ties and both
+samples are small; otherwise it is the normal approximation with tie and
+continuity corrections.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+EXACT_UP_TO = 30  # each sample size up to which the exact distribution is used
+
+
+def summarize(samples: list[float], cap: int = 100) -> dict:
+    """median, interquartile range, count and (up to ``cap``) the samples themselves."""
+    x = np.asarray(samples, dtype=float)
+    if not len(x):
+        return {"n": 0, "median": None, "iqr": None, "samples": []}
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    return {"n": int(len(x)), "median": round(float(med), 3), "iqr": round(float(q3 - q1), 3),
+            "samples": [round(float(v), 3) for v in x[:cap]]}
+
+
+def mann_whitney_u(a: list[float], b: list[float]) -> tuple[float, float]:
+    """Two-sided Mann-Whitney U test: (U of ``a``, p-value)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    n1, n2 = len(x), len(y)
+    if n1 == 0 or n2 == 0:
+        raise ValueError("both samples need at least one value")
+    both = np.concatenate([x, y])
+    ranks = _ranks(both)
+    u1 = float(ranks[:n1].sum() - n1 * (n1 + 1) / 2)
+    _, tie_counts = np.unique(both, return_counts=True)
+    ties = bool((tie_counts > 1).any())
+    if not ties and n1 <= EXACT_UP_TO and n2 <= EXACT_UP_TO:
+        counts = _u_distribution(n1, n2)
+        total = counts.sum()
+        low = min(u1, n1 * n2 - u1)
+        p = 2 * counts[: int(low) + 1].sum() / total
+        return u1, min(1.0, float(p))
+    mean = n1 * n2 / 2
+    n = n1 + n2
+    tie_term = float(((tie_counts ** 3) - tie_counts).sum()) / (n * (n - 1))
+    sd = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term))
+    if sd == 0:
+        return u1, 1.0
+    z = (abs(u1 - mean) - 0.5) / sd
+    return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks from 1, ties sharing their average rank."""
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values), dtype=float)
+    ranks[order] = np.arange(1, len(values) + 1)
+    sorted_vals = values[order]
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and sorted_vals[j + 1] == sorted_vals[i]:
+            j += 1
+        if j > i:
+            ranks[order[i:j + 1]] = (i + j + 2) / 2
+        i = j + 1
+    return ranks
+
+
+@lru_cache(maxsize=256)
+def _u_distribution(n1: int, n2: int) -> np.ndarray:
+    """Number of orderings of n1 + n2 distinct values giving each U = 0 .. n1*n2."""
+    # f[i][j] is the distribution for sizes (i, j): f(i, j) = f(i-1, j) shifted by j + f(i, j-1)
+    f = [[None] * (n2 + 1) for _ in range(n1 + 1)]
+    for i in range(n1 + 1):
+        for j in range(n2 + 1):
+            if i == 0 or j == 0:
+                f[i][j] = np.ones(1, dtype=float)
+                continue
+            dist = np.zeros(i * j + 1, dtype=float)
+            prev = f[i - 1][j]
+            dist[j:j + len(prev)] += prev
+            other = f[i][j - 1]
+            dist[: len(other)] += other
+            f[i][j] = dist
+    return f[n1][n2]

