@@ -261,8 +261,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """Marker form: run the test body once per step.  Replay: do not run it at all."""
+    """Marker form: run the test body once per step.  Replay: do not run it at all.
+    pytest-benchmark's fixture: hand it over GPU-aware (bench.GpuBenchmark)."""
     session = _session(pyfuncitem.config)
+    if session is not None and "benchmark" in pyfuncitem.fixturenames and _wrap_benchmark(pyfuncitem, session):
+        return None  # pytest runs the test once, with the wrapped fixture
     if session is None or not _is_profiled(pyfuncitem):
         return None
     if session.settings.replay_dir is not None:
@@ -276,6 +279,28 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     for _ in prof.steps():
         pyfuncitem.obj(**args)
+    return True
+
+
+def _wrap_benchmark(item: pytest.Function, session) -> bool:
+    """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``."""
+    if session.settings.replay_dir is not None or session.settings.backend != "torch":
+        return False
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    from .bench import GpuBenchmark
+    from .kineto import load_kineto
+    from .metrics import measure
+
+    try:
+        prof = _profiler(item)
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    item.funcargs["benchmark"] = GpuBenchmark(
+        item.funcargs["benchmark"], prof, lambda p: measure(load_kineto(p.trace_path)).metrics
+    )
     return True
 
 

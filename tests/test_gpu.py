@@ -155,3 +155,39 @@ def test_nsys_backend_reruns_the_session_and_agrees_with_torch(suite):
     assert broken.ret == 1
     broken.stdout.fnmatch_lines(["*FAILED test_work.py::test_fixture_form*",
                                  "*kernel_count: baseline 2, current 3 (+50.0%) [[]changed*"])
+
+
+BENCH = """
+import pytest
+import torch
+
+@pytest.fixture
+def big():
+    return torch.randn(4096, 4096, device="cuda")
+
+def test_plain_benchmark(benchmark, big):
+    benchmark(torch.matmul, big, big)
+
+@pytest.mark.gpuprof(warmup=2, active=5)
+def test_gated_benchmark(benchmark, big):
+    benchmark.pedantic(torch.matmul, args=(big, big), rounds=5, iterations=1)
+"""
+
+
+def test_pytest_benchmark_times_gpu_work_and_carries_the_metrics(pytester):
+    pytester.makepyfile(test_bench=BENCH)
+    out = pytester.path / "bench.json"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline",
+                                           f"--benchmark-json={out}")
+    result.assert_outcomes(passed=2)
+    doc = json.loads(out.read_text())
+    by_name = {b["name"]: b for b in doc["benchmarks"]}
+    for name, steps in (("test_plain_benchmark", 10), ("test_gated_benchmark", 5)):
+        info = by_name[name]["extra_info"]["gpuprof"]
+        assert info["step_count"] == steps and info["kernel_count"] == steps  # one gemm per call
+        gpu_s = info["kernel_time_us"] / steps / 1e6
+        # synchronized: the timed call lasts at least the GPU work (a 4096^3 fp32 matmul), not just its launch
+        assert by_name[name]["stats"]["min"] >= 0.9 * gpu_s, (by_name[name]["stats"], gpu_s)
+    # the marked one is also gated: its baseline was recorded
+    stored = json.loads((pytester.path / "baselines" / "test_bench.json").read_text())
+    assert list(stored["tests"]) == ["test_bench.py::test_gated_benchmark"]
