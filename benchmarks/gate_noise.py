@@ -29,29 +29,35 @@ def pytest(args: list[str], env: dict[str, str] | None = None) -> int:
     return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, capture_output=True).returncode
 
 
-def time_verdicts(results: Path) -> dict[str, list[dict]]:
-    """Per test, its verdicts on time (and time-derived ratio) metrics that were not ok."""
+def not_ok(results: Path) -> list[dict]:
+    """Every verdict that was not ok, with its test, and each test's unstable reasons."""
     doc = json.loads(results.read_text())
-    out = {}
+    out = []
     for t in doc["tests"]:
-        out[t["nodeid"]] = [v for v in t["verdicts"]
-                            if v["status"] != "ok" and any(k in v["metric"] for k in TIME_KINDS)]
+        for v in t["verdicts"]:
+            if v["status"] != "ok":
+                out.append({"test": t["nodeid"].split("::")[-1], "status": v["status"], "metric": v["metric"][:60],
+                            "baseline": v["baseline"], "current": v["current"], "evidence": v.get("evidence", ""),
+                            "time": any(k in v["metric"] for k in TIME_KINDS)})
+        if t.get("unstable"):
+            out.append({"test": t["nodeid"].split("::")[-1], "status": "unstable", "metric": "-",
+                        "evidence": "; ".join(t["unstable"]), "time": False})
     return out
 
 
 def run_series(label: str, runs: int, out: Path, baselines: Path, select: list[str], env: dict[str, str]) -> dict:
     caught, rows = 0, []
     for i in range(runs):
-        results = out / f"{label}-{i}.json"
+        results = out / f"{label.replace('/', '').replace(' ', '_')}-{i}.json"
         rc = pytest(["--gpuprof", f"--gpuprof-baseline-dir={baselines}", f"--gpuprof-json={results}", *select], env)
-        verdicts = time_verdicts(results)
-        regressed = sorted({v["metric"] for vs in verdicts.values() for v in vs if v["status"] == "regressed"})
-        other = sorted({f"{v['metric']}:{v['status']}" for vs in verdicts.values() for v in vs
-                        if v["status"] != "regressed"})
+        verdicts = not_ok(results)
+        regressed = sorted({f"{v['test']}:{v['metric']}" for v in verdicts if v["time"] and v["status"] == "regressed"})
         caught += bool(regressed)
-        rows.append({"run": i, "exit": rc, "time_regressions": regressed, "other": other})
-        print(f"{label} run {i:2d}: exit {rc}  time regressions: {len(regressed)} {regressed[:3]}  other: {other[:3]}",
-              flush=True)
+        rows.append({"run": i, "exit": rc, "time_regressions": regressed, "not_ok": verdicts})
+        print(f"{label} run {i:2d}: exit {rc}  time regressions: {len(regressed)}", flush=True)
+        for v in verdicts:
+            print(f"    {v['test']} {v['metric']} {v['status']}: {v.get('baseline')} -> {v.get('current')} "
+                  f"{v['evidence']}", flush=True)
     return {"label": label, "runs": runs, "runs_with_time_regression": caught, "rows": rows}
 
 

@@ -63,6 +63,7 @@ MARKER_KEYS = {"wait", "warmup", "active", "thresholds", "tolerances"}
 
 SESSION = pytest.StashKey["Any"]()
 PROFILER = pytest.StashKey[GpuProf]()
+BENCHMARK = pytest.StashKey["Any"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -298,16 +299,26 @@ def _wrap_benchmark(item: pytest.Function, session) -> bool:
         prof = _profiler(item)
     except ConfigError as exc:
         pytest.fail(str(exc), pytrace=False)
-    item.funcargs["benchmark"] = GpuBenchmark(
-        item.funcargs["benchmark"], prof, lambda p: measure(load_kineto(p.trace_path)).metrics
-    )
+    original = item.funcargs["benchmark"]
+    item.stash[BENCHMARK] = original  # put back after the call: pytest-benchmark reports from it
+    item.funcargs["benchmark"] = GpuBenchmark(original, prof, lambda p: measure(load_kineto(p.trace_path)).metrics)
     return True
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     session = _session(item.config)
-    if session is None or not _is_profiled(item):
+    if session is None:
+        return (yield)
+    try:
+        return (yield from _profiled_call(item, session))
+    finally:
+        if BENCHMARK in item.stash:
+            item.funcargs["benchmark"] = item.stash[BENCHMARK]
+
+
+def _profiled_call(item: pytest.Item, session):
+    if not _is_profiled(item):
         return (yield)
     inner = session.settings.nsys_inner is not None
     if inner:

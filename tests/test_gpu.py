@@ -140,7 +140,8 @@ def test_nsys_backend_reruns_the_session_and_agrees_with_torch(suite):
     for nodeid in ("test_work.py::test_fixture_form", "test_work.py::test_marker_form"):
         a, b = torch_doc["tests"][nodeid][gpu], nsys_doc["tests"][nodeid][gpu]
         assert (a["backend"], b["backend"]) == ("torch", "nsys")
-        assert a["per_step"] == b["per_step"]  # every count and byte, step by step
+        counts = [k for k in a["per_step"] if k.endswith(("_count", "_bytes"))]
+        assert counts and all(a["per_step"][k] == b["per_step"][k] for k in counts)  # step by step
         assert b["metrics"]["peak_memory_allocated_bytes"] > 0
         assert b["metrics"]["kernel_time_us"] == pytest.approx(a["metrics"]["kernel_time_us"], rel=0.05)
     reports = list((suite.path / ".gpuprof" / "nsys").glob("session-*.nsys-rep"))
