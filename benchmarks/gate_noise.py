@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TIME_KINDS = ("_time_us", "window_us", "gpu_utilization", "overlap_efficiency", "sync_wait_fraction")
+TIME_KINDS = ("time_us", "window_us", "gpu_utilization", "overlap_efficiency", "sync_wait_fraction")
 
 
 def pytest(args: list[str], env: dict[str, str] | None = None) -> int:
@@ -36,7 +36,7 @@ def not_ok(results: Path) -> list[dict]:
     for t in doc["tests"]:
         for v in t["verdicts"]:
             if v["status"] != "ok":
-                out.append({"test": t["nodeid"].split("::")[-1], "status": v["status"], "metric": v["metric"][:60],
+                out.append({"test": t["nodeid"].split("::")[-1], "status": v["status"], "metric": v["metric"][:80],
                             "baseline": v["baseline"], "current": v["current"], "evidence": v.get("evidence", ""),
                             "time": any(k in v["metric"] for k in TIME_KINDS)})
         if t.get("unstable"):
