@@ -82,7 +82,6 @@ class Rules:
     time_tolerance: float = 0.10
     time_floor_us: float = 5.0
     ratio_tolerance: float = 0.05
-    kernel_time_tolerance: float = 0.05  # per kernel name, judged on per-step samples only
     alpha: float = 0.01  # significance level of the Mann-Whitney U test on per-step times
     tolerances: Mapping[str, float] = field(default_factory=dict)
     thresholds: tuple[Threshold, ...] = ()
@@ -237,18 +236,17 @@ def _kernel_times(now: Mapping[str, list[float]], before: Mapping[str, list[floa
     spec = MetricSpec("kernel time", "time", "lower", True, "us")
     out = []
     for name in sorted(set(now) & set(before)):
-        v = _compare_samples(spec, before[name], now[name], rules, rules.kernel_time_tolerance)
+        v = _compare_samples(spec, before[name], now[name], rules)
         v.metric = f"kernels[{name}].time_us"
         out.append(v)
     return out
 
 
-def _compare_samples(spec: MetricSpec, before: list[float], now: list[float], rules: Rules,
-                     tol: float | None = None) -> Verdict:
+def _compare_samples(spec: MetricSpec, before: list[float], now: list[float], rules: Rules) -> Verdict:
     """A time metric on per-step samples: medians beyond the tolerance and floor, and
     a Mann-Whitney U test that says the samples differ."""
     b, c = float(np.median(before)), float(np.median(now))
-    tol = rules.tolerance(spec) if tol is None else tol
+    tol = rules.tolerance(spec)
     rule = (f"median per step within ±{tol:.0%} (changes under {format_number(rules.time_floor_us)} us ignored) "
             f"unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)})")
     delta = c - b
