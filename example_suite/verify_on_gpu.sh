@@ -25,19 +25,20 @@ pytest=(python3 -m pytest example_suite -p no:cacheprovider -q --gpuprof "$@")
 
 if [ $record -eq 1 ]; then
   "${pytest[@]}" --gpuprof-update-baseline --gpuprof-keep-traces --gpuprof-output-dir "$out/record" >"$out/record.log" 2>&1
-  echo "record baselines: exit $?  ($(grep -E '^=+ .*(passed|failed)' "$out/record.log" | tail -1))"
+  echo "record baselines: exit $?  ($(grep -E '[0-9]+ (passed|failed)' "$out/record.log" | tail -1))"
 fi
 for i in $(seq 1 "$reruns"); do
   "${pytest[@]}" --gpuprof-output-dir "$out/rerun$i" >"$out/rerun$i.log" 2>&1
   rc=$?
-  echo "re-run $i: exit $rc  ($(grep -E '^=+ .*(passed|failed)' "$out/rerun$i.log" | tail -1))"
+  echo "re-run $i: exit $rc  ($(grep -E '[0-9]+ (passed|failed)' "$out/rerun$i.log" | tail -1))"
+  grep -E "^  [a-z_]+(\[.*\])?(\.count|\.time_us)?:" "$out/rerun$i.log" | cut -c1-200 | head -5
   [ $rc -eq 0 ] || status=1
 done
 [ "$reruns" -gt 0 ] && grep -E '^(GPU: |test  |--|example_suite/)' "$out/rerun$reruns.log" | head -7
 for bug in item compute_stream pageable extra_kernel fp32; do
   GPUPROF_EXAMPLE_BUG=$bug "${pytest[@]}" --gpuprof-keep-traces --gpuprof-output-dir "$out/$bug" >"$out/$bug.log" 2>&1
   rc=$?
-  echo "bug $bug: exit $rc  ($(grep -E '^=+ .*(passed|failed)' "$out/$bug.log" | tail -1))"
+  echo "bug $bug: exit $rc  ($(grep -E '[0-9]+ (passed|failed)' "$out/$bug.log" | tail -1))"
   grep -E "^(FAILED|  [a-z_]+(\[.*\])?(\.count)?:)" "$out/$bug.log" | cut -c1-150 | head -8
   [ $rc -ne 0 ] || status=1
 done
