@@ -50,6 +50,8 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
      "write every profiled test's status, metrics, baseline, rules and verdicts here (docs/results.md)"),
     ("--gpuprof-summary", "gpuprof_summary", "path", None,
      "write a Markdown summary of the profiled tests here (default: appended to $GITHUB_STEP_SUMMARY when set)"),
+    ("--gpuprof-html", "gpuprof_html", "path", None,
+     "write one self-contained HTML report: timelines, metrics against baselines, kernel diff (docs/html.md)"),
     ("--gpuprof-benchmark-json", "gpuprof_benchmark_json", "path", None,
      "write the metrics here for github-action-benchmark (tool customSmallerIsBetter; docs/results.md)"),
     ("--gpuprof-timeline-events", "gpuprof_timeline_events", "int", 600,
@@ -190,7 +192,7 @@ def _settings(config: pytest.Config):
             nsys_inner=inner_results_path() if backend == "nsys" else None,
             timeline_events=opts["gpuprof_timeline_events"],
             reports={"json": opts["gpuprof_json"], "summary": opts["gpuprof_summary"],
-                     "benchmark-json": opts["gpuprof_benchmark_json"]},
+                     "html": opts["gpuprof_html"], "benchmark-json": opts["gpuprof_benchmark_json"]},
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None

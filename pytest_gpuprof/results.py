@@ -15,6 +15,7 @@ from typing import Any, Callable
 from . import __version__
 from .baseline import write_atomic
 from .compare import compared_values, format_number
+from .html import write_html
 from .markdown import write_summary
 from .metrics import METRICS
 from .session import GpuprofSession, TestResult
@@ -134,6 +135,7 @@ def junit_properties(result: TestResult) -> list[tuple[str, Any]]:
 REPORTS: dict[str, Callable[..., None]] = {
     "json": write_json,
     "summary": write_summary,
+    "html": write_html,
     "benchmark-json": write_benchmark,
 }
 
