@@ -1,0 +1,169 @@
+"""The HTML report, from a run that replays a planted bug recorded on a GPU; and the page
+in a real headless Chromium (Debian's package): it loads without console errors and the
+regression renders at the top."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprof.html import FAIL_COLOR, render_html
+
+ROOT = Path(__file__).parent.parent
+TRACES = ROOT / "example_suite" / "traces"
+PLANTED = ROOT / "tests" / "data" / "planted" / "item"
+MOE = "example_suite/test_moe.py::test_moe_forward"
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def pytest_run(tmp, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
+         "-q", f"--gpuprof-baseline-dir={tmp / 'baselines'}", *args],
+        cwd=tmp, capture_output=True, text=True, env={**os.environ, "GPUPROF_EXAMPLE_BUG": ""})
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """Baselines recorded from the good traces (with their timelines), then the MoE's
+    planted `.item()` trace judged against them, with the CNN's good trace beside it."""
+    tmp = tmp_path_factory.mktemp("html")
+    pytest_run(tmp, "--gpuprof-update-baseline", f"--gpuprof-replay={TRACES}", "-k", "moe or cnn")
+    replay = tmp / "replay"
+    replay.mkdir()
+    shutil.copy(next(PLANTED.glob("*.json.gz")), replay)
+    shutil.copy(next(TRACES.glob("*test_cnn*.json.gz")), replay)
+    html, results = tmp / "report.html", tmp / "results.json"
+    proc = pytest_run(tmp, "--gpuprof", f"--gpuprof-replay={replay}", "-k", "moe or cnn",
+                      f"--gpuprof-html={html}", f"--gpuprof-json={results}")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    return html, json.loads(results.read_text())
+
+
+def test_the_file_is_the_rendering_of_the_results_document(report):
+    html, doc = report
+    assert html.read_text() == render_html(doc)
+
+
+def test_regressions_come_first_with_what_broke(report):
+    sections = report[0].read_text().split('<section class="test')[1:]
+    assert [MOE in s for s in sections] == [True, False]  # the failing test's section first
+    moe_section = sections[0]
+    for words in ("sync_count: current 8 violates threshold sync_count == 0",
+                  "memcpy_dtoh_count: baseline 0, current 8 (+8) [changed"):
+        assert words in moe_section
+    assert moe_section.count("<svg") >= 2 and "baseline run" in moe_section and "current run" in moe_section
+
+
+def test_kernel_diff_lists_the_new_kernels(report):
+    html, doc = report
+    moe = next(t for t in doc["tests"] if t["nodeid"] == MOE)
+    new = [k for k in moe["metrics"]["kernels"] if k not in moe["baseline_metrics"]["kernels"]]
+    assert new
+    text = html.read_text()
+    for name in new:
+        escaped = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert escaped[:60] in text
+
+
+def test_everything_from_the_document_is_escaped():
+    doc = {"schema_version": 1, "gpuprof_version": "x", "backend": "torch", "baseline_dir": "<b>",
+           "counts": {"error": 1}, "skipped": [],
+           "tests": [{"nodeid": "t.py::test[<script>alert(1)</script>]", "status": "error",
+                      "message": "bad <file> & more", "metrics": None, "verdicts": []}]}
+    text = render_html(doc)
+    assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "bad &lt;file&gt; &amp; more" in text
+
+
+@pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
+def test_page_loads_without_console_errors_and_the_regression_renders_on_top(report, tmp_path):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1800"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        driver.get(report[0].as_uri())
+        severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not severe, severe
+        sections = driver.find_elements(By.CSS_SELECTOR, "section.test")
+        assert [s.get_attribute("data-status") for s in sections] == ["failed", "passed"]
+        first = sections[0]
+        assert first.is_displayed() and first.size["height"] > 100 and first.size["width"] > 300
+        assert MOE in first.text and "sync_count" in first.text
+        shot = tmp_path / "report.png"
+        driver.save_screenshot(str(shot))
+        badge = first.find_element(By.CSS_SELECTOR, ".badge")
+        assert badge.value_of_css_property("background-color") in (
+            _rgba(FAIL_COLOR), _rgb(FAIL_COLOR))
+        assert _has_color(shot, FAIL_COLOR, badge.location, badge.size)
+    finally:
+        driver.quit()
+
+
+def _rgb(hex_color: str) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+def _rgba(hex_color: str) -> str:
+    return _rgb(hex_color).replace("rgb(", "rgba(").replace(")", ", 1)")
+
+
+def _has_color(png: Path, hex_color: str, at: dict, size: dict) -> bool:
+    """The screenshot shows the color inside the element's box (decoded with zlib: no imaging library)."""
+    import struct
+    import zlib
+
+    data = png.read_bytes()
+    pos, chunks = 8, []
+    width = height = 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color_type = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and color_type in (2, 6)
+            channels = 3 if color_type == 2 else 4
+        elif kind == b"IDAT":
+            chunks.append(body)
+        pos += 12 + length
+    raw = zlib.decompress(b"".join(chunks))
+    stride = width * channels
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - channels] if x >= channels else 0
+            b, c = prev[x], prev[x - channels] if x >= channels else 0
+            if f == 1:
+                line[x] = (line[x] + a) & 255
+            elif f == 2:
+                line[x] = (line[x] + b) & 255
+            elif f == 3:
+                line[x] = (line[x] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    want = tuple(int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    for y in range(int(at["y"]), min(height, int(at["y"] + size["height"]))):
+        for x in range(int(at["x"]), min(width, int(at["x"] + size["width"]))):
+            if tuple(rows[y][x * channels:x * channels + 3]) == want:
+                return True
+    return False
