@@ -278,3 +278,31 @@ def format_number(value: float | None, signed: bool = False) -> str:
         return f"{int(value):{sign}d}"
     text = f"{value:{sign}.{6 if abs(value) < 1 else 3}f}".rstrip("0").rstrip(".")
     return text if text not in ("+0", "-0", "") else "0"
+
+
+def kernel_diff(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Per kernel name, per-step count and time in both runs; gated changes (new,
+    vanished, count changed) first, then time changes, each biggest time change first."""
+    now = metrics.get("kernels") or {}
+    before = (baseline or {}).get("kernels") or {}
+    n_now = metrics.get("step_count") or 1
+    n_before = (baseline or {}).get("step_count") or 1
+    rows = []
+    for name in set(now) | set(before):
+        c, b = now.get(name), before.get(name)
+        cc = c["count"] / n_now if c else None
+        bc = b["count"] / n_before if b else None
+        ct = c["time_us"] / n_now if c else None
+        bt = b["time_us"] / n_before if b else None
+        if b is None:
+            status = "new"
+        elif c is None:
+            status = "vanished"
+        elif not math.isclose(cc, bc, rel_tol=1e-9, abs_tol=1e-9):
+            status = "count changed"
+        else:
+            status = "time only"
+        rows.append({"name": name, "status": status, "baseline_count": bc, "current_count": cc,
+                     "baseline_time_us": bt, "current_time_us": ct, "time_change_us": (ct or 0.0) - (bt or 0.0)})
+    rows.sort(key=lambda r: (r["status"] == "time only", -abs(r["time_change_us"]), r["name"]))
+    return rows

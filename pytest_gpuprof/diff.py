@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .compare import Rules, format_number, judge, test_status
+from .compare import Rules, format_number, judge, kernel_diff, test_status
 from .errors import GpuprofError
 from .report import broken_header, is_broken, verdict_line
 
@@ -213,28 +212,18 @@ def _compare(a_path: str, ra: Run | None, b_path: str, rb: Run | None, rules: Ru
 def kernel_changes(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules) -> tuple[list[dict[str, Any]], int]:
     """Per kernel name, per step: new, vanished, count changes and time changes beyond the
     time rule, biggest absolute time change first; and how many kernels did not change."""
-    sa, sb = a.get("step_count") or 1, b.get("step_count") or 1
-    ka, kb = a.get("kernels") or {}, b.get("kernels") or {}
     rows, same = [], 0
-    for name in set(ka) | set(kb):
-        ca = ka[name]["count"] / sa if name in ka else None
-        cb = kb[name]["count"] / sb if name in kb else None
-        ta = ka[name]["time_us"] / sa if name in ka else 0.0
-        tb = kb[name]["time_us"] / sb if name in kb else 0.0
+    for r in kernel_diff(b, a):
+        ta, tb = r["baseline_time_us"] or 0.0, r["current_time_us"] or 0.0
         delta = tb - ta
-        if ca is None:
-            change = "new"
-        elif cb is None:
-            change = "vanished"
-        elif not math.isclose(ca, cb, rel_tol=1e-9, abs_tol=1e-9):
-            change = "count"
-        elif abs(delta) > rules.time_tolerance * abs(ta) and abs(delta) > rules.time_floor_us:
+        change = {"new": "new", "vanished": "vanished", "count changed": "count"}.get(r["status"])
+        if change is None:
+            if not (abs(delta) > rules.time_tolerance * abs(ta) and abs(delta) > rules.time_floor_us):
+                same += 1
+                continue
             change = "slower" if delta > 0 else "faster"
-        else:
-            same += 1
-            continue
-        rows.append({"kernel": name, "change": change, "count_a": ca, "count_b": cb,
-                     "time_us_a": ta, "time_us_b": tb, "delta_us": delta})
+        rows.append({"kernel": r["name"], "change": change, "count_a": r["baseline_count"],
+                     "count_b": r["current_count"], "time_us_a": ta, "time_us_b": tb, "delta_us": delta})
     rows.sort(key=lambda r: (-abs(r["delta_us"]), r["kernel"]))
     return rows, same
 
