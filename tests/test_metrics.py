@@ -205,3 +205,23 @@ def test_without_step_ranges_the_whole_trace_is_one_step(tmp_path):
     kernels = [e for e in used if e["cat"] == "kernel"]
     # kernels whose launch is in the trace count; the warm-up leftovers do not
     assert m.metrics["kernel_count"] == sum(e["args"]["correlation"] in launched for e in kernels) < len(kernels)
+
+
+def test_per_step_time_samples_match_the_naive_reading(overlap):
+    m, naive = overlap
+    for i in range(STEPS):
+        own = [(name, s, e) for name, s, e, _, step in naive.kernels if step == i]
+        assert m.per_step["kernel_time_us"][i] == pytest.approx(sum(e - s for _, s, e in own) / 1000, abs=1e-9)
+        for name, samples in m.per_step["kernels"].items():
+            assert samples[i] == pytest.approx(sum(e - s for n, s, e in own if n == name) / 1000, abs=1e-9)
+        copies = [e - s for _, s, e, _, step in naive.copies if step == i]
+        assert m.per_step["memcpy_htod_time_us"][i] == pytest.approx(sum(copies) / 1000, abs=1e-9)
+    # window_us per step: how far each step moved the window's end; they add up to |W|
+    reach, previous, expected = naive.w[0], naive.w[0], []
+    for i, (s, e) in enumerate(naive.steps):
+        ends = [e] + [r[2] for r in naive.kernels + naive.copies if r[4] == i]
+        reach = max(reach, max(ends))
+        expected.append((reach - previous) / 1000)
+        previous = reach
+    assert m.per_step["window_us"] == pytest.approx(expected, abs=1e-9)
+    assert sum(m.per_step["window_us"]) == pytest.approx(m.metrics["window_us"], abs=1e-6)
