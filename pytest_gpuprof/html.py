@@ -27,6 +27,7 @@ from . import timeline as timeline_mod
 from .baseline import write_atomic
 from .compare import FAILING, compared_values, format_number, kernel_diff
 from .metrics import METRICS
+from .report import verdict_line
 
 #: Colors of test statuses and verdicts (the failure color is the one tests look for).
 STATUS_COLORS = {
@@ -42,7 +43,8 @@ STATUS_COLORS = {
 }
 FAIL_COLOR = STATUS_COLORS["failed"]
 VERDICT_COLORS = {
-    "fail": FAIL_COLOR, "improved": STATUS_COLORS["improved"], "ok": "#78909c", "reported": "#b0bec5",
+    "fail": FAIL_COLOR, "improved": STATUS_COLORS["improved"], "undecided": STATUS_COLORS["undecided"],
+    "ok": "#78909c", "reported": "#b0bec5",
 }
 #: Timeline colors by activity kind, close to Nsight Systems' (kernels blue, HtoD green, DtoH pink).
 KIND_COLORS = {
@@ -55,6 +57,8 @@ KIND_LABELS = {
 }
 #: Kernel diff rows shown before the rest is folded away.
 KERNEL_ROWS = 25
+#: Per-kernel verdicts listed under "what broke" before the rest is left to the kernel diff.
+KERNEL_LINES = 6
 
 _THRESHOLD_RULE = re.compile(r"^(?P<metric>[a-z_]+) (?P<op>>=|<=|==|!=|>|<) (?P<value>[-+]?[0-9.]+)")
 
@@ -123,7 +127,7 @@ def _verdict_class(status: str | None) -> str:
         return "reported"
     if _failing(status):
         return "fail"
-    return "improved" if status == "improved" else "ok"
+    return status if status in ("improved", "undecided") else "ok"
 
 
 # --- summary ---------------------------------------------------------------------
@@ -169,7 +173,7 @@ def _summary(doc: dict[str, Any], tests: list[dict[str, Any]]) -> str:
 def _summary_cell(metric: str, now: float | None, before: float | None) -> str:
     if now is None:
         return "n/a"
-    unit = " us" if metric.endswith("_us") else ""
+    unit = "\u00a0us" if metric.endswith("_us") else ""
     text = f"{format_number(now)}{unit}"
     if before is None:
         return _e(text)
@@ -227,35 +231,65 @@ def _environment(t: dict[str, Any]) -> str:
 
 
 def _broke(t: dict[str, Any]) -> str:
-    """The failing verdicts in the terminal failure message's words, then the improvements."""
-    lines = []
+    """The failing verdicts in the failure message's words (``report.verdict_line``), then
+    improvements and undecided ones.  Per-kernel verdicts come after the metrics, biggest
+    time change first, shortened to what changed and the name; past a few, the kernel diff
+    below has them all."""
+    scalar, kernels = [], {}
     for v in t.get("verdicts") or []:
-        b, c, s = v.get("baseline"), v.get("current"), v["status"]
-        if s == "threshold":
-            text = f"{v['metric']}: current {format_number(c)} violates threshold {v['rule']}"
-        elif s == "new":
-            text = f"{v['metric']}: new kernel, {format_number(c)} per step (not in the baseline)"
-        elif s == "vanished":
-            text = f"{v['metric']}: vanished, baseline {format_number(b)} per step, now none"
-        elif _failing(s) or s == "improved":
-            change = f" ({v['change']})" if v.get("change") else ""
-            text = (f"{v['metric']}: baseline {format_number(b)}, current {format_number(c)}{change} "
-                    f"[{s}; rule: {v['rule']}]")
-        else:
+        s = v["status"]
+        if not (_failing(s) or s in ("improved", "undecided")):
             continue
-        cls = "fail" if _failing(s) else "improved"
-        lines.append(f'<li class="{cls}" title="{_e(text)}">{_e(text)}</li>')
+        if v["metric"].startswith("kernels["):
+            kernels.setdefault(_kernel_of(v["metric"]), []).append(v)
+        else:
+            scalar.append(f'<li class="{_verdict_class(s)}" title="{_e(verdict_line(v))}">{_e(verdict_line(v))}</li>')
+    order = {r["name"]: i for i, r in enumerate(kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics")))}
+    kernel_lines = []
+    for name in sorted(kernels, key=lambda n: order.get(n, len(order))):
+        for v in kernels[name]:
+            what = _kernel_verdict_words(v)
+            kernel_lines.append(f'<li class="{_verdict_class(v["status"])}" title="{_e(verdict_line(v))}">'
+                                f'{_e(what)}: <code>{_e(name)}</code></li>')
+    lines = scalar + kernel_lines[:KERNEL_LINES]
+    if len(kernel_lines) > KERNEL_LINES:
+        lines.append(f'<li class="more">… and {len(kernel_lines) - KERNEL_LINES} more per-kernel verdict(s): '
+                     "see the kernel diff below</li>")
     if not lines:
         return ""
-    fails = sum(1 for v in t.get("verdicts") or [] if _failing(v["status"]))
-    title = f"{fails} metric(s) broke" if fails else "improved (refresh the baseline with --gpuprof-update-baseline)"
+    verdicts = t.get("verdicts") or []
+    fails = sum(1 for v in verdicts if _failing(v["status"]))
+    if fails:
+        title = f"{fails} metric(s) broke"
+    elif any(v["status"] == "improved" for v in verdicts):
+        title = "improved (refresh the baseline with --gpuprof-update-baseline)"
+    else:
+        title = "undecided: too few steps to tell a change from noise"
     return f'<div class="broke"><h3>{_e(title)}</h3><ul>{"".join(lines)}</ul></div>'
+
+
+def _kernel_of(metric: str) -> str:
+    """``kernels[NAME].count`` -> NAME (names may hold brackets and dots)."""
+    return metric[len("kernels["):metric.rindex("]")]
+
+
+def _kernel_verdict_words(v: dict[str, Any]) -> str:
+    """A per-kernel verdict without the (long) name: what changed, per step."""
+    s, b, c = v["status"], v.get("baseline"), v.get("current")
+    if s == "new":
+        return f"new kernel, {format_number(c)} per step"
+    if s == "vanished":
+        return f"vanished kernel, was {format_number(b)} per step"
+    what = "time per step" if v["metric"].endswith(".time_us") else "count per step"
+    unit = " us" if what.startswith("time") else ""
+    change = f" ({v['change']})" if v.get("change") else ""
+    return f"{what} {format_number(b)}{unit} → {format_number(c)}{unit}{change} [{s}]"
 
 
 # --- timelines -------------------------------------------------------------------
 
 _TL_WIDTH, _TL_LABEL, _TL_RIGHT = 1200, 132, 16
-_LANE_H, _LANE_GAP, _RUN_HEAD = 16, 4, 20
+_LANE_H, _LANE_GAP, _RUN_HEAD = 16, 4, 24
 
 
 def _timelines(t: dict[str, Any]) -> str:
@@ -265,7 +299,7 @@ def _timelines(t: dict[str, Any]) -> str:
     before = set((t.get("baseline_metrics") or {}).get("kernels") or {})
     now = set((t.get("metrics") or {}).get("kernels") or {})
     have_base = t.get("baseline_metrics") is not None
-    # kernels drawn with the "marked" outline: vanished ones in the baseline run, new ones in the current
+    # kernels marked with a red tick above their lane: vanished ones in the baseline run, new ones in the current
     runs = [("baseline", base, (before - now) if have_base else set()),
             ("current", cur, (now - before) if have_base else set())]
     span = max([s["span_ns"] for _, s, _ in runs if s] + [1])
@@ -315,12 +349,15 @@ def _timelines(t: dict[str, Any]) -> str:
                        f"duration {_time(e['dur_ns'])}{extra}")
                 body.append(f'<rect x="{x(e["start_ns"]):.2f}" y="{ly + 1}" width="{w:.2f}" '
                             f'height="{_LANE_H - 2}" class="{cls}"><title>{_e(tip)}</title></rect>')
+                if flag:
+                    body.append(f'<rect x="{x(e["start_ns"]):.2f}" y="{ly - 3.5}" width="{max(w, 1.5):.2f}" '
+                                f'height="3" class="mark"><title>{_e(tip)}</title></rect>')
         y = top + len(streams) * (_LANE_H + _LANE_GAP) + 6
     axis, y = _axis(span, x, y, grid_top or 0)
     legend = "".join(
         f'<span class="key"><i style="background:{KIND_COLORS[k]}"></i>{_e(KIND_LABELS[k])}</span>'
         for k in KIND_COLORS
-    ) + '<span class="key"><i class="marked-key"></i>kernel new in the current run / vanished from it</span>'
+    ) + '<span class="key"><i class="marked-key"></i>red tick above: kernel new in the current run / vanished from it</span>'
     svg = (f'<svg class="timeline" viewBox="0 0 {_TL_WIDTH} {y}" width="{_TL_WIDTH}" height="{y}" '
            f'role="img" aria-label="GPU timeline of {_e(t["nodeid"])}">'
            f'{"".join(body)}{axis}</svg>')
@@ -377,13 +414,17 @@ def _metric_rows(t: dict[str, Any]) -> list[dict[str, Any]]:
         verdicts = ([compare[name]] if name in compare else []) + thresholds.get(name, [])
         statuses = [v["status"] for v in verdicts]
         cls = ("fail" if any(_failing(s) for s in statuses) else "improved" if "improved" in statuses
-               else "ok" if verdicts else "reported")
+               else "undecided" if "undecided" in statuses else "ok" if verdicts else "reported")
+        # the values judged: a time metric judged on per-step samples is compared by its median
+        v = compare.get(name)
+        judged = v is not None and v.get("baseline") is not None and v.get("current") is not None
         rows.append({
             "metric": name, "spec": spec, "order": order, "class": cls,
-            "baseline": before.get(name) if before else None, "current": now.get(name),
+            "baseline": v["baseline"] if judged else before.get(name) if before else None,
+            "current": v["current"] if judged else now.get(name),
             "compare": compare.get(name), "thresholds": thresholds.get(name, []),
         })
-    rank = {"fail": 0, "improved": 1, "ok": 2, "reported": 3}
+    rank = {"fail": 0, "improved": 1, "undecided": 2, "ok": 3, "reported": 4}
     return sorted(rows, key=lambda r: (rank[r["class"]], r["order"]))
 
 
@@ -393,32 +434,33 @@ def _metric_table(t: dict[str, Any]) -> str:
              or any(v not in (None, 0) for v in (r["baseline"], r["current"]))]
     zero = [r["metric"] for r in rows if r not in shown]
     out = ['<h3>Metrics (per step; baseline ▼ marker, threshold ┆ line, bar colored by verdict)</h3>'
-           '<table class="grid metrics"><tr><th>metric</th><th class="barcol">current vs baseline</th>'
-           '<th>baseline</th><th>current</th><th>change</th><th>verdict</th><th>rule</th></tr>']
+           '<div class="scroll"><table class="grid metrics"><tr><th>metric and rule</th><th class="barcol">current vs baseline</th>'
+           '<th>baseline</th><th>current</th><th>change</th><th>verdict</th></tr>']
     for r in shown:
         v = r["compare"]
         unit = _unit(r["metric"])
         ratio = r["spec"].kind == "ratio"
         change = v["change"] if v and v.get("change") else _change(r)
         verdicts = [v["status"]] if v else []
-        rules = [v["rule"]] if v else []
+        rules = [v["rule"] + (f"; {v['evidence']}" if v.get("evidence") else "")] if v else []
         for th in r["thresholds"]:
             state = ("violated" if th["status"] == "threshold" else
                      "holds" if th.get("current") is not None else "not applicable")
             rules.append(f"threshold {th['rule']}: {state}")
             if state == "violated":
                 verdicts.append("threshold violated")
-        verdict = ", ".join(verdicts) or ("ok" if r["thresholds"] else "reported only")
+        badges = "".join(f'<span class="vd v-{r["class"]}">{_e(word)}</span>'
+                         for word in verdicts or ["ok" if r["thresholds"] else "reported only"])
         out.append(
             f'<tr class="m-{r["class"]}" data-metric="{_e(r["metric"])}">'
-            f'<td><code>{_e(r["metric"])}</code></td><td class="barcol">{_bar(r)}</td>'
+            f'<td class="mname"><code>{_e(r["metric"])}</code>'
+            f'{"".join(f"<div class=rule>{_e(x)}</div>" for x in rules)}</td><td class="barcol">{_bar(r)}</td>'
             f'<td class="num">{_e(_num(r["baseline"], unit))}{_pct(r["baseline"]) if ratio else ""}</td>'
             f'<td class="num">{_e(_num(r["current"], unit))}{_pct(r["current"]) if ratio else ""}</td>'
             f'<td class="num">{_e(change)}</td>'
-            f'<td><span class="vd v-{r["class"]}">{_e(verdict)}</span></td>'
-            f'<td class="rule">{"<br>".join(_e(x) for x in rules)}</td></tr>'
+            f'<td class="verdicts">{badges}</td></tr>'
         )
-    out.append("</table>")
+    out.append("</table></div>")
     if zero:
         out.append(f'<p class="note">0 or n/a in both runs: {", ".join(f"<code>{_e(z)}</code>" for z in zero)}</p>')
     return "".join(out)
@@ -473,16 +515,28 @@ def _kernel_diff(t: dict[str, Any]) -> str:
         return '<h3>Kernel diff</h3><p class="note">no baseline to compare the kernels with</p>'
     rows = kernel_diff(t["metrics"], t["baseline_metrics"])
     gated = sum(1 for r in rows if r["status"] != "time only")
-    head = ("<tr><th>kernel</th><th>change</th><th>count/step<br>baseline → current</th>"
+    # the per-kernel time verdicts (median per-step time against the baseline's)
+    timed = {_kernel_of(v["metric"]): v for v in t.get("verdicts") or []
+             if v["metric"].startswith("kernels[") and v["metric"].endswith(".time_us")}
+    head = ('<colgroup><col><col class="c-change"><col class="c-count"><col class="c-time"><col class="c-delta">'
+            "</colgroup><tr><th>kernel</th><th>change</th><th>count/step<br>baseline → current</th>"
             "<th>time/step<br>baseline → current</th><th>Δ time/step</th></tr>")
 
     def row(r: dict[str, Any]) -> str:
         bt, ct = r["baseline_time_us"], r["current_time_us"]
         rel = f" ({r['time_change_us'] / bt:+.1%})" if bt and ct is not None else ""
-        cls = "fail" if r["status"] != "time only" else "ok"
+        label, tip = r["status"], ""
+        if r["status"] != "time only":
+            cls = "fail"
+        else:
+            v = timed.get(r["name"])
+            cls = _verdict_class(v["status"]) if v else "reported"
+            if v and v["status"] != "ok":
+                label = f"time {v['status']}"
+            tip = verdict_line(v) if v else "per-kernel time not compared"
         return (f'<tr class="k-{cls}" data-kernel-status="{_e(r["status"])}">'
                 f'<td class="kname" title="{_e(r["name"])}"><code>{_e(r["name"])}</code></td>'
-                f'<td><span class="vd v-{cls}">{_e(r["status"])}</span></td>'
+                f'<td title="{_e(tip)}"><span class="vd v-{cls}">{_e(label)}</span></td>'
                 f'<td class="num">{_e(_num(r["baseline_count"]))} → {_e(_num(r["current_count"]))}</td>'
                 f'<td class="num">{_e(_num(bt, "us"))} → {_e(_num(ct, "us"))}</td>'
                 f'<td class="num">{_e(format_number(r["time_change_us"], signed=True))} us{_e(rel)}</td></tr>')
@@ -522,6 +576,7 @@ table.grid th,table.grid td{border:1px solid #e0e0e0;padding:3px 8px;text-align:
 table.grid th{background:#eceff1;font-weight:600;font-size:12.5px}
 td.num{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px;white-space:nowrap;text-align:right}
 .summary tr.status-failed td:first-child,.summary tr.status-error td:first-child{box-shadow:inset 4px 0 #c62828}
+.summary td.num{white-space:normal}.summary td code{overflow-wrap:anywhere}
 .summary tr.status-failed,.summary tr.status-error{background:#ffebee}
 span.delta{color:#b71c1c}
 section.test{background:#fff;border:1px solid #e0e0e0;border-left:6px solid #999;padding:10px 14px;margin:18px 0}
@@ -531,28 +586,35 @@ p.note{color:#5d4037;background:#fff8e1;padding:3px 8px;margin:4px 0;font-size:1
 pre.message{background:#ffebee;padding:6px 8px;white-space:pre-wrap}
 .broke ul{margin:0;padding-left:18px}
 .broke li{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px;white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:1160px}
-.broke li.fail{color:#b71c1c}.broke li.improved{color:#006064}
+.broke li.fail{color:#b71c1c}.broke li.improved{color:#006064}.broke li.undecided{color:#4e342e}.broke li.more{color:#546e7a;list-style:none}
+.broke li code{font-size:12px}
 .tlwrap{overflow-x:auto;background:#fff}
-svg.timeline{display:block;font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace}
+.scroll{overflow-x:auto}
+svg.timeline{display:block;width:100%;max-width:1200px;height:auto;font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace}
 .runhead{font-size:12px;fill:#263238;font-weight:600}
 .lanelabel{font-size:11px;fill:#37474f;text-anchor:end}
 .lanebg{fill:#f1f3f4}
 .ev{stroke:none}.ev:hover{stroke:#000;stroke-width:1}
-.ev.marked{stroke:#c62828;stroke-width:1.5}
+.mark{fill:#c62828}
 .axis{stroke:#546e7a}.gridline{stroke:#cfd8dc;stroke-width:.5;stroke-dasharray:2 3}
 .tick{font-size:10.5px;fill:#455a64;text-anchor:middle}.tick.start{text-anchor:start;fill:#78909c}
 .scalebar line{stroke:#212121;stroke-width:1.5}.scalelabel{font-size:11px;text-anchor:end;fill:#212121}
 .legend{font-size:12px;margin:4px 0 8px}.key{margin-right:14px;white-space:nowrap}
 .key i{display:inline-block;width:12px;height:10px;margin-right:4px;vertical-align:-1px}
-.key i.marked-key{background:#3b73b9;outline:1.5px solid #c62828}
+.key i.marked-key{background:linear-gradient(#c62828 0 3px,#fff 3px 4px,#3b73b9 4px)}
 svg.bar{display:block}.bar .track{stroke:#cfd8dc}
 .bar .base line{stroke:#212121;stroke-width:1.5}.bar .base path{fill:#212121}
 .bar .thr line{stroke:#6a1b9a;stroke-width:2;stroke-dasharray:3 2}
 .vd{display:inline-block;border-radius:3px;padding:0 6px;font-size:12px;color:#fff;white-space:nowrap}
-.v-fail{background:#c62828}.v-improved{background:#00838f}.v-ok{background:#90a4ae}.v-reported{background:#cfd8dc;color:#37474f}
+.v-fail{background:#c62828}.v-improved{background:#00838f}.v-undecided{background:#6d4c41}.v-ok{background:#90a4ae}.v-reported{background:#cfd8dc;color:#37474f}
 tr.m-fail{background:#fff5f5}
-td.rule{font-size:12px;color:#546e7a}
-td.kname{max-width:560px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+td.verdicts .vd{display:block;width:max-content;margin:1px 0}
+table.metrics,table.kernels{width:100%;max-width:1400px}
+td.mname{min-width:190px}td.mname code{white-space:nowrap}
+div.rule{font-size:11.5px;color:#607d8b;line-height:1.3}
+table.kernels{table-layout:fixed}
+col.c-change{width:116px}col.c-count{width:110px}col.c-time{width:210px}col.c-delta{width:180px}
+td.kname code{display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:3;overflow:hidden;overflow-wrap:anywhere;font-size:12px}
 tr.k-fail td.kname code{color:#b71c1c}
 details summary{cursor:pointer;color:#37474f;margin:4px 0}
 """ + _kinds_css(KIND_COLORS.items()) + """

@@ -167,3 +167,74 @@ def _has_color(png: Path, hex_color: str, at: dict, size: dict) -> bool:
             if tuple(rows[y][x * channels:x * channels + 3]) == want:
                 return True
     return False
+
+
+def _synthetic_test(nodeid, status, kernels_now, kernels_before, verdicts, timeline=True, baseline_timeline=True):
+    """A results-document test entry by hand: two steps, kernel names that need escaping."""
+    def sample(names):
+        names = sorted(names)
+        events = ";".join(f"0 0 {i * 2000} 1500 {i}" for i in range(len(names))) + f";1 1 500 700 {len(names)}"
+        return {"step": 1, "span_ns": 2000 * len(names), "streams": [7, 13], "names": names + ["memcpy htod"],
+                "kinds": ["kernel", "htod", "dtoh", "dtod", "ptop", "htoh", "other", "memset"],
+                "events": events, "truncated": False}
+
+    def metrics(kernels):
+        return {"step_count": 2, "kernel_count": 2 * len(kernels), "kernel_time_us": 10.0,
+                "gpu_utilization": 0.5, "kernels": {k: {"count": 2, "time_us": t} for k, t in kernels.items()}}
+
+    return {"nodeid": nodeid, "status": status, "message": "", "gpu": "NVIDIA H200", "backend": "torch",
+            "environment": {"gpu": "NVIDIA H200"}, "baseline_environment": {"gpu": "NVIDIA H200"},
+            "baseline_backend": "torch", "trace": None, "baseline_file": "b.json",
+            "metrics": metrics(kernels_now), "baseline_metrics": metrics(kernels_before), "verdicts": verdicts,
+            "timeline": sample(kernels_now) if timeline else None,
+            "baseline_timeline": sample(kernels_before) if baseline_timeline else None}
+
+
+def _doc(*tests):
+    counts = {}
+    for t in tests:
+        counts[t["status"]] = counts.get(t["status"], 0) + 1
+    return {"schema_version": 1, "gpuprof_version": "x", "backend": "torch", "baseline_dir": "baselines",
+            "counts": counts, "skipped": [{"nodeid": "t.py::skip<me>", "reason": "no <GPU>"}], "tests": list(tests)}
+
+
+def test_kernel_names_are_escaped_in_the_timeline_titles_and_the_kernel_diff():
+    new, old = "void k<float, 4>(a&b)", "void gone<int>()"
+    verdicts = [{"metric": f"kernels[{new}].count", "status": "new", "baseline": None, "current": 1.0,
+                 "change": "", "rule": "kernel absent from the baseline", "evidence": ""},
+                {"metric": f"kernels[{old}].count", "status": "vanished", "baseline": 1.0, "current": None,
+                 "change": "", "rule": "kernel in the baseline, absent now", "evidence": ""}]
+    text = render_html(_doc(_synthetic_test("t.py::test_a", "failed", {new: 3.0, "same": 1.0},
+                                            {old: 2.0, "same": 1.0}, verdicts)))
+    for raw in (new, old, "skip<me>", "no <GPU>"):
+        assert raw not in text
+    assert text.count("void k&lt;float, 4&gt;(a&amp;b)") >= 4  # broke line, kernel diff, timeline box and its mark
+    assert "void gone&lt;int&gt;()" in text
+    assert 'data-kernel-status="new"' in text and 'data-kernel-status="vanished"' in text
+    # both runs drawn, with the copy on its own stream lane, in its own color class
+    assert "baseline run" in text and "current run" in text and "stream 13" in text and 'class="ev k-htod"' in text
+
+
+def test_the_document_order_is_kept_and_missing_timelines_are_said():
+    passed = _synthetic_test("t.py::test_ok", "passed", {"k": 1.0}, {"k": 1.0}, [], baseline_timeline=False)
+    failed = _synthetic_test("t.py::test_bad", "failed", {"k": 1.0}, {"k": 1.0}, [
+        {"metric": "gpu_utilization", "status": "threshold", "baseline": None, "current": 0.5, "change": "",
+         "rule": "gpu_utilization >= 0.85", "evidence": ""}])
+    text = render_html(_doc(passed, failed))  # rendered as given: results_document does the ordering
+    assert text.index("t.py::test_ok") < text.index("t.py::test_bad")
+    assert "the baseline was recorded without a timeline sample" in text
+    bad = text.split('<section class="test')[2]
+    assert "gpu_utilization: current 0.5 violates threshold gpu_utilization &gt;= 0.85" in bad
+    assert 'class="thr"' in bad  # the threshold line on the metric's bar
+
+
+def test_many_kernel_verdicts_are_left_to_the_kernel_diff():
+    names = {f"k{i}": float(i + 1) for i in range(20)}
+    verdicts = [{"metric": f"kernels[{n}].count", "status": "new", "baseline": None, "current": 1.0, "change": "",
+                 "rule": "kernel absent from the baseline", "evidence": ""} for n in names]
+    text = render_html(_doc(_synthetic_test("t.py::test_a", "failed", names, {}, verdicts)))
+    assert "… and 14 more per-kernel verdict(s): see the kernel diff below" in text
+    # the biggest time change first: k19 (20 us) leads the list of what broke
+    broke = text.split('<div class="broke">')[1].split("</div>")[0]
+    assert broke.index("<code>k19</code>") < broke.index("<code>k18</code>")
+    assert text.count('data-kernel-status="new"') == 20
