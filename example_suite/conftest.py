@@ -68,7 +68,7 @@ def pytest_terminal_summary(terminalreporter, config):
     tr = terminalreporter
     tr.write_sep("=", "gpuprof on a shipped trace (no GPU here)")
     tr.write_line("The GPU tests were skipped: this machine has no CUDA GPU. This is what gpuprof")
-    tr.write_line(f"reports for a real trace of this suite's MoE test, recorded on a GPU:")
+    tr.write_line("reports for a real trace of this suite's MoE test, recorded on a GPU:")
     tr.write_line("")
     for line in analysis_lines(str(trace.relative_to(config.rootpath)), measure(load_kineto(trace)), top=5):
         tr.write_line(line)

@@ -58,9 +58,6 @@ def _specs() -> dict[str, MetricSpec]:
 #: the two non-scalar members of the metrics object.
 METRICS: dict[str, MetricSpec] = _specs()
 
-#: Time metrics whose per-step values are kept as samples (``per_step``), so that
-#: comparisons can test whether two runs really differ.
-PER_STEP_TIMES = ("kernel_time_us", "window_us") + tuple(f"memcpy_{k}_time_us" for k in COPY_KINDS)
 #: Kernel names (the heaviest) whose per-step times are kept: per_step["kernels"][name].
 PER_STEP_KERNELS = 20
 

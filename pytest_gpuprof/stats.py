@@ -18,16 +18,6 @@ import numpy as np
 EXACT_UP_TO = 30  # each sample size up to which the exact distribution is used
 
 
-def summarize(samples: list[float], cap: int = 100) -> dict:
-    """median, interquartile range, count and (up to ``cap``) the samples themselves."""
-    x = np.asarray(samples, dtype=float)
-    if not len(x):
-        return {"n": 0, "median": None, "iqr": None, "samples": []}
-    q1, med, q3 = np.percentile(x, [25, 50, 75])
-    return {"n": int(len(x)), "median": round(float(med), 3), "iqr": round(float(q3 - q1), 3),
-            "samples": [round(float(v), 3) for v in x[:cap]]}
-
-
 def mann_whitney_u(a: list[float], b: list[float]) -> tuple[float, float]:
     """Two-sided Mann-Whitney U test: (U of ``a``, p-value)."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)

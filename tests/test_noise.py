@@ -5,7 +5,7 @@ import pytest
 
 from pytest_gpuprof import health
 from pytest_gpuprof.compare import Rules, judge
-from pytest_gpuprof.stats import mann_whitney_u, summarize
+from pytest_gpuprof.stats import mann_whitney_u
 
 
 # Reference p-values from SciPy 1.x (scipy.stats.mannwhitneyu, two-sided), an independent
@@ -33,11 +33,6 @@ def test_mann_whitney_is_symmetric_and_exact_for_ten_steps():
     # every value of B above every value of A but one pair: the smallest p there is
     _, extreme = mann_whitney_u(list(range(10)), list(range(10, 20)))
     assert extreme == pytest.approx(2 / 184756)  # 2 / C(20, 10)
-
-
-def test_summarize():
-    s = summarize([4.0, 1.0, 3.0, 2.0])
-    assert s == {"n": 4, "median": 2.5, "iqr": 1.5, "samples": [4.0, 1.0, 3.0, 2.0]}
 
 
 def metrics(kernel_us_per_step, steps):

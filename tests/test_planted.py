@@ -38,7 +38,7 @@ def test_planted_bug_fails_naming_the_metric(pytester, bug):
     test, lines = CAUGHT[bug]
     result = run_example_suite(pytester, "--gpuprof", "--gpuprof-replay", str(PLANTED / bug), "-k", test)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"*gpuprof: * metric(s) broke on NVIDIA H200*", *lines])
+    result.stdout.fnmatch_lines(["*gpuprof: * metric(s) broke on NVIDIA H200*", *lines])
 
 
 def test_shipped_traces_pass_against_the_baselines(pytester):
