@@ -7,11 +7,14 @@
   extra_kernel    transformer block runs one extra elementwise kernel per layer
   fp32            CNN trains in fp32 instead of bf16 autocast
 
-``GPUPROF_EXAMPLE_SLOWDOWN=0.10`` plants a controlled slowdown instead: the MoE
-layer's experts get that much more capacity, so every per-expert kernel (same
-kernels, same launches) does that much more work.
+``GPUPROF_EXAMPLE_SLOWDOWN=0.10`` plants a controlled slowdown instead, in every
+workload: its activation kernel (GeLU; ReLU in the CNN) runs over 10% more
+elements, with the same kernels and launches (see ``activation``).  Record the
+baselines with ``GPUPROF_EXAMPLE_SLOWDOWN=0``: that runs the same code with
+nothing added (benchmarks/gate_noise.py does so).
 """
 
+import math
 import os
 from pathlib import Path
 
@@ -29,13 +32,55 @@ def planted(bug: str) -> bool:
     return value == bug
 
 
-def slowdown() -> float:
-    """The fraction of extra work GPUPROF_EXAMPLE_SLOWDOWN asks for (0 by default)."""
-    value = os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN", "0")
+def slowdown() -> float | None:
+    """The fraction of extra work GPUPROF_EXAMPLE_SLOWDOWN asks for; None when it is unset."""
+    value = os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN")
+    if value is None:
+        return None
     try:
-        return float(value)
+        fraction = float(value)
     except ValueError:
-        raise pytest.UsageError(f"GPUPROF_EXAMPLE_SLOWDOWN={value!r}: expected a fraction such as 0.1") from None
+        fraction = -1.0
+    if not 0 <= fraction <= 10:
+        raise pytest.UsageError(f"GPUPROF_EXAMPLE_SLOWDOWN={value!r}: expected a fraction such as 0.1")
+    return fraction
+
+
+def activation(torch, name: str):
+    """The workload's activation, ``"gelu"`` or ``"relu"``.
+
+    Under GPUPROF_EXAMPLE_SLOWDOWN=s its input is first copied into the head of a
+    zero-padded buffer s times longer than the input, and the activation kernel runs
+    over the whole buffer: one kernel does s more work, while every kernel name and
+    launch count stays what it is at s = 0.  (The copy is one more kernel per call,
+    at s = 0 too, which is why baselines for this mode are recorded with s = 0.)"""
+    F = torch.nn.functional
+    forward = {"gelu": F.gelu, "relu": torch.relu}[name]
+    extra = slowdown()
+    if extra is None:
+        return forward
+    buffers: dict = {}  # (numel, dtype, device) -> padded buffer, zeroed once
+
+    class Padded(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, u):
+            key = (u.numel(), u.dtype, u.device)
+            if key not in buffers:
+                buffers[key] = torch.zeros(u.numel() + math.ceil(u.numel() * extra), dtype=u.dtype, device=u.device)
+            buf = buffers[key]
+            torch.as_strided(buf, u.size(), u.stride()).copy_(u)  # same layout as u: one plain copy
+            out = torch.as_strided(forward(buf), u.size(), u.stride())
+            ctx.save_for_backward(u if name == "gelu" else out)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            (saved,) = ctx.saved_tensors
+            if name == "gelu":
+                return torch.ops.aten.gelu_backward(grad, saved)
+            return torch.ops.aten.threshold_backward(grad, saved, 0)
+
+    return Padded.apply
 
 
 @pytest.fixture(autouse=True)

@@ -1,18 +1,26 @@
 """A small CNN training step (conv-BN-ReLU stages, SGD), bf16 autocast, channels_last."""
 
 import pytest
-from conftest import planted
+from conftest import activation, planted, slowdown
 
 BATCH, SIZE, CLASSES = 512, 64, 100
 
 
 def make_cnn(torch):
     nn = torch.nn
+    relu = activation(torch, "relu")
+
+    class PaddedReLU(nn.Module):  # GPUPROF_EXAMPLE_SLOWDOWN only
+        def forward(self, x):
+            return relu(x)
+
+    def act():
+        return nn.ReLU(inplace=True) if slowdown() is None else PaddedReLU()
 
     def stage(cin, cout):
         return nn.Sequential(
-            nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
-            nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+            nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), act(),
+            nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), act(),
             nn.MaxPool2d(2),
         )
 

@@ -9,7 +9,7 @@ GeLU_Activation, Linear2_Computation.
 import math
 
 import pytest
-from conftest import planted, slowdown
+from conftest import activation, planted
 
 TOKENS, DIM, HIDDEN, EXPERTS, TOP_K = 16384, 1024, 2048, 8, 2
 
@@ -23,7 +23,8 @@ def make_moe(torch):
             self.router = nn.Linear(DIM, EXPERTS, bias=False)
             self.fc1 = nn.ModuleList(nn.Linear(DIM, HIDDEN) for _ in range(EXPERTS))
             self.fc2 = nn.ModuleList(nn.Linear(HIDDEN, DIM) for _ in range(EXPERTS))
-            self.capacity = math.ceil(TOKENS * TOP_K / EXPERTS * 1.25 * (1 + slowdown()))
+            self.capacity = math.ceil(TOKENS * TOP_K / EXPERTS * 1.25)
+            self.gelu = activation(torch, "gelu")
 
         def forward(self, x, rng):
             tokens, cap = x.shape[0], self.capacity
@@ -48,7 +49,7 @@ def make_moe(torch):
                     with rng("Linear1_Computation"):
                         h = self.fc1[e](h)
                     with rng("GeLU_Activation"):
-                        h = torch.nn.functional.gelu(h)
+                        h = self.gelu(h)
                     with rng("Linear2_Computation"):
                         h = self.fc2[e](h)
                     out.index_add_(0, idx, h * weight_of_slot[e * cap:(e + 1) * cap, None])

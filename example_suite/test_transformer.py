@@ -5,13 +5,14 @@ plugin), forward_pass, backward_pass, plus optimizer_step.
 """
 
 import pytest
-from conftest import planted
+from conftest import activation, planted
 
 LAYERS, DIM, HEADS, SEQ, BATCH = 4, 1024, 16, 512, 32
 
 
 def make_blocks(torch):
     nn, F = torch.nn, torch.nn.functional
+    gelu = activation(torch, "gelu")
 
     class Block(nn.Module):
         def __init__(self):
@@ -27,7 +28,7 @@ def make_blocks(torch):
             x = x + self.proj(a.transpose(1, 2).reshape(b, t, DIM))
             if planted("extra_kernel"):
                 x = x * 1.0  # the bug: one extra elementwise kernel per layer
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            return x + self.fc2(gelu(self.fc1(self.ln2(x))))
 
     return nn.Sequential(*[Block() for _ in range(LAYERS)])
 

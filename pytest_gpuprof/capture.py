@@ -12,8 +12,9 @@ around each measured step, and the user's own.
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import inspect
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -26,30 +27,36 @@ NVTX_DOMAIN = "gpuprof"
 @dataclass(frozen=True)
 class StepPlan:
     """torch.profiler's schedule: ``wait`` steps unprofiled, ``warmup`` profiled and
-    discarded, ``active`` measured (``repeat=1``: one cycle, nothing dropped)."""
+    discarded, ``active`` measured (``repeat=1``: one cycle, nothing dropped).
+    ``flush_l2``: before every step, overwrite a buffer twice the size of the L2
+    cache, as ``triton.testing.do_bench`` does, so each step starts cold."""
 
     wait: int = 0
     warmup: int = 3
     active: int = 10
+    flush_l2: bool = False
 
     def __post_init__(self) -> None:
         for name in ("wait", "warmup", "active"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"gpuprof steps: {name} must be a non-negative integer, got {value!r}")
         if self.active < 1:
             raise ConfigError(f"gpuprof steps: active must be at least 1, got {self.active}")
+        if not isinstance(self.flush_l2, bool):
+            raise ConfigError(f"gpuprof steps: flush_l2 must be True or False, got {self.flush_l2!r}")
 
     @property
     def total(self) -> int:
         return self.wait + self.warmup + self.active
 
-    def with_overrides(self, wait: int | None, warmup: int | None, active: int | None) -> "StepPlan":
-        return StepPlan(
-            self.wait if wait is None else wait,
-            self.warmup if warmup is None else warmup,
-            self.active if active is None else active,
-        )
+    def with_overrides(self, **overrides: int | bool | None) -> "StepPlan":
+        """This plan with every override that is not None (marker or ``steps()`` arguments)."""
+        return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+#: Marker and ``steps()`` arguments that shape the steps: the fields of StepPlan.
+PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan))
 
 
 class GpuProf:
@@ -76,9 +83,11 @@ class GpuProf:
     def trace_path(self) -> Path | None:
         return self._trace_path
 
-    def steps(self, active: int | None = None, warmup: int | None = None, wait: int | None = None) -> Iterator[int]:
-        """Yield the step index ``wait + warmup + active`` times; profile the last ``active``."""
-        plan = self._plan.with_overrides(wait, warmup, active)
+    def steps(self, active: int | None = None, warmup: int | None = None, wait: int | None = None,
+              flush_l2: bool | None = None) -> Iterator[int]:
+        """Yield the step index ``wait + warmup + active`` times; profile the last ``active``.
+        ``flush_l2=True`` empties the L2 cache before each step (StepPlan)."""
+        plan = self._plan.with_overrides(wait=wait, warmup=warmup, active=active, flush_l2=flush_l2)
         if self._started:
             raise ConfigError("gpuprof.steps() can run once per test")
         self._started = True
@@ -145,6 +154,7 @@ class GpuProf:
 
         from .environment import gpu_environment
         from .health import NvmlSampler
+        from .trace import L2_FLUSH_RANGE
 
         device = torch.cuda.current_device()
         environment = gpu_environment(device)
@@ -157,9 +167,13 @@ class GpuProf:
             return _metadata(plan, int(torch.cuda.max_memory_allocated(device)), environment, health or None)
 
         first_measured = plan.wait + plan.warmup
+        flush = _l2_flush_buffer(device) if plan.flush_l2 else None
         warmup = contextlib.ExitStack()
         try:
             for i in range(plan.total):
+                if flush is not None:
+                    with self.range(L2_FLUSH_RANGE):  # the metrics leave out what runs in this range
+                        flush.zero_()
                 if i == plan.wait and plan.warmup:
                     warmup.enter_context(nvtx_range("warmup"))
                 if i == first_measured:
@@ -181,12 +195,21 @@ class GpuProf:
         return metadata()
 
 
+def _l2_flush_buffer(device: int):
+    """A buffer twice the L2 cache's size (256 MiB where torch does not say): writing it
+    evicts whatever the previous step left in L2."""
+    import torch
+
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+    return torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.int8, device=device)
+
+
 def _metadata(plan: StepPlan, peak_memory: int, environment: dict, health: dict | None) -> dict:
     """What a trace carries beside its events, so that it reproduces every number."""
     out = {
         "peak_memory_allocated_bytes": peak_memory,
         "environment": environment,
-        "plan": {"wait": plan.wait, "warmup": plan.warmup, "active": plan.active},
+        "plan": {"wait": plan.wait, "warmup": plan.warmup, "active": plan.active, "flush_l2": plan.flush_l2},
     }
     if health is not None:
         out["health"] = health  # NVML readings of the measured steps (health.assess)

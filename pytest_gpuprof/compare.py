@@ -6,10 +6,11 @@ Default rules, by metric kind (``metrics.METRICS``):
   (``sync_count``) a drop is an improvement.
 * time: per step, within a relative tolerance (default 10%) and more than an
   absolute floor (default 5 us per step) away before it counts.  When both runs
-  kept per-step samples, the medians are compared and a change beyond the
-  tolerance counts only if a Mann-Whitney U test says the two samples differ
-  (p < alpha, default 0.01); with too few steps on either side the verdict is
-  "undecided", never a failure.
+  kept per-step samples, the medians of all steps (their ``distribution``
+  summaries) are compared and a change beyond the tolerance counts only if a
+  Mann-Whitney U test on the samples kept says the steps differ (p < alpha,
+  default 0.01); with too few steps on either side the verdict is "undecided",
+  never a failure.
 * ratio: within an absolute tolerance (default 0.05) in the bad direction.
 * per kernel name: the count per step must match exactly; a new or vanished
   kernel is a change.
@@ -24,14 +25,12 @@ from __future__ import annotations
 import math
 import operator
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-
-import numpy as np
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, NamedTuple
 
 from .errors import ConfigError
 from .metrics import METRICS, MetricSpec
-from .stats import mann_whitney_u
+from .stats import evenly_spaced, mann_whitney_u, summarize
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
@@ -102,7 +101,7 @@ class Verdict:
     current: float | None
     rule: str
     relative: bool = True  # change shown in percent (False: ratios, shown as a difference)
-    evidence: str = ""  # for time metrics judged on samples: the test and its p-value
+    evidence: str = ""  # time metrics judged on samples: medians and spreads, the test and its p-value
 
     @property
     def failed(self) -> bool:
@@ -139,35 +138,67 @@ def compared_values(metrics: Mapping[str, Any]) -> dict[str, float | None]:
     return out
 
 
+def stored_samples(per_step: Mapping[str, Any]) -> dict[str, Any]:
+    """``per_step`` as baselines and results keep it: every list cut to the same evenly
+    spaced steps (``stats.evenly_spaced``), so the lists stay aligned step by step."""
+    return {k: stored_samples(v) if isinstance(v, Mapping) else evenly_spaced(v) for k, v in per_step.items()}
+
+
+def distribution(per_step: Mapping[str, Any], stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The summary (``stats.summarize``) of each per-step time series: every time metric
+    of ``per_step`` and, under ``kernels``, each kernel name.  Summaries found in
+    ``stored`` (a baseline's or a result's ``distribution``, made from all steps before
+    the samples were cut) are taken as they are; the others are made from the samples
+    (baselines written before distributions were stored)."""
+    stored = stored or {}
+    kept = stored.get("kernels") or {}
+    out: dict[str, Any] = {name: stored.get(name) or summarize(values) for name, values in per_step.items()
+                           if name in METRICS and METRICS[name].kind == "time"}
+    out["kernels"] = {name: kept.get(name) or summarize(values)
+                      for name, values in (per_step.get("kernels") or {}).items()}
+    return out
+
+
+class Series(NamedTuple):
+    """One per-step time series of a run: the samples kept and the summary of all steps."""
+
+    samples: list[float]
+    summary: Mapping[str, Any]
+
+
 def judge(
     current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool = True,
-    samples: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None,
+    samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None,
+    distributions: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None,
 ) -> list[Verdict]:
     """Every verdict for one test: thresholds first, then each metric against the baseline.
 
-    ``samples`` are the (current, baseline) ``per_step`` objects: time metrics found
-    in both are judged on their per-step samples.  A baseline recorded with the
-    other backend is compared on counts and bytes only: times differ between
-    profilers, and so do the spellings of kernel names."""
+    ``samples`` are the (current, baseline) ``per_step`` objects and ``distributions``
+    their ``distribution`` objects: time series found in both ``per_step`` are judged
+    on them (see ``_compare_samples``); a side without a distribution is summarized
+    from its samples.  A baseline recorded with the other backend is compared on
+    counts and bytes only: times differ between profilers, and so do the spellings of
+    kernel names."""
     now = compared_values(current)
     verdicts = [_check_threshold(t, now.get(t.metric)) for t in rules.thresholds]
     if baseline is None:
         return verdicts
     before = compared_values(baseline)
+    paired = _paired_series(samples, distributions) if same_backend else {}
     for name, spec in METRICS.items():
         if spec.kind == "info" or (spec.kind == "ratio" and spec.better is None):
             continue
         if not same_backend and spec.kind not in ("count", "bytes"):
             continue
-        now_s, before_s = ((samples[0] or {}).get(name), (samples[1] or {}).get(name)) if samples else (None, None)
-        if spec.kind == "time" and now_s is not None and before_s is not None:
-            verdicts.append(_compare_samples(spec, before_s, now_s, rules))
+        if spec.kind == "time" and name in paired:
+            verdicts.append(_compare_samples(spec, *paired[name], rules))
         else:
             verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
     if not same_backend:
         return verdicts
-    if samples:
-        verdicts += _kernel_times(samples[0].get("kernels") or {}, (samples[1] or {}).get("kernels") or {}, rules)
+    kernel_time = MetricSpec("kernel time", "time", "lower", True, "us")
+    verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules)
+                 for key, pair in paired.items() if key.startswith("kernels[")]
     kernels = sorted(
         {k for k in list(now) + list(before) if k.startswith("kernels[")},
     )
@@ -231,37 +262,51 @@ def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -
     return Verdict(spec.name, "regressed" if worse else "improved", b, c, rule, relative)
 
 
-def _kernel_times(now: Mapping[str, list[float]], before: Mapping[str, list[float]], rules: Rules) -> list[Verdict]:
-    """Per-step times of each kernel name kept in both runs (the heaviest of each)."""
-    spec = MetricSpec("kernel time", "time", "lower", True, "us")
-    out = []
-    for name in sorted(set(now) & set(before)):
-        v = _compare_samples(spec, before[name], now[name], rules)
-        v.metric = f"kernels[{name}].time_us"
-        out.append(v)
+def _paired_series(
+    samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
+    distributions: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
+) -> dict[str, tuple[Series, Series]]:
+    """(baseline, current) of every time series both runs kept, by the name its verdict
+    takes: the time metrics, then ``kernels[NAME].time_us`` by kernel name."""
+    if not samples or not samples[0] or not samples[1]:
+        return {}
+    now, before = samples
+    now_d, before_d = (distribution(p, d) for p, d in zip(samples, distributions or (None, None)))
+    out = {name: (Series(before[name], before_d[name]), Series(now[name], now_d[name]))
+           for name in now_d if name != "kernels" and name in before_d}
+    for name in sorted(set(now_d["kernels"]) & set(before_d["kernels"])):
+        out[f"kernels[{name}].time_us"] = (Series(before["kernels"][name], before_d["kernels"][name]),
+                                           Series(now["kernels"][name], now_d["kernels"][name]))
     return out
 
 
-def _compare_samples(spec: MetricSpec, before: list[float], now: list[float], rules: Rules) -> Verdict:
-    """A time metric on per-step samples: medians beyond the tolerance and floor, and
-    a Mann-Whitney U test that says the samples differ."""
-    b, c = float(np.median(before)), float(np.median(now))
+def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules) -> Verdict:
+    """A time metric on per-step samples: medians of all steps beyond the tolerance and
+    floor, and a Mann-Whitney U test on the samples kept that says the steps differ."""
+    b, c = before.summary["median"], now.summary["median"]
     tol = rules.tolerance(spec)
     rule = (f"median per step within ±{tol:.0%} (changes under {format_number(rules.time_floor_us)} us ignored) "
             f"unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)})")
     delta = c - b
     if not (abs(delta) > tol * abs(b) and abs(delta) > rules.time_floor_us):
         return Verdict(spec.name, "ok", b, c, rule)
-    if min(len(before), len(now)) < MIN_SAMPLES:
+    spreads = f"{_spread('median', now.summary)} vs {_spread('baseline', before.summary)}"
+    if min(before.summary["n"], now.summary["n"]) < MIN_SAMPLES:
         return Verdict(spec.name, "undecided", b, c, rule, evidence=(
-            f"too few steps to tell a change from noise (n={len(before)}/{len(now)}); "
+            f"{spreads}; too few steps to tell a change from noise (n={now.summary['n']}/{before.summary['n']}); "
             f"measure at least {MIN_SAMPLES} steps, 10 or more for small changes"))
-    _, p = mann_whitney_u(before, now)
-    evidence = f"Mann-Whitney U p={p:.2g} (n={len(before)}/{len(now)})"
+    _, p = mann_whitney_u(before.samples, now.samples)
+    evidence = f"{spreads}; Mann-Whitney U p={p:.2g} (n={len(now.samples)}/{len(before.samples)})"
     if p >= rules.alpha:
         return Verdict(spec.name, "ok", b, c, rule, evidence=evidence + ": within noise")
     worse = delta > 0 if spec.better == "lower" else delta < 0
     return Verdict(spec.name, "regressed" if worse else "improved", b, c, rule, evidence=evidence)
+
+
+def _spread(label: str, summary: Mapping[str, Any]) -> str:
+    """``LABEL M us (IQR Q1–Q3, n=N)``: one run's median and interquartile range."""
+    return (f"{label} {format_number(summary['median'])} us "
+            f"(IQR {format_number(summary['q1'])}–{format_number(summary['q3'])}, n={summary['n']})")
 
 
 def _same(a: float, b: float) -> bool:

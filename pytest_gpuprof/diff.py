@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from .compare import Rules, format_number, judge, kernel_diff, test_status
+from .compare import (
+    Rules,
+    distribution,
+    format_number,
+    judge,
+    kernel_diff,
+    stored_samples,
+    test_status,
+)
 from .errors import GpuprofError
 from .report import broken_header, is_broken, verdict_line
 
@@ -38,7 +46,8 @@ class Run:
     backend: str | None
     status: str | None = None  # the test's status in a results file
     message: str = ""
-    per_step: dict[str, Any] | None = None  # a trace's per-step samples (results files have none)
+    per_step: dict[str, Any] | None = None  # per-step samples as the plugin stores them (old results files: none)
+    distribution: dict[str, Any] | None = None  # summaries of the time series over all steps
 
 
 @dataclass
@@ -67,7 +76,8 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
     except ValueError as exc:
         raise GpuprofError(f"{path}: {exc}") from None
     backend = "nsys" if nsys_input else "torch"
-    return Side(path, "trace", {None: Run(None, m.metrics, m.gpu_name, backend, per_step=m.per_step)})
+    return Side(path, "trace", {None: Run(None, m.metrics, m.gpu_name, backend, per_step=stored_samples(m.per_step),
+                                          distribution=distribution(m.per_step))})
 
 
 def _results_document(p: Path) -> dict[str, Any] | None:
@@ -110,7 +120,7 @@ def _runs(path: str, doc: dict[str, Any]) -> dict[str | None, Run]:
         if metrics is not None and not (isinstance(metrics, dict) and "step_count" in metrics):
             raise GpuprofError(f"{path}: tests[{i}] ({t['nodeid']}) has a 'metrics' member without step_count")
         runs[t["nodeid"]] = Run(t["nodeid"], metrics, t.get("gpu"), t.get("backend") or doc.get("backend"),
-                                t.get("status"), t.get("message") or "")
+                                t.get("status"), t.get("message") or "", t.get("per_step"), t.get("distribution"))
     return runs
 
 
@@ -187,8 +197,8 @@ def _compare(a_path: str, ra: Run | None, b_path: str, rb: Run | None, rules: Ru
                      f"{BACKEND_NAMES.get(rb.backend, rb.backend)}: only counts and bytes are compared "
                      f"(times and kernel names differ between profilers)")
     # as the plugin does: time metrics on their per-step samples where both runs have them
-    samples = (rb.per_step, ra.per_step) if rb.per_step and ra.per_step else None
-    verdicts = judge(rb.metrics, ra.metrics, rules, same_backend, samples)
+    verdicts = judge(rb.metrics, ra.metrics, rules, same_backend, (rb.per_step, ra.per_step),
+                     (rb.distribution, ra.distribution))
     as_json = [v.to_json() for v in verdicts]
     broken = [v for v in as_json if is_broken(v)]
     if broken:

@@ -423,6 +423,7 @@ def _metric_rows(t: dict[str, Any]) -> list[dict[str, Any]]:
             "baseline": v["baseline"] if judged else before.get(name) if before else None,
             "current": v["current"] if judged else now.get(name),
             "compare": compare.get(name), "thresholds": thresholds.get(name, []),
+            "iqr": (_iqr(t.get("baseline_distribution"), name), _iqr(t.get("distribution"), name)),
         })
     rank = {"fail": 0, "improved": 1, "undecided": 2, "ok": 3, "reported": 4}
     return sorted(rows, key=lambda r: (rank[r["class"]], r["order"]))
@@ -455,8 +456,8 @@ def _metric_table(t: dict[str, Any]) -> str:
             f'<tr class="m-{r["class"]}" data-metric="{_e(r["metric"])}">'
             f'<td class="mname"><code>{_e(r["metric"])}</code>'
             f'{"".join(f"<div class=rule>{_e(x)}</div>" for x in rules)}</td><td class="barcol">{_bar(r)}</td>'
-            f'<td class="num">{_e(_num(r["baseline"], unit))}{_pct(r["baseline"]) if ratio else ""}</td>'
-            f'<td class="num">{_e(_num(r["current"], unit))}{_pct(r["current"]) if ratio else ""}</td>'
+            f'<td class="num">{_e(_num(r["baseline"], unit))}{_pct(r["baseline"]) if ratio else ""}{r["iqr"][0]}</td>'
+            f'<td class="num">{_e(_num(r["current"], unit))}{_pct(r["current"]) if ratio else ""}{r["iqr"][1]}</td>'
             f'<td class="num">{_e(change)}</td>'
             f'<td class="verdicts">{badges}</td></tr>'
         )
@@ -464,6 +465,12 @@ def _metric_table(t: dict[str, Any]) -> str:
     if zero:
         out.append(f'<p class="note">0 or n/a in both runs: {", ".join(f"<code>{_e(z)}</code>" for z in zero)}</p>')
     return "".join(out)
+
+
+def _iqr(distribution: dict[str, Any] | None, metric: str) -> str:
+    """A time metric's interquartile range over the run's steps, shown under its value."""
+    s = (distribution or {}).get(metric)
+    return f'<div class="iqr">IQR {_e(format_number(s["q1"]))}–{_e(format_number(s["q3"]))}</div>' if s else ""
 
 
 def _change(r: dict[str, Any]) -> str:
@@ -611,7 +618,7 @@ tr.m-fail{background:#fff5f5}
 td.verdicts .vd{display:block;width:max-content;margin:1px 0}
 table.metrics,table.kernels{width:100%;max-width:1400px}
 td.mname{min-width:190px}td.mname code{white-space:nowrap}
-div.rule{font-size:11.5px;color:#607d8b;line-height:1.3}
+div.rule,div.iqr{font-size:11.5px;color:#607d8b;line-height:1.3}
 table.kernels{table-layout:fixed}
 col.c-change{width:116px}col.c-count{width:110px}col.c-time{width:210px}col.c-delta{width:180px}
 td.kname code{display:-webkit-box;-webkit-box-orient:vertical;-webkit-line-clamp:3;overflow:hidden;overflow-wrap:anywhere;font-size:12px}

@@ -8,6 +8,7 @@ started (matched by correlation id), even when it runs after the step closed.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .trace import COPY_KINDS, Trace
+from .trace import COPY_KINDS, L2_FLUSH_RANGE, Trace
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ def find_steps(trace: Trace) -> tuple[pd.DataFrame, str]:
 
 def measure(trace: Trace) -> Measurement:
     """Compute every metric of docs/metrics.md for one trace."""
+    trace = without_l2_flushes(trace)
     steps, source = find_steps(trace)
     step_start = steps["start"].to_numpy(np.int64)
     step_end = steps["end"].to_numpy(np.int64)
@@ -196,6 +198,28 @@ def measure(trace: Trace) -> Measurement:
                       "stream": sets["stream"], "step": s_step[s_step >= 0]}),
     ], ignore_index=True)
     return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work)
+
+
+def without_l2_flushes(trace: Trace) -> Trace:
+    """The trace less the L2 flushes between steps (``flush_l2``): the runtime calls made
+    inside an ``L2_FLUSH_RANGE`` range and the GPU work they launched.  The flush is the
+    harness's work, not the test's; the GPU time it took counts as idle."""
+    flushes = trace.ranges[trace.ranges["name"].astype(str) == L2_FLUSH_RANGE].sort_values("start")
+    if not len(flushes):
+        return trace
+    calls = trace.runtime
+    inside = _step_of(calls["start"].to_numpy(np.int64), flushes["start"].to_numpy(np.int64),
+                      flushes["end"].to_numpy(np.int64)) >= 0
+    launched = calls["correlation"].to_numpy(np.int64)[inside]
+    launched = launched[launched > 0]
+
+    def keep(table: pd.DataFrame) -> pd.DataFrame:
+        return table[~np.isin(table["correlation"].to_numpy(np.int64), launched)].reset_index(drop=True)
+
+    return dataclasses.replace(
+        trace, kernels=keep(trace.kernels), copies=keep(trace.copies), sets=keep(trace.sets),
+        runtime=calls[~inside].reset_index(drop=True),
+    )
 
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:

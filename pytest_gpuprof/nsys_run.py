@@ -28,8 +28,10 @@ INSTALL_GLOBS = (
 )
 #: Capture only what the metrics need: CUDA and NVTX (osrt for the CPU side), no
 #: sampling, no context switches, between cudaProfilerStart and cudaProfilerStop.
+#: CUDA graphs are traced node by node (nsys's default records a graph launch as one
+#: activity), so graph kernels are counted and timed like the rest.
 PROFILE_ARGS = (
-    "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none",
+    "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node",
     "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
 )
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .capture import GpuProf, StepPlan, nvtx_range
+from .capture import PLAN_KEYS, GpuProf, StepPlan, nvtx_range
 from .errors import ConfigError
 
 # (option, ini key, kind, default, help).  Every option is also an ini key of
@@ -59,9 +59,12 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
     ("--gpuprof-wait", "gpuprof_wait", "int", 0, "default unprofiled steps before warm-up (default: 0)"),
     ("--gpuprof-warmup", "gpuprof_warmup", "int", 3, "default warm-up steps (default: 3)"),
     ("--gpuprof-active", "gpuprof_active", "int", 10, "default measured steps (default: 10)"),
+    ("--gpuprof-flush-l2", "gpuprof_flush_l2", "bool", False,
+     "empty the GPU's L2 cache before every step, for kernel micro-benchmarks; the flush itself is "
+     "not measured (marker or steps() argument: flush_l2=True)"),
 )
 
-MARKER_KEYS = {"wait", "warmup", "active", "thresholds", "tolerances"}
+MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances"}
 
 SESSION = pytest.StashKey["Any"]()
 PROFILER = pytest.StashKey[GpuProf]()
@@ -108,7 +111,7 @@ def _get(config: pytest.Config, ini: str, kind: str) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "gpuprof(wait=, warmup=, active=, thresholds=[...], tolerances={...}): profile this test "
+        "gpuprof(wait=, warmup=, active=, flush_l2=, thresholds=[...], tolerances={...}): profile this test "
         "under --gpuprof; a test without the gpuprof fixture is run once per step",
     )
     settings = _settings(config)
@@ -180,7 +183,8 @@ def _settings(config: pytest.Config):
             output_dir=opts["gpuprof_output_dir"],
             keep_traces=bool(opts["gpuprof_keep_traces"]),
             replay_dir=opts["gpuprof_replay"],
-            plan=StepPlan(opts["gpuprof_wait"], opts["gpuprof_warmup"], opts["gpuprof_active"]),
+            plan=StepPlan(opts["gpuprof_wait"], opts["gpuprof_warmup"], opts["gpuprof_active"],
+                          bool(opts["gpuprof_flush_l2"])),
             rules=Rules(
                 time_tolerance=opts["gpuprof_time_tolerance"],
                 time_floor_us=opts["gpuprof_time_floor_us"],
@@ -232,7 +236,7 @@ def _profiler(item: pytest.Item) -> GpuProf:
         kwargs = _marker_kwargs(item)
         if session is None:
             plan = StepPlan(*(_get(item.config, f"gpuprof_{n}", "int") for n in ("wait", "warmup", "active")))
-            prof = GpuProf(plan.with_overrides(kwargs.get("wait"), kwargs.get("warmup"), kwargs.get("active")))
+            prof = GpuProf(plan.with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS}))
         else:
             prof = session.new_profiler(item.nodeid, kwargs)
         item.stash[PROFILER] = prof

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from . import __version__
 from .baseline import write_atomic
-from .compare import compared_values, format_number
+from .compare import compared_values, distribution, format_number
 from .html import write_html
 from .markdown import write_summary
 from .metrics import METRICS
@@ -44,7 +44,10 @@ def results_document(session: GpuprofSession) -> dict[str, Any]:
 
 
 def _test(r: TestResult) -> dict[str, Any]:
+    """One test; with both runs' per-step samples and distributions, so that its time
+    verdicts can be judged again from the document alone."""
     entry = r.baseline_entry or {}
+    stored = entry.get("per_step")
     return {
         "nodeid": r.nodeid,
         "status": r.status,
@@ -58,6 +61,10 @@ def _test(r: TestResult) -> dict[str, Any]:
         "baseline_environment": entry.get("environment"),
         "metrics": r.metrics,
         "baseline_metrics": r.baseline,
+        "per_step": r.per_step,
+        "distribution": r.distribution,
+        "baseline_per_step": stored,
+        "baseline_distribution": distribution(stored, entry.get("distribution")) if stored else None,
         "verdicts": [v.to_json() for v in r.verdicts],
         "unstable": r.unstable,
         "timeline": r.timeline,

@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from . import baseline, health, timeline
-from .capture import GpuProf, StepPlan
-from .compare import Rules, Threshold, Verdict, judge, parse_threshold, test_status
+from .capture import PLAN_KEYS, GpuProf, StepPlan
+from .compare import (
+    Rules,
+    Threshold,
+    Verdict,
+    distribution,
+    judge,
+    parse_threshold,
+    stored_samples,
+    test_status,
+)
 from .errors import BaselineError, ConfigError, GpuprofError
 from .kineto import load_kineto
 from .metrics import METRICS, measure
@@ -57,6 +66,8 @@ class TestResult:
     timeline: dict[str, Any] | None = None  # timeline.sample of this run
     baseline_entry: dict[str, Any] | None = None  # the whole stored entry (backend, environment, timeline)
     unstable: list[str] = field(default_factory=list)  # health.assess: why the times cannot be trusted
+    per_step: dict[str, Any] | None = None  # this run's per-step samples as stored (compare.stored_samples)
+    distribution: dict[str, Any] | None = None  # summaries of this run's time series over all steps
 
     @property
     def failed(self) -> bool:
@@ -82,7 +93,7 @@ class GpuprofSession:
     # --- capture ---------------------------------------------------------
     def new_profiler(self, nodeid: str, marker_kwargs: dict[str, Any]) -> GpuProf:
         plan = self.settings.plan.with_overrides(
-            marker_kwargs.get("wait"), marker_kwargs.get("warmup"), marker_kwargs.get("active")
+            **{k: marker_kwargs.get(k) for k in PLAN_KEYS}
         )
         if self.settings.replay_dir is not None:
             return GpuProf(plan)
@@ -155,14 +166,16 @@ class GpuprofSession:
         rules = self.rules_for(nodeid, marker_kwargs)
         old = entry["metrics"] if entry else None
         result = TestResult(nodeid, "", gpu, measurement.metrics, old, [], file, kept, "", s.backend, environment,
-                            sample, entry)
+                            sample, entry, per_step=stored_samples(measurement.per_step),
+                            distribution=distribution(measurement.per_step))
         if s.update_baseline:
             result.verdicts = judge(measurement.metrics, None, rules)
             new_entry = {
                 "backend": s.backend,
                 "environment": environment,
                 "metrics": measurement.metrics,
-                "per_step": measurement.per_step,
+                "per_step": result.per_step,
+                "distribution": result.distribution,
                 "step_source": measurement.step_source,
             }
             if sample is not None:
@@ -171,8 +184,10 @@ class GpuprofSession:
             result.status = "failed" if any(v.failed for v in result.verdicts) else "updated"
         else:
             same_backend = entry is None or entry.get("backend", "torch") == s.backend
-            samples = (measurement.per_step, entry.get("per_step")) if entry else None
-            result.verdicts = judge(measurement.metrics, old, rules, same_backend, samples)
+            stored = entry or {}
+            result.verdicts = judge(measurement.metrics, old, rules, same_backend,
+                                    (result.per_step, stored.get("per_step")),
+                                    (result.distribution, stored.get("distribution")))
             result.status = test_status(result.verdicts, entry is not None)
             result.unstable = health.assess(measurement.per_step["kernel_time_us"], trace.metadata.get("health"))
             if result.unstable:

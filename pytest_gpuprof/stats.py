@@ -1,5 +1,9 @@
 """Small statistics for noise-aware time comparison (no SciPy dependency).
 
+``summarize`` keeps the shape of a run's per-step values in a few numbers, so a
+baseline keeps the distribution and not one mean; ``evenly_spaced`` bounds how
+many of the values themselves are stored.
+
 The Mann-Whitney U test asks whether one sample's values tend to be larger
 than the other's without assuming a distribution: right for per-step GPU times,
 which are skewed (clock dips, L2 warmth) and few.  The p-value is exact (the
@@ -16,6 +20,26 @@ from functools import lru_cache
 import numpy as np
 
 EXACT_UP_TO = 30  # each sample size up to which the exact distribution is used
+MAX_STORED_SAMPLES = 200  # per-step values kept of each series in baselines and results
+
+
+def summarize(samples: list[float]) -> dict[str, float | int]:
+    """``n``, ``median``, quartiles ``q1`` and ``q3``, ``min`` and ``max`` of a non-empty
+    list of per-step values, rounded to 3 decimals (1 ns, like every microsecond value).
+    Quartiles are numpy's default percentiles: linear interpolation between the two
+    closest ranks (the value at position p * (n - 1) of the sorted values)."""
+    x = np.asarray(samples, dtype=float)
+    low, q1, median, q3, high = (round(float(v), 3) for v in np.percentile(x, [0, 25, 50, 75, 100]))
+    return {"n": len(x), "median": median, "q1": q1, "q3": q3, "min": low, "max": high}
+
+
+def evenly_spaced(samples: list, cap: int = MAX_STORED_SAMPLES) -> list:
+    """At most ``cap`` of the values, in their order, spread over the whole run (indices
+    ``round(linspace(0, n - 1, cap))``: first and last kept) so that a long run is
+    stored in bounded space and a drift over the run still shows."""
+    if len(samples) <= cap:
+        return list(samples)
+    return [samples[i] for i in np.round(np.linspace(0, len(samples) - 1, cap)).astype(int).tolist()]
 
 
 def mann_whitney_u(a: list[float], b: list[float]) -> tuple[float, float]:

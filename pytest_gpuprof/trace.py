@@ -20,6 +20,10 @@ SET_COLUMNS = ("start", "end", "bytes", "device", "stream", "correlation")
 RUNTIME_COLUMNS = ("start", "end", "name", "tid", "correlation")
 RANGE_COLUMNS = ("start", "end", "name", "tid")
 
+#: Name of the range around the L2 flush between steps (``flush_l2``): the GPU work
+#: launched inside it, and the calls that launched it, belong to no measurement.
+L2_FLUSH_RANGE = "gpuprof_l2_flush"
+
 #: Copy directions the metrics report, in the order they are printed.
 COPY_KINDS = ("htod", "dtoh", "dtod", "ptop")
 

@@ -37,9 +37,34 @@ def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed)
     assert [n for n in names if n.startswith("step_")] == ["step_0", "step_1", "step_2"]
     assert names.count("work") == 3  # measured steps only: warm-up is not recorded
     assert trace.metadata == {"peak_memory_allocated_bytes": 12345, "environment": {"gpu": "stand-in"},
-                              "plan": {"wait": 1, "warmup": 2, "active": 3}}
+                              "plan": {"wait": 1, "warmup": 2, "active": 3, "flush_l2": False}}
     m = measure(trace)
     assert m.metrics["step_count"] == 3 and m.metrics["peak_memory_allocated_bytes"] == 12345
+
+
+def test_flush_l2_overwrites_the_buffer_before_every_step_outside_the_step(tmp_path, no_gpu_needed, monkeypatch):
+    buffers = []
+
+    def stand_in_buffer(device):
+        buffers.append(torch.ones(64, dtype=torch.int8))
+        return buffers[-1]
+
+    monkeypatch.setattr(capture, "_l2_flush_buffer", stand_in_buffer)
+    prof = GpuProf(StepPlan(wait=0, warmup=1, active=2, flush_l2=True), tmp_path / "t.pt.trace.json.gz")
+    seen = []
+    for _ in prof.steps():
+        seen.append(int(buffers[0].sum()))  # zeroed before the step's body runs
+        buffers[0].fill_(1)
+    assert len(buffers) == 1 and seen == [0, 0, 0]
+    trace = load_kineto(tmp_path / "t.pt.trace.json.gz")
+    ranges = trace.ranges.assign(name=trace.ranges["name"].astype(str))
+    flushes = ranges[ranges["name"] == "gpuprof_l2_flush"].sort_values("start")
+    steps = ranges[ranges["name"].str.startswith("step_")].sort_values("start")
+    assert len(flushes) == 2 and len(steps) == 2  # measured steps only, as the other ranges
+    # each measured step's flush ends before the step's own range begins, after the previous step's end
+    assert (flushes["end"].to_numpy() <= steps["start"].to_numpy()).all()
+    assert flushes["start"].to_numpy()[1] >= steps["end"].to_numpy()[0]
+    assert trace.metadata["plan"]["flush_l2"] is True
 
 
 def test_nvtx_capture_marks_the_metadata(monkeypatch, no_gpu_needed):
@@ -71,7 +96,15 @@ def test_plain_loop_and_single_use():
 
 
 @pytest.mark.parametrize("kwargs, words", [({"active": 0}, "active must be at least 1"),
-                                          ({"warmup": -1}, "warmup must be a non-negative integer")])
+                                          ({"warmup": -1}, "warmup must be a non-negative integer"),
+                                          ({"wait": True}, "wait must be a non-negative integer"),
+                                          ({"flush_l2": 1}, "flush_l2 must be True or False")])
 def test_bad_plans_are_refused(kwargs, words):
     with pytest.raises(ConfigError, match=words):
-        StepPlan().with_overrides(kwargs.get("wait"), kwargs.get("warmup"), kwargs.get("active"))
+        StepPlan().with_overrides(**kwargs)
+
+
+def test_overrides_that_are_none_keep_the_plan():
+    plan = StepPlan(wait=1, warmup=2, active=3, flush_l2=True)
+    assert plan.with_overrides(wait=None, warmup=None, active=None, flush_l2=None) == plan
+    assert plan.with_overrides(active=7, flush_l2=False) == StepPlan(1, 2, 7, False)

@@ -2,8 +2,16 @@
 
 import pytest
 
-from pytest_gpuprof.compare import Rules, judge, parse_threshold, test_status as status_of
+from pytest_gpuprof.compare import (
+    Rules,
+    distribution,
+    judge,
+    parse_threshold,
+    stored_samples,
+)
+from pytest_gpuprof.compare import test_status as status_of
 from pytest_gpuprof.errors import ConfigError
+from pytest_gpuprof.stats import evenly_spaced
 
 
 def metrics(**over):
@@ -115,3 +123,61 @@ def test_bad_thresholds_are_refused_with_their_origin(text):
 def test_threshold_grammar(text, op, value):
     t = parse_threshold(text, "x")
     assert (t.op, t.value) == (op, pytest.approx(value))
+
+
+# --- time metrics on per-step samples and their distributions ---------------------
+
+def timed(per_step_us):
+    """Metrics whose only time of note is ``kernel_time_us``, with these per-step values."""
+    return metrics(kernel_time_us=sum(per_step_us), step_count=len(per_step_us), kernel_count=10 * len(per_step_us),
+                   kernels={}, memcpy_htod_count=0, memcpy_htod_bytes=0, memcpy_htod_time_us=0.0,
+                   window_us=2000.0 * len(per_step_us))
+
+
+def kernel_time(verdicts):
+    return next(v for v in verdicts if v.metric == "kernel_time_us")
+
+
+def test_a_capped_baseline_is_judged_on_the_median_of_all_its_steps():
+    # 1000 baseline steps at 100 us, except the 200 steps the cap keeps, at 130 us: the samples kept
+    # say 130, all the steps 100
+    n = 1000
+    kept = set(evenly_spaced(list(range(n))))
+    base = [130.0 if i in kept else 100.0 for i in range(n)]
+    now = [100.5, 101.0, 101.5, 100.8, 101.2, 100.9, 101.1, 100.7, 101.3, 101.0]
+    samples = (stored_samples({"kernel_time_us": now}), stored_samples({"kernel_time_us": base}))
+    assert samples[1]["kernel_time_us"] == [130.0] * 200
+    dists = (distribution({"kernel_time_us": now}), distribution({"kernel_time_us": base}))
+    assert dists[1]["kernel_time_us"]["median"] == 100.0 and dists[1]["kernel_time_us"]["n"] == n
+
+    v = kernel_time(judge(timed(now), timed(base), Rules(), True, samples, dists))
+    assert (v.status, v.baseline, v.current, v.evidence) == ("ok", 100.0, 101.0, "")  # +1%: within the tolerance
+    # without the summaries the kept samples' median (130) would call it a 22% improvement
+    assert kernel_time(judge(timed(now), timed(base), Rules(), True, samples)).status == "improved"
+
+
+def test_an_old_baseline_without_a_distribution_is_summarized_from_its_samples():
+    base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]
+    now = [v + 20 for v in base]
+    steps = {"kernel_time_us": now, "kernels": {"gemm": now}}
+    old = {"kernel_time_us": base, "kernels": {"gemm": base}}  # a baseline entry's per_step, no distribution
+    verdicts = judge(timed(now), timed(base), Rules(), True, (steps, old), (distribution(steps), None))
+    v = kernel_time(verdicts)
+    assert (v.status, v.baseline, v.current) == ("regressed", 100.0, 120.0)
+    k = next(x for x in verdicts if x.metric == "kernels[gemm].time_us")
+    assert (k.status, k.baseline, k.current, k.evidence) == ("regressed", 100.0, 120.0, v.evidence)
+
+
+def test_time_evidence_shows_both_medians_and_spreads_on_one_line():
+    base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]  # sorted: 99 99.5 99.8 99.9 100 100 ...
+    now = [v + 20 for v in base]
+    v = kernel_time(judge(timed(now), timed(base), Rules(), True, ({"kernel_time_us": now}, {"kernel_time_us": base})))
+    # quartiles at positions 2.25 and 6.75 of the sorted ten: 99.8 + 0.25 * 0.1 and 100.1 + 0.75 * 0.1
+    assert v.evidence == ("median 120 us (IQR 119.825–120.175, n=10) vs baseline 100 us (IQR 99.825–100.175, n=10); "
+                          "Mann-Whitney U p=0.00018 (n=10/10)")
+    few = kernel_time(judge(timed(now[:3]), timed(base[:4]), Rules(), True,
+                            ({"kernel_time_us": now[:3]}, {"kernel_time_us": base[:4]})))
+    assert few.status == "undecided" and "\n" not in few.evidence
+    assert few.evidence.startswith("median 120 us (IQR 119.5–120.5, n=3) vs baseline 100.25 us (")
+    assert few.evidence.endswith("; too few steps to tell a change from noise (n=3/4); "
+                                 "measure at least 5 steps, 10 or more for small changes")

@@ -156,6 +156,23 @@ def test_results_files_are_compared_test_by_test(results):
     assert all("no metric broke or improved" in s for s in sections[1:])
 
 
+def test_results_files_judge_times_on_their_samples_as_the_plugin_does(results, tmp_path):
+    def dtoh_time(out):
+        return next(line.strip() for line in out.stdout.splitlines() if line.strip().startswith("memcpy_dtoh_time_us:"))
+
+    line = dtoh_time(diff(results["good"], results["item"], "--test", MOE))
+    assert "[regressed; rule: median per step" in line and " vs baseline 0 us (IQR 0–0, n=10); " in line
+    assert "Mann-Whitney U p=" in line
+    # a results file written before samples were kept: times compared per step from the totals
+    doc = json.loads(results["item"].read_text())
+    for t in doc["tests"]:
+        del t["per_step"], t["distribution"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(doc))
+    line = dtoh_time(diff(results["good"], old, "--test", MOE))
+    assert line.endswith("[regressed; rule: within ±10% per step (changes under 5 us ignored)]")
+
+
 def test_same_results_file_exits_0(results):
     out = diff(results["item"], results["item"])
     assert out.returncode == 0 and out.stdout.count("no metric broke or improved") == 4

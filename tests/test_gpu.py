@@ -192,3 +192,102 @@ def test_pytest_benchmark_times_gpu_work_and_carries_the_metrics(pytester):
     # the marked one is also gated: its baseline was recorded
     stored = json.loads((pytester.path / "baselines" / "test_bench.json").read_text())
     assert list(stored["tests"]) == ["test_bench.py::test_gated_benchmark"]
+
+
+KERNEL_BENCH = """
+import pytest
+import torch
+
+@pytest.fixture
+def x():
+    return torch.randn(4 * 1024 * 1024, device="cuda")   # 16 MiB: fits in the L2 cache
+
+@pytest.mark.gpuprof(warmup=3, active=20)
+def test_warm(x):
+    x.sum()
+
+@pytest.mark.gpuprof(warmup=3, active=20, flush_l2=True)
+def test_cold(x):
+    x.sum()
+"""
+
+
+def test_flush_l2_makes_every_step_start_cold_and_is_not_measured(pytester):
+    pytester.makepyfile(test_kernels=KERNEL_BENCH)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline",
+                                           "--gpuprof-keep-traces")
+    result.assert_outcomes(passed=2)
+    gpu = torch.cuda.get_device_name()
+    doc = json.loads((pytester.path / "baselines" / "test_kernels.json").read_text())
+    warm, cold = (doc["tests"][f"test_kernels.py::{t}"][gpu] for t in ("test_warm", "test_cold"))
+    for entry in (warm, cold):  # one reduction (a 4-byte memset, a reduce kernel); the flush is not measured
+        assert entry["per_step"]["kernel_count"] == [1] * 20 and entry["per_step"]["memset_count"] == [1] * 20
+        assert len(entry["metrics"]["kernels"]) == 1
+    raw = load_kineto(pytester.path / ".gpuprof" / "traces" / trace_name("test_kernels.py::test_cold"))
+    flushes = raw.ranges[raw.ranges["name"].astype(str) == "gpuprof_l2_flush"]
+    assert len(flushes) == 20 and len(raw.kernels) + len(raw.sets) >= 20 + 20  # the flushes are in the trace
+    warm_us = sorted(warm["per_step"]["kernel_time_us"])[10]
+    cold_us = sorted(cold["per_step"]["kernel_time_us"])[10]
+    print(f"median reduction time per step over 16 MiB: warm L2 {warm_us} us, flushed {cold_us} us")
+    assert cold_us > 1.15 * warm_us  # read from HBM instead of L2
+
+
+GRAPH_SUITE = """
+import pytest
+import torch
+
+def body(x, y):
+    x.mul_(1.0001)
+    x.add_(1)
+    torch.sin(x, out=y)
+
+@pytest.fixture
+def graph():
+    x, y = torch.randn(1024, 1024, device="cuda"), torch.empty(1024, 1024, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        body(x, y)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        body(x, y)
+    torch.cuda.synchronize()
+    return g, y
+
+def test_graph(gpuprof, graph):
+    g, y = graph
+    for _ in gpuprof.steps(warmup=2, active=5):
+        g.replay()
+        g.replay()
+        y.add_(1)
+"""
+
+
+def test_cuda_graph_kernels_are_counted_and_timed_with_both_backends(pytester):
+    """3 kernels in the graph, replayed twice, plus one eager kernel: 7 kernels per step."""
+    pytester.makepyfile(test_graphs=GRAPH_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline",
+                                           "--gpuprof-keep-traces", "--gpuprof-baseline-dir=torch")
+    result.assert_outcomes(passed=1)
+    gpu, nodeid = torch.cuda.get_device_name(), "test_graphs.py::test_graph"
+    backends = {"torch": json.loads((pytester.path / "torch" / "test_graphs.json").read_text())["tests"][nodeid][gpu]}
+    raw = load_kineto(pytester.path / ".gpuprof" / "traces" / trace_name(nodeid))
+    launches = raw.runtime[raw.runtime["name"].astype(str).str.startswith("cudaGraphLaunch")]
+    assert len(launches) == 2 * 5
+    assert raw.kernels["correlation"].isin(launches["correlation"]).sum() == 3 * 2 * 5
+    nsys = nsys_or_skip()
+    recorded = pytester.runpytest_subprocess("--gpuprof-nsys", f"--gpuprof-nsys-path={nsys}",
+                                             "--gpuprof-update-baseline", "--gpuprof-baseline-dir=nsys")
+    assert recorded.ret == 0, recorded.stdout.str()
+    backends["nsys"] = json.loads((pytester.path / "nsys" / "test_graphs.json").read_text())["tests"][nodeid][gpu]
+    for name, entry in backends.items():
+        m = entry["metrics"]
+        assert entry["per_step"]["kernel_count"] == [7] * 5, name
+        counts = sorted(k["count"] // 5 for k in m["kernels"].values())
+        # mul_, add_ and sin twice each from the graph; the eager add_ shares add_'s kernel or not
+        assert counts in ([2, 2, 3], [1, 2, 2, 2]), (name, m["kernels"])
+        assert sum(k["time_us"] for k in m["kernels"].values()) == pytest.approx(m["kernel_time_us"], abs=0.01)
+        print(name, {k[:60]: v for k, v in m["kernels"].items()})
+    assert backends["nsys"]["metrics"]["kernel_time_us"] == pytest.approx(
+        backends["torch"]["metrics"]["kernel_time_us"], rel=0.10)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuprof.compare import format_number
 from pytest_gpuprof.html import FAIL_COLOR, render_html
 
 ROOT = Path(__file__).parent.parent
@@ -47,6 +48,15 @@ def report(tmp_path_factory):
 def test_the_file_is_the_rendering_of_the_results_document(report):
     html, doc = report
     assert html.read_text() == render_html(doc)
+
+
+def test_time_metrics_show_the_interquartile_range_of_both_runs(report):
+    html, doc = report
+    moe = next(t for t in doc["tests"] if t["nodeid"] == MOE)
+    row = html.read_text().split('data-metric="window_us"')[1].split("</tr>")[0]
+    cells = row.split('<td class="num">')[1:3]  # baseline, current
+    for cell, d in zip(cells, (moe["baseline_distribution"], moe["distribution"])):
+        assert f'<div class="iqr">IQR {format_number(d["window_us"]["q1"])}–{format_number(d["window_us"]["q3"])}</div>' in cell
 
 
 def test_regressions_come_first_with_what_broke(report):

@@ -225,3 +225,47 @@ def test_per_step_time_samples_match_the_naive_reading(overlap):
         previous = reach
     assert m.per_step["window_us"] == pytest.approx(expected, abs=1e-9)
     assert sum(m.per_step["window_us"]) == pytest.approx(m.metrics["window_us"], abs=1e-6)
+
+
+def test_cuda_graph_kernels_belong_to_the_step_of_their_graph_launch():
+    """record_traces.py's graph workload: per step a 3-kernel CUDA graph replayed twice,
+    then one eager kernel.  Graph kernels carry their cudaGraphLaunch's correlation id."""
+    path = DATA / "graph.pt.trace.json.gz"
+    m, naive = measure(load_kineto(path)), Naive(path)
+    assert m.per_step["kernel_count"] == [7] * STEPS
+    with gzip.open(path, "rt") as fh:
+        events = [e for e in json.load(fh, parse_float=Decimal)["traceEvents"] if e.get("ph") == "X"]
+    graph_launches = {e["args"]["correlation"]: naive.step_of(ns(e["ts"]))
+                      for e in events if e["name"] == "cudaGraphLaunch"}
+    assert sorted(graph_launches.values()) == sorted(list(range(STEPS)) * 2)
+    by_graph = [e for e in events if e.get("cat") == "kernel" and e["args"]["correlation"] in graph_launches]
+    assert len(by_graph) == 3 * 2 * STEPS
+    for i in range(STEPS):
+        own = [e - s for _, s, e, _, step in naive.kernels if step == i]
+        assert len(own) == 7
+        assert m.per_step["kernel_time_us"][i] == pytest.approx(sum(own) / 1000, abs=1e-9)
+
+
+def test_the_l2_flush_between_steps_is_not_measured():
+    """record_traces.py's flush workload, captured by the plugin with flush_l2=True: per
+    step an L2 flush (a fill kernel in a gpuprof_l2_flush range), then one reduction
+    (a 4-byte memset and a reduce kernel)."""
+    path = DATA / "flush.pt.trace.json.gz"
+    m, naive = measure(load_kineto(path)), Naive(path)
+    with gzip.open(path, "rt") as fh:
+        events = [e for e in json.load(fh, parse_float=Decimal)["traceEvents"] if e.get("ph") == "X"]
+    flushes = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in events
+               if e["name"] == "gpuprof_l2_flush" and e["cat"] == "user_annotation"]
+    flush_calls = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime"
+                   and any(s <= ns(e["ts"]) <= f for s, f in flushes)}
+    flush_kernels = [e for e in events if e.get("cat") == "kernel" and e["args"]["correlation"] in flush_calls]
+    assert len(flushes) == STEPS and len(flush_kernels) == STEPS  # the flushes are in the trace
+    assert all("FillFunctor" in e["name"] for e in flush_kernels)
+    assert m.per_step["kernel_count"] == [1] * STEPS and m.per_step["memset_count"] == [1] * STEPS
+    assert not any("FillFunctor" in name for name in m.metrics["kernels"])
+    reductions = [(s, e) for name, s, e, _, step in naive.kernels if step is not None and "reduce_kernel" in name]
+    assert m.metrics["kernel_time_us"] == pytest.approx(sum(e - s for s, e in reductions) / 1000, abs=1e-9)
+    # the GPU time of the flush counts as idle: only the reductions are busy
+    busy = sum(e - s for s, e in Naive.union(reductions, *naive.w))
+    assert m.metrics["gpu_utilization"] == pytest.approx(busy / naive.width(), abs=1e-6)
+    assert m.metadata["plan"]["flush_l2"] is True

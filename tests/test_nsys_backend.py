@@ -31,7 +31,7 @@ def reports(tmp_path_factory):
     """The committed reports, unpacked: {workload: path of its .sqlite}."""
     folder = tmp_path_factory.mktemp("nsys")
     out = {}
-    for name in ("overlap", "sync"):
+    for name in ("overlap", "sync", "graph"):
         target = folder / f"{name}.sqlite"
         with gzip.open(NSYS / f"{name}.sqlite.gz", "rb") as src, open(target, "wb") as dst:
             shutil.copyfileobj(src, dst)
@@ -44,7 +44,7 @@ def stats(workload, report):
         return list(csv.DictReader(fh))
 
 
-@pytest.mark.parametrize("workload", ["overlap", "sync"])
+@pytest.mark.parametrize("workload", ["overlap", "sync", "graph"])
 def test_kernel_totals_equal_nsys_stats_to_the_nanosecond(reports, workload):
     kernels = load_nsys(reports[workload]).kernels
     dur = kernels["end"] - kernels["start"]
@@ -83,7 +83,25 @@ def test_metrics_follow_the_workloads_construction(reports):
     assert s.per_step["memcpy_dtoh_bytes"] == [4] * STEPS
 
 
-@pytest.mark.parametrize("workload", ["overlap", "sync"])
+def test_cuda_graph_kernels_are_traced_node_by_node_and_belong_to_their_step(reports):
+    """record_traces.py's graph workload: a 3-kernel graph replayed twice plus one eager
+    kernel per step.  Recorded with --cuda-graph-trace=node, each graph kernel is a row
+    whose correlation id is its cudaGraphLaunch call's."""
+    trace = load_nsys(reports["graph"])
+    m = measure(trace)
+    assert m.per_step["kernel_count"] == [7] * STEPS
+    calls = trace.runtime.assign(name=trace.runtime["name"].astype(str))
+    graph_launches = calls[calls["name"].str.startswith("cudaGraphLaunch")]
+    in_steps = graph_launches[[any(s <= t <= e for s, e in zip(m.steps["start"], m.steps["end"]))
+                               for t in graph_launches["start"]]]
+    assert len(in_steps) == 2 * STEPS
+    from_graphs = trace.kernels[trace.kernels["correlation"].isin(in_steps["correlation"])]
+    assert len(from_graphs) == 3 * 2 * STEPS
+    counts = sorted(row["count"] for row in m.metrics["kernels"].values())
+    assert counts == [2 * STEPS, 2 * STEPS, 3 * STEPS]  # mul_, sin; add_ in the graph and eager
+
+
+@pytest.mark.parametrize("workload", ["overlap", "sync", "graph"])
 def test_counts_agree_with_the_torch_profiler_trace_of_the_same_workload(reports, workload):
     nsys = measure(load_nsys(reports[workload]))
     torch = measure(load_kineto(DATA / f"{workload}.pt.trace.json.gz"))
@@ -218,7 +236,8 @@ def test_the_session_reruns_under_nsys_with_the_same_outcomes(suite):
     done = run(pytester, fake, env)
     assert done.returncode == 0, done.stdout + done.stderr
     logged = log.read_text()
-    for arg in ("--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--capture-range=cudaProfilerApi"):
+    for arg in ("--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node",
+                "--capture-range=cudaProfilerApi"):
         assert arg in logged
     out = done.stdout
     assert "gpuprof: re-running this session under Nsight Systems" in out

@@ -168,6 +168,18 @@ def save(path, doc, indent=2):
     path.write_text(json.dumps(doc, indent=indent, sort_keys=True) + "\n")
 
 
+def quartiles(values):
+    """q1, median, q3 worked out apart from numpy: statistics' inclusive method is the same
+    linear interpolation between the closest ranks."""
+    return statistics.quantiles(values, n=4, method="inclusive")
+
+
+def spread(label, values):
+    """How a time verdict's evidence shows one run's per-step values."""
+    q1, median, q3 = (format_number(round(v, 3)) for v in quartiles(values))
+    return f"{label} {median} us (IQR {q1}–{q3}, n={len(values)})"
+
+
 @functools.lru_cache(maxsize=None)
 def analyze(trace):
     """What ``gpuprof analyze --json`` says about a trace."""
@@ -208,6 +220,7 @@ def test_settings(pytestconfig):
             "gpuprof_wait": s.plan.wait,
             "gpuprof_warmup": s.plan.warmup,
             "gpuprof_active": s.plan.active,
+            "gpuprof_flush_l2": s.plan.flush_l2,
             "gpuprof_nsys_path": s.nsys_path,
             # report files: --gpuprof-KIND is ini key gpuprof_KIND (dashes as underscores)
             **{"gpuprof_" + kind.replace("-", "_"): None if path is None else str(path)
@@ -383,7 +396,14 @@ def test_update_writes_readable_baselines_then_a_judging_run_passes(suite):
         assert expected["gpu"] == GPU
         assert entry["metrics"]["kernel_count"] == expected["metrics"]["kernel_count"] > 0
         assert entry["metrics"] == expected["metrics"]
-        assert entry["per_step"] == expected["per_step"]
+        assert entry["per_step"] == expected["per_step"]  # 10 steps: under the cap, all kept
+        assert set(entry["distribution"]) == {m for m in expected["per_step"] if m.endswith("_time_us")} | {
+            "window_us", "kernels"}
+        assert set(entry["distribution"]["kernels"]) == set(expected["per_step"]["kernels"])
+        steps = expected["per_step"]["kernel_time_us"]
+        q1, median, q3 = quartiles(steps)
+        assert entry["distribution"]["kernel_time_us"] == pytest.approx(
+            {"n": len(steps), "median": median, "q1": q1, "q3": q3, "min": min(steps), "max": max(steps)}, abs=1e-3)  # to 1 ns
         assert entry["step_source"] == expected["steps"]["source"]
         assert entry["backend"] == "torch" and entry["environment"]["gpu"] == GPU
     written = {path: path.read_bytes() for path in files.values()}
@@ -435,26 +455,36 @@ def test_failure_names_every_broken_metric_with_baseline_current_change_and_rule
     assert [line.split(":")[0].strip() for line in message(result)[1:-1]] == ["kernel_count"]
 
 
+@pytest.mark.parametrize("stored", ["distribution", "samples only"])
 @pytest.mark.parametrize("factor, status", [(2.0, "improved"), (1.05, "passed"), (0.5, "failed")])
-def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, status):
-    """Times are judged on their per-step samples: medians, and a rank test on the steps."""
+def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, status, stored):
+    """Times are judged on their per-step samples: medians of all steps, and a rank test on
+    the steps; a baseline written before distributions were stored is summarized from its samples."""
     record(suite)
     path = baseline_path(suite, "test_moe")
     doc = load(path)
     entry = doc["tests"][MOE][GPU]
     samples = entry["per_step"]["kernel_time_us"]
-    now = statistics.median(samples)
-    entry["per_step"]["kernel_time_us"] = [v * factor for v in samples]
+    scaled = [round(v * factor, 3) for v in samples]
+    entry["per_step"]["kernel_time_us"] = scaled
+    if stored == "distribution":
+        q1, median, q3 = quartiles(scaled)
+        entry["distribution"]["kernel_time_us"] = {"n": len(scaled), "median": round(median, 3), "q1": round(q1, 3),
+                                                   "q3": round(q3, 3), "min": min(scaled), "max": max(scaled)}
+    else:
+        del entry["distribution"]
     save(path, doc)
     result = replay(suite, "--gpuprof")
     assert statuses(result) == {MOE: status, CNN: "passed"}
     if status == "failed":
         result.assert_outcomes(failed=1, passed=1)
-        change = f"{1 / factor - 1:+.1%}"
+        now, before = statistics.median(samples), statistics.median(scaled)
+        change = f"{now / before - 1:+.1%}"
         assert message(result)[1:] == [
-            f"  kernel_time_us: baseline {format_number(now * factor)}, current {format_number(now)} ({change}) "
+            f"  kernel_time_us: baseline {format_number(before)}, current {format_number(now)} ({change}) "
             f"[regressed; rule: median per step within ±10% (changes under 5 us ignored) unless the steps differ "
-            f"(Mann-Whitney p < 0.01); Mann-Whitney U p=1.1e-05 (n=10/10)]",
+            f"(Mann-Whitney p < 0.01); {spread('median', samples)} vs {spread('baseline', scaled)}; "
+            f"Mann-Whitney U p=1.1e-05 (n=10/10)]",
             "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
         ]
     else:
@@ -700,7 +730,7 @@ def test_marker_form_without_fixture_is_judged_under_replay(suite):
 
 @pytest.mark.parametrize("marker, error", [
     ("@pytest.mark.gpuprof(warmup=1, warmpu=2)",
-     "unknown argument(s) warmpu; known: active, thresholds, tolerances, wait, warmup"),
+     "unknown argument(s) warmpu; known: active, flush_l2, thresholds, tolerances, wait, warmup"),
     ("@pytest.mark.gpuprof(2)", "takes keyword arguments only"),
     ('@pytest.mark.gpuprof(tolerances={"kernel_tim_us": 0.5})', "tolerances names unknown metric 'kernel_tim_us'"),
     ('@pytest.mark.gpuprof(thresholds=["gpu_utilization => 0.9"])', "cannot parse threshold 'gpu_utilization => 0.9'"),

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -15,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare import compared_values, format_number
+from pytest_gpuprof.compare import (
+    Rules,
+    compared_values,
+    format_number,
+    judge,
+    parse_threshold,
+)
 from pytest_gpuprof.markdown import summary_markdown
 from pytest_gpuprof.metrics import METRICS
 from pytest_gpuprof.session import trace_name
@@ -72,10 +79,20 @@ def run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def planted_metrics():
+def planted_analysis():
     out = subprocess.run([sys.executable, "-m", "pytest_gpuprof", "analyze", "--json", str(ITEM_TRACE)],
                          capture_output=True, text=True, check=True)
-    return json.loads(out.stdout)["metrics"]
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def planted_metrics(planted_analysis):
+    return planted_analysis["metrics"]
+
+
+@pytest.fixture(scope="module")
+def planted_per_step(planted_analysis):
+    return planted_analysis["per_step"]
 
 
 # --- the results document ---------------------------------------------------
@@ -114,6 +131,33 @@ def test_json_document_puts_the_regression_first_with_its_numbers(run, planted_m
     assert any(line.startswith("sync_count: baseline 0, current 8 (+8) [regressed") for line in shown)
     assert all(t["verdicts"] and all(v["status"] in ("ok", "improved") for v in t["verdicts"])
                for t in doc["tests"][1:])
+
+
+def test_json_document_carries_both_runs_samples_and_distributions(run, planted_per_step):
+    """Enough to judge the time verdicts again from the document alone."""
+    out, _ = run
+    doc = json.loads((out / "results.json").read_text())
+    moe = doc["tests"][0]
+    assert moe["per_step"] == planted_per_step  # 10 steps: under the cap, all kept
+    steps = planted_per_step["kernel_time_us"]
+    q1, median, q3 = statistics.quantiles(steps, n=4, method="inclusive")  # numpy's linear interpolation
+    assert moe["distribution"]["kernel_time_us"] == pytest.approx(
+        {"n": 10, "median": median, "q1": q1, "q3": q3, "min": min(steps), "max": max(steps)}, abs=1e-3)
+    assert set(moe["distribution"]["kernels"]) == set(planted_per_step["kernels"])
+    # the committed baselines predate distributions: the document gives the summaries of their samples
+    entry = json.loads((ROOT / "baselines" / "example_suite" / "test_moe.json").read_text())["tests"][MOE]["NVIDIA H200"]
+    assert "distribution" not in entry and moe["baseline_per_step"] == entry["per_step"]
+    assert moe["baseline_distribution"]["window_us"]["median"] == pytest.approx(
+        statistics.median(entry["per_step"]["window_us"]), abs=1e-3)
+    assert moe["baseline_distribution"]["window_us"]["n"] == len(entry["per_step"]["window_us"])
+
+    # every verdict again, from the document and the test's marker thresholds alone
+    marker = ("sync_count == 0", "gpu_utilization >= 0.85")  # example_suite/test_moe.py
+    rules = Rules(thresholds=tuple(parse_threshold(t, "marker") for t in marker))
+    again = judge(moe["metrics"], moe["baseline_metrics"], rules, True, (moe["per_step"], moe["baseline_per_step"]),
+                  (moe["distribution"], moe["baseline_distribution"]))
+    assert [v.to_json() for v in again] == moe["verdicts"]
+    assert any("Mann-Whitney U p=" in v["evidence"] for v in moe["verdicts"])
 
 
 def test_every_member_of_the_document_is_documented(run):

@@ -1,6 +1,6 @@
 """Record the small real traces the metric tests read (run on a CUDA GPU).
 
-    python tests/data/record_traces.py            # writes tests/data/*.pt.trace.json.gz
+    python tests/data/record_traces.py [WORKLOAD ...]   # writes tests/data/*.pt.trace.json.gz
     tests/data/record_nsys.sh                     # the same workloads under Nsight Systems
 
 Each workload has a structure known by construction, so the tests can check
@@ -12,6 +12,12 @@ overlap   per step: one 16 MiB pinned host-to-device copy on a side stream,
 sync      per step: one fill kernel (torch.full), one .item() (a 4-byte
           device-to-host copy plus a stream synchronize), and one
           torch.cuda.synchronize() (a device synchronize).
+graph     per step: a CUDA graph of 3 elementwise kernels (mul_, add_, sin),
+          captured before recording, replayed twice, then one eager add_:
+          7 kernels, 6 of them launched by the step's 2 cudaGraphLaunch calls.
+flush     recorded through the plugin's own capture (GpuProf) with
+          flush_l2=True: per step one sum over a 16 MiB tensor (1 kernel),
+          after the L2 flush in its gpuprof_l2_flush range (not measured).
 """
 
 import argparse
@@ -45,6 +51,45 @@ def sync_step(state):
     x = torch.full((1024,), 2.0, device="cuda")
     state.append(x[0].item())
     torch.cuda.synchronize()
+
+
+def graph_body(x, y):
+    x.mul_(1.0001)
+    x.add_(1)
+    torch.sin(x, out=y)
+
+
+def graph_state():
+    x, y = torch.randn(1024, 1024, device="cuda"), torch.empty(1024, 1024, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up off the capturing stream, as torch.cuda.graph asks
+        graph_body(x, y)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graph_body(x, y)
+    torch.cuda.synchronize()
+    return graph, y
+
+
+def graph_step(state):
+    graph, y = state
+    graph.replay()
+    graph.replay()
+    y.add_(1)
+
+
+def record_flush(out: Path):
+    """Through the plugin's capture, as ``@pytest.mark.gpuprof(flush_l2=True)`` runs it."""
+    from pytest_gpuprof.capture import GpuProf, StepPlan
+
+    path = out / "flush.pt.trace.json.gz"
+    x = torch.randn(4 * 1024 * 1024, device="cuda")
+    prof = GpuProf(StepPlan(wait=0, warmup=WARMUP, active=STEPS, flush_l2=True), path)
+    for _ in prof.steps():
+        x.sum()
+    print(f"wrote {path} ({path.stat().st_size} bytes) on {torch.cuda.get_device_name()}")
 
 
 def record_nvtx(name, step, state, out: Path):
@@ -86,17 +131,26 @@ def record(name, step, state, out: Path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
-    parser.add_argument("--nvtx", metavar="WORKLOAD", choices=("overlap", "sync"),
+    parser.add_argument("--nvtx", metavar="WORKLOAD", choices=("overlap", "sync", "graph"),
                         help="emit NVTX ranges for nsys instead of recording with torch.profiler")
+    parser.add_argument("only", nargs="*", metavar="WORKLOAD",
+                        help="record only these of overlap, sync, graph, flush (default: all)")
     args = parser.parse_args()
+    unknown = set(args.only) - {"overlap", "sync", "graph", "flush"}
+    if unknown:
+        parser.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
     torch.manual_seed(0)
-    workloads = {"overlap": (overlap_step, overlap_state), "sync": (sync_step, list)}
+    workloads = {"overlap": (overlap_step, overlap_state), "sync": (sync_step, list),
+                 "graph": (graph_step, graph_state)}
     if args.nvtx:
         step, state = workloads[args.nvtx]
         record_nvtx(args.nvtx, step, state(), args.out)
         return
     for name, (step, state) in workloads.items():
-        record(name, step, state(), args.out)
+        if name in args.only or not args.only:
+            record(name, step, state(), args.out)
+    if "flush" in args.only or not args.only:
+        record_flush(args.out)
 
 
 if __name__ == "__main__":
