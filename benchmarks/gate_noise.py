@@ -7,9 +7,11 @@
         record baselines with GPUPROF_EXAMPLE_SLOWDOWN=0, then run the suite RUNS times
         at each slowdown: every workload's activation kernel does that much more work
         (example_suite/conftest.py).  A test catches it when a time verdict says regressed.
-    python benchmarks/gate_noise.py table DIR
-        per series and test: the runs that reported a time regression, and how much
-        the slowed kernel's time per step changed against the baseline.
+    python benchmarks/gate_noise.py table DIR [--tolerances 0.05/0.10 ...]
+        per series and test: the runs that reported a time regression (as run and, for
+        each pair of kernel-time/other-time tolerances given, judged again from the
+        results JSON as gpuprof would), and
+        how much the slowed kernel's time per step changed against the baseline.
 
 Runs are resumable: a run whose results file exists is not run again, so a series
 can be spread over several calls on a machine that stays up.  Each run writes
@@ -80,31 +82,51 @@ def slowed_kernel_change(test: dict) -> float | None:
     return per_step(now) / b - 1 if b else None
 
 
-def print_table(folder: Path) -> None:
-    """Per series and test: runs with a time regression, and the slowed kernel's change."""
+def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[str]:
+    """The time metrics gpuprof would call regressed with these (kernel time, other time)
+    tolerances, judged again from the results JSON alone (samples and summaries of both runs)."""
+    from pytest_gpuprof.compare import Rules, judge
+
+    if not test.get("baseline_metrics") or test["status"] == "unstable":
+        return []
+    rules = Rules(kernel_time_tolerance=tolerances[0], time_tolerance=tolerances[1])
+    verdicts = judge(test["metrics"], test["baseline_metrics"], rules,
+                     samples=(test["per_step"], test["baseline_per_step"]),
+                     distributions=(test["distribution"], test["baseline_distribution"]))
+    return [v.metric for v in verdicts if v.status == "regressed" and v.metric.endswith(TIME_KINDS)]
+
+
+def print_table(folder: Path, tolerances: list[tuple[float, float]]) -> None:
+    """Per series and test: runs with a time regression as run (and, for each tolerance
+    given, as judged again), and the slowed kernel's change against the baseline."""
     series: dict[str, list[dict]] = {}
     for path in sorted(folder.glob("*-*.json"), key=lambda p: (p.stem.rsplit("-", 1)[0], int(p.stem.rsplit("-", 1)[1]))):
         series.setdefault(path.stem.rsplit("-", 1)[0], []).append(json.loads(path.read_text()))
-    print(f"{'series':<14} {'test':<30} {'caught':>8}  slowed kernel change (min / median / max)  other statuses")
+    heads = "".join(f" {f'{k:.0%}/{o:.0%}':>9}" for k, o in tolerances)
+    print(f"{'series':<14} {'test':<28} {'as run':>9}{heads}  slowed kernel (min / median / max)  other")
     for label, docs in series.items():
-        tests = sorted({t["nodeid"].split("::")[-1] for d in docs for t in d["tests"]})
-        for name in tests:
-            caught, changes, other = 0, [], {}
-            for d in docs:
-                t = next((t for t in d["tests"] if t["nodeid"].endswith("::" + name)), None)
-                if t is None:
-                    continue
-                caught += any(test == name for test, _ in time_regressions(d))
-                change = slowed_kernel_change(t)
-                if change is not None:
-                    changes.append(change)
-                if t["status"] not in ("passed", "failed"):
-                    other[t["status"]] = other.get(t["status"], 0) + 1
-            changes.sort()
+        for name in sorted({t["nodeid"].split("::")[-1] for d in docs for t in d["tests"]}):
+            tests = [t for d in docs for t in d["tests"] if t["nodeid"].endswith("::" + name)]
+            caught = sum(any(m for n, m in time_regressions({"tests": [t]})) for t in tests)
+            again = [sum(bool(rejudged_regressions(t, tol)) for t in tests) for tol in tolerances]
+            changes = sorted(c for c in map(slowed_kernel_change, tests) if c is not None)
             spread = (f"{changes[0]:+.1%} / {changes[len(changes) // 2]:+.1%} / {changes[-1]:+.1%}"
                       if changes else "n/a")
-            print(f"{label:<14} {name:<30} {caught:>3} of {len(docs):<3} {spread:<40} "
+            other: dict[str, int] = {}
+            for t in tests:
+                if t["status"] not in ("passed", "failed"):
+                    other[t["status"]] = other.get(t["status"], 0) + 1
+            cells = "".join(f" {f'{a}/{len(tests)}':>9}" for a in again)
+            print(f"{label:<14} {name:<28} {f'{caught}/{len(tests)}':>9}{cells}  {spread:<34} "
                   f"{', '.join(f'{k}: {v}' for k, v in other.items())}")
+
+
+def tolerance_pair(text: str) -> tuple[float, float]:
+    kernel, _, other = text.partition("/")
+    try:
+        return float(kernel), float(other or kernel)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected KERNEL/OTHER tolerances such as 0.05/0.10, got {text!r}") from None
 
 
 def main() -> int:
@@ -115,9 +137,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--slowdown", type=float, action="append", default=[])
     parser.add_argument("--budget-s", type=float, default=540, help="stop starting runs after this long")
+    parser.add_argument("--tolerances", type=tolerance_pair, action="append", default=[], metavar="K/O",
+                        help="table: also judge every run again with kernel time tolerance K and other time "
+                        "tolerance O, e.g. 0.05/0.10 (repeatable)")
     args = parser.parse_args()
     if args.mode == "table":
-        print_table(args.dir)
+        print_table(args.dir, args.tolerances)
         return 0
     deadline = time.monotonic() + args.budget_s
     args.out.mkdir(parents=True, exist_ok=True)

@@ -33,8 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     diff.add_argument("a", metavar="A", help="the baseline run: trace or results file")
     diff.add_argument("b", metavar="B", help="the current run: trace or results file")
+    diff.add_argument("--kernel-time-tolerance", type=float, default=0.05, metavar="FLOAT",
+                      help="relative tolerance of kernel times per step, total and per kernel name (default: 0.05)")
     diff.add_argument("--time-tolerance", type=float, default=0.10, metavar="FLOAT",
-                      help="relative tolerance of time metrics per step (default: 0.10)")
+                      help="relative tolerance of the other time metrics per step: copies, window (default: 0.10)")
     diff.add_argument("--time-floor-us", type=float, default=5.0, metavar="FLOAT",
                       help="time changes per step smaller than this many microseconds never count (default: 5)")
     diff.add_argument("--ratio-tolerance", type=float, default=0.05, metavar="FLOAT",
@@ -97,10 +99,11 @@ def _diff(args: argparse.Namespace) -> int:
     from .compare import Rules, parse_threshold
     from .diff import diff
 
-    for name in ("time_tolerance", "time_floor_us", "ratio_tolerance"):
+    for name in ("kernel_time_tolerance", "time_tolerance", "time_floor_us", "ratio_tolerance"):
         if getattr(args, name) < 0:
             raise GpuprofError(f"--{name.replace('_', '-')}: must not be negative, got {getattr(args, name)}")
     rules = Rules(
+        kernel_time_tolerance=args.kernel_time_tolerance,
         time_tolerance=args.time_tolerance,
         time_floor_us=args.time_floor_us,
         ratio_tolerance=args.ratio_tolerance,

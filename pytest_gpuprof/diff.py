@@ -228,7 +228,7 @@ def kernel_changes(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules) -> 
         delta = tb - ta
         change = {"new": "new", "vanished": "vanished", "count changed": "count"}.get(r["status"])
         if change is None:
-            if not (abs(delta) > rules.time_tolerance * abs(ta) and abs(delta) > rules.time_floor_us):
+            if not (abs(delta) > rules.kernel_time_tolerance * abs(ta) and abs(delta) > rules.time_floor_us):
                 same += 1
                 continue
             change = "slower" if delta > 0 else "faster"

@@ -33,8 +33,10 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
     ("--gpuprof-replay", "gpuprof_replay", "path", None,
      "judge kept traces from this directory instead of running the profiled tests (implies --gpuprof; "
      "no GPU needed)"),
+    ("--gpuprof-kernel-time-tolerance", "gpuprof_kernel_time_tolerance", "float", 0.05,
+     "relative tolerance of kernel times per step: kernel_time_us and each kernel name's time (default: 0.05)"),
     ("--gpuprof-time-tolerance", "gpuprof_time_tolerance", "float", 0.10,
-     "relative tolerance of time metrics per step (default: 0.10)"),
+     "relative tolerance of the other time metrics per step: copy times and window_us (default: 0.10)"),
     ("--gpuprof-time-floor-us", "gpuprof_time_floor_us", "float", 5.0,
      "time changes per step smaller than this many microseconds never count (default: 5)"),
     ("--gpuprof-ratio-tolerance", "gpuprof_ratio_tolerance", "float", 0.05,
@@ -170,8 +172,8 @@ def _settings(config: pytest.Config):
                               f"got {backend!r}")
         thresholds = tuple(parse_threshold(t, "--gpuprof-threshold / ini gpuprof_thresholds")
                            for t in opts["gpuprof_thresholds"] or ())
-        for name in ("gpuprof_time_tolerance", "gpuprof_ratio_tolerance", "gpuprof_time_floor_us",
-                     "gpuprof_timeline_events"):
+        for name in ("gpuprof_kernel_time_tolerance", "gpuprof_time_tolerance", "gpuprof_ratio_tolerance",
+                     "gpuprof_time_floor_us", "gpuprof_timeline_events"):
             if opts[name] < 0:
                 raise ConfigError(
                     f"--{name.replace('_', '-')} / ini key {name}: must not be negative, got {opts[name]}"
@@ -186,6 +188,7 @@ def _settings(config: pytest.Config):
             plan=StepPlan(opts["gpuprof_wait"], opts["gpuprof_warmup"], opts["gpuprof_active"],
                           bool(opts["gpuprof_flush_l2"])),
             rules=Rules(
+                kernel_time_tolerance=opts["gpuprof_kernel_time_tolerance"],
                 time_tolerance=opts["gpuprof_time_tolerance"],
                 time_floor_us=opts["gpuprof_time_floor_us"],
                 ratio_tolerance=opts["gpuprof_ratio_tolerance"],

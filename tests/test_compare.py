@@ -1,5 +1,7 @@
 """Rules and verdicts, on small hand-written metric sets."""
 
+import dataclasses
+
 import pytest
 
 from pytest_gpuprof.compare import (
@@ -11,6 +13,7 @@ from pytest_gpuprof.compare import (
 )
 from pytest_gpuprof.compare import test_status as status_of
 from pytest_gpuprof.errors import ConfigError
+from pytest_gpuprof.metrics import METRICS
 from pytest_gpuprof.stats import evenly_spaced
 
 
@@ -60,8 +63,29 @@ def test_fewer_syncs_is_an_improvement_more_is_a_regression():
     assert v.status == "regressed" and v.change() == "+100.0%"
 
 
+def test_kernel_times_default_to_5_percent_and_other_times_to_10():
+    rules = Rules()
+    v = failed(judge(metrics(kernel_time_us=1060.0), metrics(), rules))["kernel_time_us"]  # +6%
+    assert v.status == "regressed" and "±5%" in v.rule
+    assert not failed(judge(metrics(kernel_time_us=1049.0), metrics(), rules))  # +4.9%
+    copies = metrics(memcpy_htod_time_us=2000.0, window_us=4000.0)
+    slower = metrics(memcpy_htod_time_us=2180.0, window_us=4360.0)  # +9% each
+    assert not failed(judge(slower, copies, rules))
+    worse = failed(judge(metrics(memcpy_htod_time_us=2220.0, window_us=4440.0), copies, rules))  # +11%
+    assert sorted(worse) == ["memcpy_htod_time_us", "window_us"] and "±10%" in worse["window_us"].rule
+
+
+def test_a_kernel_names_time_follows_the_kernel_time_tolerance():
+    spec = METRICS["kernel_time_us"]
+    per_kernel = dataclasses.replace(spec, name="kernels[gemm].time_us")
+    assert Rules().tolerance(per_kernel) == Rules().tolerance(spec) == 0.05
+    assert Rules(kernel_time_tolerance=0.2).tolerance(per_kernel) == 0.2
+    assert Rules(tolerances={"kernel_time_us": 0.3}).tolerance(per_kernel) == 0.3
+    assert Rules(time_tolerance=0.4).tolerance(METRICS["window_us"]) == 0.4
+
+
 def test_time_tolerance_and_floor():
-    rules = Rules(time_tolerance=0.10, time_floor_us=5.0)
+    rules = Rules(kernel_time_tolerance=0.10, time_tolerance=0.10, time_floor_us=5.0)
     assert not failed(judge(metrics(kernel_time_us=1099.0), metrics(), rules))  # +9.9%
     v = failed(judge(metrics(kernel_time_us=1200.0), metrics(), rules))["kernel_time_us"]
     assert v.status == "regressed" and v.baseline == 100.0 and v.current == 120.0 and v.change() == "+20.0%"

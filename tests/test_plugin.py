@@ -213,6 +213,7 @@ def test_settings(pytestconfig):
             "gpuprof_output_dir": str(s.output_dir),
             "gpuprof_keep_traces": s.keep_traces,
             "gpuprof_replay": None if s.replay_dir is None else str(s.replay_dir),
+            "gpuprof_kernel_time_tolerance": s.rules.kernel_time_tolerance,
             "gpuprof_time_tolerance": s.rules.time_tolerance,
             "gpuprof_time_floor_us": s.rules.time_floor_us,
             "gpuprof_ratio_tolerance": s.rules.ratio_tolerance,
@@ -232,7 +233,7 @@ def test_settings(pytestconfig):
 '''
 
 NUMBERS = {  # ini key -> (a value, another value); none is the default
-    "gpuprof_time_tolerance": (0.25, 0.5), "gpuprof_time_floor_us": (7.5, 12.0),
+    "gpuprof_kernel_time_tolerance": (0.03, 0.2), "gpuprof_time_tolerance": (0.25, 0.5), "gpuprof_time_floor_us": (7.5, 12.0),
     "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
     "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0),
 }
@@ -482,7 +483,7 @@ def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, st
         change = f"{now / before - 1:+.1%}"
         assert message(result)[1:] == [
             f"  kernel_time_us: baseline {format_number(before)}, current {format_number(now)} ({change}) "
-            f"[regressed; rule: median per step within ±10% (changes under 5 us ignored) unless the steps differ "
+            f"[regressed; rule: median per step within ±5% (changes under 5 us ignored) unless the steps differ "
             f"(Mann-Whitney p < 0.01); {spread('median', samples)} vs {spread('baseline', scaled)}; "
             f"Mann-Whitney U p=1.1e-05 (n=10/10)]",
             "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
