@@ -1,8 +1,16 @@
 """Shared test configuration: pytester drives pytest runs of small test suites."""
 
+import contextlib
+
 import pytest
 
 pytest_plugins = ["pytester"]
+
+# torch is imported once, before any in-process pytester run snapshots sys.modules: a run
+# that drops modules it imported would leave torch to be imported again later in a state
+# its C extension does not survive ("SystemError: bad call flags", then a crash).
+with contextlib.suppress(ImportError):
+    import torch  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

@@ -651,8 +651,7 @@ def test_missing_trace_under_replay_fails_naming_the_trace(suite):
 
 @pytest.fixture(scope="session")
 def torch():
-    """torch, imported before pytester snapshots sys.modules, so that it stays loaded
-    (a module dropped by pytester and imported again breaks torch)."""
+    """torch (tests/conftest.py has imported it already, before any pytester run)."""
     return pytest.importorskip("torch")
 
 
