@@ -8,10 +8,11 @@
         at each slowdown: every workload's activation kernel does that much more work
         (example_suite/conftest.py).  A test catches it when a time verdict says regressed.
     python benchmarks/gate_noise.py table DIR [--tolerances 0.05/0.10 ...]
-        per series and test: the runs that reported a time regression (as run and, for
-        each pair of kernel-time/other-time tolerances given, judged again from the
-        results JSON as gpuprof would), and
-        how much the slowed kernel's time per step changed against the baseline.
+        per series and test, as run and, for each pair of kernel-time/other-time
+        tolerances given, judged again from the results JSON as gpuprof judges today:
+        "S/N +F", of N runs S called the slowed kernel's time regressed and F some other
+        time (a false alarm; in an A/A series S is one too); and how much the slowed
+        kernel's time per step changed against the baseline.
 
 Runs are resumable: a run whose results file exists is not run again, so a series
 can be spread over several calls on a machine that stays up.  Each run writes
@@ -33,8 +34,10 @@ TIME_KINDS = ("time_us", "window_us")
 
 
 def pytest(args: list[str], env: dict[str, str]) -> int:
+    """The example suite in a subprocess; the planting variables are only what ``env`` says."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUPROF_EXAMPLE_")}
     cmd = [sys.executable, "-m", "pytest", "example_suite", "-p", "no:cacheprovider", "-q", *args]
-    return subprocess.run(cmd, cwd=ROOT, env={**os.environ, **env}, capture_output=True).returncode
+    return subprocess.run(cmd, cwd=ROOT, env={**base, **env}, capture_output=True).returncode
 
 
 def series_env(mode: str, slowdown: float | None) -> dict[str, str]:
@@ -53,14 +56,17 @@ def run_series(out: Path, label: str, runs: int, env: dict[str, str], deadline: 
             print(f"{label}: stopping before run {i} (time budget spent); run again to go on", flush=True)
             return
         rc = pytest(["--gpuprof", f"--gpuprof-baseline-dir={baselines}", f"--gpuprof-json={results}"], env)
-        caught = sorted(f"{t}: {m}" for t, m in time_regressions(json.loads(results.read_text())))
+        if not results.exists():
+            print(f"{label} run {i:2d}: exit {rc}, no results file written", flush=True)
+            continue
+        doc = json.loads(results.read_text())
+        caught = sorted(f"{t['nodeid'].split('::')[-1]}: {m}" for t in doc["tests"] for m in time_regressions(t))
         print(f"{label} run {i:2d}: exit {rc}; time regressions: {'; '.join(caught) or 'none'}", flush=True)
 
 
-def time_regressions(doc: dict) -> list[tuple[str, str]]:
-    """(test, metric) of every time verdict that says regressed."""
-    return [(t["nodeid"].split("::")[-1], v["metric"]) for t in doc["tests"] for v in t["verdicts"]
-            if v["status"] == "regressed" and v["metric"].endswith(TIME_KINDS)]
+def time_regressions(test: dict) -> list[str]:
+    """The metrics of a test's time verdicts that say regressed, as the run judged them."""
+    return [v["metric"] for v in test["verdicts"] if v["status"] == "regressed" and v["metric"].endswith(TIME_KINDS)]
 
 
 #: The kernel GPUPROF_EXAMPLE_SLOWDOWN slows down in each workload (its activation).
@@ -69,7 +75,8 @@ SLOWED = {"test_cnn_train_step": "launch_clamp_scalar", "test_moe_forward": "Gel
 
 
 def slowed_kernel_change(test: dict) -> float | None:
-    """Relative change of the slowed kernel's time per step, current against baseline."""
+    """Relative change of the slowed kernel's mean time per step (totals / steps; the gate
+    judges medians), current against baseline."""
     key = SLOWED.get(test["nodeid"].split("::")[-1])
     base, now = test.get("baseline_metrics"), test.get("metrics")
     if key is None or not base or not now:
@@ -87,7 +94,7 @@ def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[st
     tolerances, judged again from the results JSON alone (samples and summaries of both runs)."""
     from pytest_gpuprof.compare import Rules, judge
 
-    if not test.get("baseline_metrics") or test["status"] == "unstable":
+    if not test.get("baseline_metrics") or test["status"] == "unstable" or "per_step" not in test:
         return []
     rules = Rules(kernel_time_tolerance=tolerances[0], time_tolerance=tolerances[1])
     verdicts = judge(test["metrics"], test["baseline_metrics"], rules,
@@ -96,29 +103,40 @@ def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[st
     return [v.metric for v in verdicts if v.status == "regressed" and v.metric.endswith(TIME_KINDS)]
 
 
+def tally(tests: list[dict], regressions) -> str:
+    """``S/N +F``: of N runs, S called the slowed kernel's time regressed and F called some
+    other time regressed (F is only shown when not 0).  In an A/A series both are false alarms."""
+    slowed = other = 0
+    for t in tests:
+        key = SLOWED[t["nodeid"].split("::")[-1]]
+        metrics = regressions(t)
+        slowed += any(key in m for m in metrics)
+        other += any(key not in m for m in metrics)
+    return f"{slowed}/{len(tests)}" + (f" +{other}" if other else "")
+
+
 def print_table(folder: Path, tolerances: list[tuple[float, float]]) -> None:
-    """Per series and test: runs with a time regression as run (and, for each tolerance
-    given, as judged again), and the slowed kernel's change against the baseline."""
+    """Per series and test: the runs that called the slowed kernel, or any other time,
+    regressed, as run and judged again with each pair of tolerances; and the slowed
+    kernel's change against the baseline."""
     series: dict[str, list[dict]] = {}
     for path in sorted(folder.glob("*-*.json"), key=lambda p: (p.stem.rsplit("-", 1)[0], int(p.stem.rsplit("-", 1)[1]))):
         series.setdefault(path.stem.rsplit("-", 1)[0], []).append(json.loads(path.read_text()))
-    heads = "".join(f" {f'{k:.0%}/{o:.0%}':>9}" for k, o in tolerances)
-    print(f"{'series':<14} {'test':<28} {'as run':>9}{heads}  slowed kernel (min / median / max)  other")
+    heads = "".join(f" {f'{k:.0%}/{o:.0%}':>10}" for k, o in tolerances)
+    print(f"{'series':<14} {'test':<28} {'as run':>10}{heads}  slowed kernel, mean (min / median / max)  statuses")
     for label, docs in series.items():
         for name in sorted({t["nodeid"].split("::")[-1] for d in docs for t in d["tests"]}):
             tests = [t for d in docs for t in d["tests"] if t["nodeid"].endswith("::" + name)]
-            caught = sum(any(m for n, m in time_regressions({"tests": [t]})) for t in tests)
-            again = [sum(bool(rejudged_regressions(t, tol)) for t in tests) for tol in tolerances]
+            cells = [tally(tests, time_regressions)]
+            cells += [tally(tests, lambda t, tol=tol: rejudged_regressions(t, tol)) for tol in tolerances]
             changes = sorted(c for c in map(slowed_kernel_change, tests) if c is not None)
             spread = (f"{changes[0]:+.1%} / {changes[len(changes) // 2]:+.1%} / {changes[-1]:+.1%}"
                       if changes else "n/a")
-            other: dict[str, int] = {}
+            statuses: dict[str, int] = {}
             for t in tests:
-                if t["status"] not in ("passed", "failed"):
-                    other[t["status"]] = other.get(t["status"], 0) + 1
-            cells = "".join(f" {f'{a}/{len(tests)}':>9}" for a in again)
-            print(f"{label:<14} {name:<28} {f'{caught}/{len(tests)}':>9}{cells}  {spread:<34} "
-                  f"{', '.join(f'{k}: {v}' for k, v in other.items())}")
+                statuses[t["status"]] = statuses.get(t["status"], 0) + 1
+            print(f"{label:<14} {name:<28}{''.join(f' {c:>10}' for c in cells)}  {spread:<40} "
+                  f"{', '.join(f'{k}: {v}' for k, v in sorted(statuses.items()))}")
 
 
 def tolerance_pair(text: str) -> tuple[float, float]:

@@ -29,7 +29,8 @@ class StepPlan:
     """torch.profiler's schedule: ``wait`` steps unprofiled, ``warmup`` profiled and
     discarded, ``active`` measured (``repeat=1``: one cycle, nothing dropped).
     ``flush_l2``: before every step, overwrite a buffer twice the size of the L2
-    cache, as ``triton.testing.do_bench`` does, so each step starts cold."""
+    cache, so each step starts cold (``triton.testing.do_bench`` zeroes a fixed
+    256 MB buffer for the same purpose)."""
 
     wait: int = 0
     warmup: int = 3
@@ -161,19 +162,20 @@ class GpuProf:
         sampler: list = []  # the NVML sampler of the measured steps, once started
         health: dict = {}
 
+        first_measured = plan.wait + plan.warmup
+        flush = _l2_flush_buffer(device) if plan.flush_l2 else None
+        flush_bytes = 0 if flush is None else flush.numel() * flush.element_size()
+
         def metadata() -> dict:
             if sampler and not health:
                 health.update(sampler.pop().stop())
-            return _metadata(plan, int(torch.cuda.max_memory_allocated(device)), environment, health or None)
+            # the flush buffer stays allocated through the measured steps: not the test's memory
+            peak = int(torch.cuda.max_memory_allocated(device)) - flush_bytes
+            return _metadata(plan, peak, environment, health or None)
 
-        first_measured = plan.wait + plan.warmup
-        flush = _l2_flush_buffer(device) if plan.flush_l2 else None
         warmup = contextlib.ExitStack()
         try:
             for i in range(plan.total):
-                if flush is not None:
-                    with self.range(L2_FLUSH_RANGE):  # the metrics leave out what runs in this range
-                        flush.zero_()
                 if i == plan.wait and plan.warmup:
                     warmup.enter_context(nvtx_range("warmup"))
                 if i == first_measured:
@@ -182,6 +184,9 @@ class GpuProf:
                     started = NvmlSampler.start(device)
                     if started is not None:
                         sampler.append(started)
+                if flush is not None:
+                    with self.range(L2_FLUSH_RANGE):  # the metrics leave out what runs in this range
+                        flush.zero_()
                 if i >= first_measured:
                     with self.range(f"step_{i - first_measured}"):
                         yield i

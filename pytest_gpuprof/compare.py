@@ -10,9 +10,11 @@ Default rules, by metric kind (``metrics.METRICS``):
   move more from run to run (PCIe, host-side launch gaps), to 10%.  When both runs
   kept per-step samples, the medians of all steps (their ``distribution``
   summaries) are compared and a change beyond the tolerance counts only if a
-  Mann-Whitney U test on the samples kept says the steps differ (p < alpha,
-  default 0.01); with too few steps on either side the verdict is "undecided",
-  never a failure.
+  Mann-Whitney U test on the samples kept says the steps differ: p < alpha / m
+  (alpha 0.01, m the number of time series the test judges: a Bonferroni
+  correction, so 0.01 bounds the chance of any false alarm in the test, not in
+  each of its 20-odd series).  With too few steps for any p to get under that
+  level the verdict is "undecided", never a failure.
 * ratio: within an absolute tolerance (default 0.05) in the bad direction.
 * per kernel name: the count per step must match exactly; a new or vanished
   kernel is a change.
@@ -32,7 +34,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 from .errors import ConfigError
 from .metrics import METRICS, MetricSpec
-from .stats import evenly_spaced, mann_whitney_u, summarize
+from .stats import evenly_spaced, mann_whitney_u, smallest_p, steps_for, summarize
 
 _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
@@ -43,7 +45,6 @@ _THRESHOLD = re.compile(
 )
 
 FAILING = ("regressed", "changed", "threshold")
-MIN_SAMPLES = 5  # per-step samples each side needs before a time change can be called
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class Rules:
     time_tolerance: float = 0.10  # the other time metrics: memcpy_*_time_us, window_us
     time_floor_us: float = 5.0
     ratio_tolerance: float = 0.05
-    alpha: float = 0.01  # significance level of the Mann-Whitney U test on per-step times
+    alpha: float = 0.01  # chance of a false time alarm per test (Bonferroni over its time series)
     tolerances: Mapping[str, float] = field(default_factory=dict)
     thresholds: tuple[Threshold, ...] = ()
 
@@ -192,19 +193,20 @@ def judge(
         return verdicts
     before = compared_values(baseline)
     paired = _paired_series(samples, distributions) if same_backend else {}
+    family = len(paired)  # the time series judged on samples: the Bonferroni correction's m
     for name, spec in METRICS.items():
         if spec.kind == "info" or (spec.kind == "ratio" and spec.better is None):
             continue
         if not same_backend and spec.kind not in ("count", "bytes"):
             continue
         if spec.kind == "time" and name in paired:
-            verdicts.append(_compare_samples(spec, *paired[name], rules))
+            verdicts.append(_compare_samples(spec, *paired[name], rules, family))
         else:
             verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
     if not same_backend:
         return verdicts
     kernel_time = MetricSpec("kernel time", "time", "lower", True, "us")
-    verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules)
+    verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules, family)
                  for key, pair in paired.items() if key.startswith("kernels[")]
     kernels = sorted(
         {k for k in list(now) + list(before) if k.startswith("kernels[")},
@@ -287,24 +289,28 @@ def _paired_series(
     return out
 
 
-def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules) -> Verdict:
+def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules, family: int) -> Verdict:
     """A time metric on per-step samples: medians of all steps beyond the tolerance and
-    floor, and a Mann-Whitney U test on the samples kept that says the steps differ."""
+    floor, and a Mann-Whitney U test on the samples kept that says the steps differ at
+    the test's corrected level, alpha / family."""
     b, c = before.summary["median"], now.summary["median"]
     tol = rules.tolerance(spec)
+    level = rules.alpha / max(family, 1)
     rule = (f"median per step within ±{tol:.0%} (changes under {format_number(rules.time_floor_us)} us ignored) "
-            f"unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)})")
+            f"unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)} / {family} time series "
+            f"= {level:.2g})")
     delta = c - b
     if not (abs(delta) > tol * abs(b) and abs(delta) > rules.time_floor_us):
         return Verdict(spec.name, "ok", b, c, rule)
     spreads = f"{_spread('median', now.summary)} vs {_spread('baseline', before.summary)}"
-    if min(before.summary["n"], now.summary["n"]) < MIN_SAMPLES:
+    sizes = f"n={len(now.samples)}/{len(before.samples)}"
+    if smallest_p(len(before.samples), len(now.samples)) >= level:
         return Verdict(spec.name, "undecided", b, c, rule, evidence=(
-            f"{spreads}; too few steps to tell a change from noise (n={now.summary['n']}/{before.summary['n']}); "
-            f"measure at least {MIN_SAMPLES} steps, 10 or more for small changes"))
+            f"{spreads}; too few steps to tell a change from noise ({sizes}): no p-value can get under "
+            f"{level:.2g}; measure at least {steps_for(level)} steps"))
     _, p = mann_whitney_u(before.samples, now.samples)
-    evidence = f"{spreads}; Mann-Whitney U p={p:.2g} (n={len(now.samples)}/{len(before.samples)})"
-    if p >= rules.alpha:
+    evidence = f"{spreads}; Mann-Whitney U p={p:.2g} ({sizes})"
+    if p >= level:
         return Verdict(spec.name, "ok", b, c, rule, evidence=evidence + ": within noise")
     worse = delta > 0 if spec.better == "lower" else delta < 0
     return Verdict(spec.name, "regressed" if worse else "improved", b, c, rule, evidence=evidence)

@@ -30,6 +30,7 @@ from .compare import (
     test_status,
 )
 from .errors import GpuprofError
+from .metrics import METRICS
 from .report import broken_header, is_broken, verdict_line
 
 BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
@@ -223,12 +224,13 @@ def kernel_changes(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules) -> 
     """Per kernel name, per step: new, vanished, count changes and time changes beyond the
     time rule, biggest absolute time change first; and how many kernels did not change."""
     rows, same = [], 0
+    kernel_tolerance = rules.tolerance(METRICS["kernel_time_us"])  # a kernel name's time follows kernel_time_us
     for r in kernel_diff(b, a):
         ta, tb = r["baseline_time_us"] or 0.0, r["current_time_us"] or 0.0
         delta = tb - ta
         change = {"new": "new", "vanished": "vanished", "count changed": "count"}.get(r["status"])
         if change is None:
-            if not (abs(delta) > rules.kernel_time_tolerance * abs(ta) and abs(delta) > rules.time_floor_us):
+            if not (abs(delta) > kernel_tolerance * abs(ta) and abs(delta) > rules.time_floor_us):
                 same += 1
                 continue
             change = "slower" if delta > 0 else "faster"

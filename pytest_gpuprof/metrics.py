@@ -202,14 +202,20 @@ def measure(trace: Trace) -> Measurement:
 
 def without_l2_flushes(trace: Trace) -> Trace:
     """The trace less the L2 flushes between steps (``flush_l2``): the runtime calls made
-    inside an ``L2_FLUSH_RANGE`` range and the GPU work they launched.  The flush is the
-    harness's work, not the test's; the GPU time it took counts as idle."""
-    flushes = trace.ranges[trace.ranges["name"].astype(str) == L2_FLUSH_RANGE].sort_values("start")
+    inside an ``L2_FLUSH_RANGE`` range, on the range's own thread, and the GPU work they
+    launched.  The flush is the harness's work, not the test's; the GPU time it took
+    counts as idle."""
+    ranges = trace.ranges
+    flushes = ranges[ranges["name"].astype(str) == L2_FLUSH_RANGE]
     if not len(flushes):
         return trace
     calls = trace.runtime
-    inside = _step_of(calls["start"].to_numpy(np.int64), flushes["start"].to_numpy(np.int64),
-                      flushes["end"].to_numpy(np.int64)) >= 0
+    starts, tids = calls["start"].to_numpy(np.int64), calls["tid"].to_numpy(np.int64)
+    inside = np.zeros(len(calls), dtype=bool)
+    for tid, own in flushes.groupby("tid"):
+        own = own.sort_values("start")
+        mine = tids == tid
+        inside[mine] = _step_of(starts[mine], own["start"].to_numpy(np.int64), own["end"].to_numpy(np.int64)) >= 0
     launched = calls["correlation"].to_numpy(np.int64)[inside]
     launched = launched[launched > 0]
 

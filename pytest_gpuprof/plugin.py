@@ -238,7 +238,8 @@ def _profiler(item: pytest.Item) -> GpuProf:
         session = _session(item.config)
         kwargs = _marker_kwargs(item)
         if session is None:
-            plan = StepPlan(*(_get(item.config, f"gpuprof_{n}", "int") for n in ("wait", "warmup", "active")))
+            plan = StepPlan(*(_get(item.config, f"gpuprof_{n}", "int") for n in ("wait", "warmup", "active")),
+                            bool(_get(item.config, "gpuprof_flush_l2", "bool")))
             prof = GpuProf(plan.with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS}))
         else:
             prof = session.new_profiler(item.nodeid, kwargs)

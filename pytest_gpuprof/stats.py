@@ -69,6 +69,21 @@ def mann_whitney_u(a: list[float], b: list[float]) -> tuple[float, float]:
     return u1, min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
 
 
+def smallest_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p-value the Mann-Whitney U test can give for samples of
+    these sizes: every value of one sample below every value of the other, no ties
+    (2 orderings out of C(n1 + n2, n1))."""
+    return min(1.0, 2 / math.comb(n1 + n2, n1))
+
+
+def steps_for(level: float) -> int:
+    """The fewest steps per run (both runs alike) at which the test can reach p < level."""
+    n = 1
+    while smallest_p(n, n) >= level:
+        n += 1
+    return n
+
+
 def _ranks(values: np.ndarray) -> np.ndarray:
     """Ranks from 1, ties sharing their average rank."""
     order = np.argsort(values, kind="stable")

@@ -42,7 +42,7 @@ def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed)
     assert m.metrics["step_count"] == 3 and m.metrics["peak_memory_allocated_bytes"] == 12345
 
 
-def test_flush_l2_overwrites_the_buffer_before_every_step_outside_the_step(tmp_path, no_gpu_needed, monkeypatch):
+def test_flush_l2_overwrites_the_buffer_before_every_step_outside_its_step_range(tmp_path, no_gpu_needed, monkeypatch):
     buffers = []
 
     def stand_in_buffer(device):

@@ -203,5 +203,24 @@ def test_time_evidence_shows_both_medians_and_spreads_on_one_line():
                             ({"kernel_time_us": now[:3]}, {"kernel_time_us": base[:4]})))
     assert few.status == "undecided" and "\n" not in few.evidence
     assert few.evidence.startswith("median 120 us (IQR 119.5–120.5, n=3) vs baseline 100.25 us (")
-    assert few.evidence.endswith("; too few steps to tell a change from noise (n=3/4); "
-                                 "measure at least 5 steps, 10 or more for small changes")
+    # one series judged: the level is 0.01, and with 3 and 4 steps no p can get under it (2 / C(7, 3) = 0.057)
+    assert few.evidence.endswith("; too few steps to tell a change from noise (n=3/4): no p-value can get under "
+                                 "0.01; measure at least 5 steps")
+
+
+def test_the_level_is_corrected_for_the_number_of_time_series_judged():
+    """Bonferroni: with m series judged, each needs p < 0.01 / m.  Ten steps that differ
+    by 20 us with ties across (p = 0.00018, above) pass one series' level, not that of 100."""
+    base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]
+    now = [v + 20 for v in base]
+    alone = kernel_time(judge(timed(now), timed(base), Rules(), True, ({"kernel_time_us": now}, {"kernel_time_us": base})))
+    assert alone.status == "regressed" and alone.rule.endswith("(Mann-Whitney p < 0.01 / 1 time series = 0.01)")
+    many = {f"k{i}": base for i in range(99)}
+    crowd = kernel_time(judge(timed(now), timed(base), Rules(), True,
+                              ({"kernel_time_us": now, "kernels": many}, {"kernel_time_us": base, "kernels": many})))
+    assert crowd.rule.endswith("(Mann-Whitney p < 0.01 / 100 time series = 0.0001)")
+    assert crowd.status == "ok" and crowd.evidence.endswith("p=0.00018 (n=10/10): within noise")
+    # with 5 steps a side no p-value reaches 0.01 / 100 (2 / C(10, 5) = 0.0079): undecided, and how many steps would do
+    five = kernel_time(judge(timed(now[:5]), timed(base[:5]), Rules(), True,
+                             ({"kernel_time_us": now[:5], "kernels": many}, {"kernel_time_us": base[:5], "kernels": many})))
+    assert five.status == "undecided" and five.evidence.endswith("no p-value can get under 0.0001; measure at least 9 steps")

@@ -269,3 +269,31 @@ def test_the_l2_flush_between_steps_is_not_measured():
     busy = sum(e - s for s, e in Naive.union(reductions, *naive.w))
     assert m.metrics["gpu_utilization"] == pytest.approx(busy / naive.width(), abs=1e-6)
     assert m.metadata["plan"]["flush_l2"] is True
+
+
+def test_only_the_flushing_threads_calls_are_left_out():
+    """A call another thread makes while a flush runs is the test's work: it stays."""
+    import dataclasses
+
+    import pandas as pd
+
+    from pytest_gpuprof.trace import KERNEL_COLUMNS, RUNTIME_COLUMNS, make_table
+
+    trace = load_kineto(DATA / "flush.pt.trace.json.gz")
+    ranges = trace.ranges.assign(name=trace.ranges["name"].astype(str))
+    flush = ranges[ranges["name"] == "gpuprof_l2_flush"].sort_values("start").iloc[1]  # in the 2nd measured step
+    start = int(flush["start"]) + 1
+    other_call = make_table(RUNTIME_COLUMNS, {"start": [start], "end": [start + 10], "name": ["cudaLaunchKernel"],
+                                              "tid": [int(flush["tid"]) + 1], "correlation": [10**9]})
+    its_kernel = make_table(KERNEL_COLUMNS, {"start": [start + 100], "end": [start + 200], "name": ["other_thread"],
+                                             "device": [0], "stream": [7], "correlation": [10**9]})
+
+    def cat(a, b):
+        out = pd.concat([a, b], ignore_index=True)
+        out["name"] = pd.Categorical(out["name"].astype(str))
+        return out
+
+    both = dataclasses.replace(trace, runtime=cat(trace.runtime, other_call), kernels=cat(trace.kernels, its_kernel))
+    m = measure(both)
+    assert m.per_step["kernel_count"] == [1, 2, 1, 1] and "other_thread" in m.metrics["kernels"]
+    assert not any("FillFunctor" in name for name in m.metrics["kernels"])

@@ -9,9 +9,9 @@ case under test.
 
 import functools
 import json
-import statistics
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from collections import Counter
@@ -22,6 +22,7 @@ import pytest
 # Imported here, before any in-process pytester run, so pandas/numpy stay loaded across
 # runs (pytester drops modules first imported inside a run).
 from pytest_gpuprof.compare import format_number
+from pytest_gpuprof.metrics import METRICS
 from pytest_gpuprof.plugin import OPTIONS as ALL_OPTIONS
 
 # These two re-run the session under nsys instead of running it: tests/test_nsys_backend.py
@@ -480,11 +481,14 @@ def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, st
     if status == "failed":
         result.assert_outcomes(failed=1, passed=1)
         now, before = statistics.median(samples), statistics.median(scaled)
+        # the Bonferroni family: every time series both runs kept, the 20 heaviest kernels among them
+        series = sum(METRICS[k].kind == "time" for k in entry["per_step"] if k in METRICS) + len(entry["per_step"]["kernels"])
         change = f"{now / before - 1:+.1%}"
         assert message(result)[1:] == [
             f"  kernel_time_us: baseline {format_number(before)}, current {format_number(now)} ({change}) "
             f"[regressed; rule: median per step within ±5% (changes under 5 us ignored) unless the steps differ "
-            f"(Mann-Whitney p < 0.01); {spread('median', samples)} vs {spread('baseline', scaled)}; "
+            f"(Mann-Whitney p < 0.01 / {series} time series = {0.01 / series:.2g}); "
+            f"{spread('median', samples)} vs {spread('baseline', scaled)}; "
             f"Mann-Whitney U p=1.1e-05 (n=10/10)]",
             "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
         ]
