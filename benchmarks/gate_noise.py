@@ -6,7 +6,8 @@
     python benchmarks/gate_noise.py sweep --runs 10 --slowdown 0 --slowdown 0.05 ... --out DIR
         record baselines with GPUPROF_EXAMPLE_SLOWDOWN=0, then run the suite RUNS times
         at each slowdown: every workload's activation kernel does that much more work
-        (example_suite/conftest.py).  A test catches it when a time verdict says regressed.
+        (example_suite/conftest.py).  A test catches it when its verdict on that kernel's
+        time says regressed.
     python benchmarks/gate_noise.py table DIR [--tolerances 0.05/0.10 ...]
         per series and test, as run and, for each pair of kernel-time/other-time
         tolerances given, judged again from the results JSON as gpuprof judges today:

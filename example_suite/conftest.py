@@ -50,7 +50,7 @@ def activation(torch, name: str):
     """The workload's activation, ``"gelu"`` or ``"relu"``.
 
     Under GPUPROF_EXAMPLE_SLOWDOWN=s its input is first copied into the head of a
-    zero-padded buffer s times longer than the input, and the activation kernel runs
+    zero-padded buffer (1 + s) times as long as the input, and the activation kernel runs
     over the whole buffer: one kernel does s more work, while every kernel name and
     launch count stays what it is at s = 0.  (The copy is one more kernel per call,
     at s = 0 too, which is why baselines for this mode are recorded with s = 0.)"""
