@@ -96,7 +96,8 @@ def test_baseline_holds_what_the_kept_trace_says(suite):
 def test_rerun_passes_and_an_extra_kernel_fails(suite):
     run(suite, "--gpuprof-update-baseline").assert_outcomes(passed=2)
     # steps of ~0.1 ms are CPU-bound: their times move more than 10% between runs
-    again = run(suite, "--gpuprof", "--gpuprof-time-tolerance=0.5", "--gpuprof-ratio-tolerance=0.3")
+    again = run(suite, "--gpuprof", "--gpuprof-kernel-time-tolerance=0.5", "--gpuprof-time-tolerance=0.5",
+                "--gpuprof-ratio-tolerance=0.3")
     again.assert_outcomes(passed=2)
     again.stdout.fnmatch_lines(["*test_work.py::test_fixture_form*passed*"])
     broken = run(suite, "--gpuprof", extra=1)
