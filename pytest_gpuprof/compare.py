@@ -45,6 +45,7 @@ _THRESHOLD = re.compile(
 )
 
 FAILING = ("regressed", "changed", "threshold")
+BROKEN = (*FAILING, "new", "vanished")  # statuses that fail a test (a new or vanished kernel too)
 
 
 @dataclass(frozen=True)
@@ -225,7 +226,7 @@ def judge(
 def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
     """One word for the test: failed, improved, passed or no baseline (undecided time
     verdicts and unstable measurements are reported beside it, not failed)."""
-    if any(v.failed or v.status in ("new", "vanished") for v in verdicts):
+    if any(v.status in BROKEN for v in verdicts):
         return "failed"
     if not has_baseline:
         return "no baseline"
@@ -260,7 +261,7 @@ def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -
         floor_us = rules.time_floor_us
         rule = f"within ±{tol:.0%}{per} (changes under {format_number(floor_us)} us ignored)"
         delta = c - b
-        beyond = abs(delta) > tol * abs(b) and abs(delta) > floor_us
+        beyond = beyond_time_rule(delta, b, tol, floor_us)
     else:
         rule = f"must not {'drop' if spec.better == 'higher' else 'rise'} by more than {format_number(tol)}"
         delta = c - b
@@ -300,7 +301,7 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
             f"unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)} / {family} time series "
             f"= {level:.2g})")
     delta = c - b
-    if not (abs(delta) > tol * abs(b) and abs(delta) > rules.time_floor_us):
+    if not beyond_time_rule(delta, b, tol, rules.time_floor_us):
         return Verdict(spec.name, "ok", b, c, rule)
     spreads = f"{_spread('median', now.summary)} vs {_spread('baseline', before.summary)}"
     sizes = f"n={len(now.samples)}/{len(before.samples)}"
@@ -320,6 +321,11 @@ def _spread(label: str, summary: Mapping[str, Any]) -> str:
     """``LABEL M us (IQR Q1–Q3, n=N)``: one run's median and interquartile range."""
     return (f"{label} {format_number(summary['median'])} us "
             f"(IQR {format_number(summary['q1'])}–{format_number(summary['q3'])}, n={summary['n']})")
+
+
+def beyond_time_rule(delta: float, before: float, tolerance: float, floor_us: float) -> bool:
+    """A time change that counts: beyond the relative tolerance and the absolute floor."""
+    return abs(delta) > tolerance * abs(before) and abs(delta) > floor_us
 
 
 def _same(a: float, b: float) -> bool:
@@ -356,7 +362,7 @@ def kernel_diff(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) 
             status = "new"
         elif c is None:
             status = "vanished"
-        elif not math.isclose(cc, bc, rel_tol=1e-9, abs_tol=1e-9):
+        elif not _same(cc, bc):
             status = "count changed"
         else:
             status = "time only"

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 from .compare import (
     Rules,
+    beyond_time_rule,
     distribution,
     format_number,
     judge,
@@ -32,8 +33,8 @@ from .compare import (
 from .errors import GpuprofError
 from .metrics import METRICS
 from .report import broken_header, is_broken, verdict_line
+from .session import BACKEND_NAMES
 
-BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
 _HEAD = 1 << 16
 
 
@@ -230,7 +231,7 @@ def kernel_changes(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules) -> 
         delta = tb - ta
         change = {"new": "new", "vanished": "vanished", "count changed": "count"}.get(r["status"])
         if change is None:
-            if not (abs(delta) > kernel_tolerance * abs(ta) and abs(delta) > rules.time_floor_us):
+            if not beyond_time_rule(delta, ta, kernel_tolerance, rules.time_floor_us):
                 same += 1
                 continue
             change = "slower" if delta > 0 else "faster"

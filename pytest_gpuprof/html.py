@@ -25,9 +25,9 @@ from typing import Any, Iterable
 
 from . import timeline as timeline_mod
 from .baseline import write_atomic
-from .compare import FAILING, compared_values, format_number, kernel_diff
+from .compare import BROKEN, compared_values, format_number, kernel_diff
 from .metrics import METRICS
-from .report import verdict_line
+from .report import change, verdict_line
 
 #: Colors of test statuses and verdicts (the failure color is the one tests look for).
 STATUS_COLORS = {
@@ -119,7 +119,7 @@ def _time(ns: float) -> str:
 
 
 def _failing(status: str) -> bool:
-    return status in FAILING or status in ("new", "vanished")
+    return status in BROKEN
 
 
 def _verdict_class(status: str | None) -> str:
@@ -177,12 +177,8 @@ def _summary_cell(metric: str, now: float | None, before: float | None) -> str:
     text = f"{format_number(now)}{unit}"
     if before is None:
         return _e(text)
-    if METRICS[metric].kind != "ratio" and before:
-        change = f"{(now - before) / before:+.1%}"
-    else:
-        change = format_number(now - before, signed=True)
     cls = "" if math.isclose(now, before, rel_tol=1e-9, abs_tol=1e-9) else ' class="delta"'
-    return f"{_e(text)} <span{cls}>({_e(change)})</span>"
+    return f"{_e(text)} <span{cls}>({_e(change(metric, now, before))})</span>"
 
 
 # --- one test --------------------------------------------------------------------
@@ -477,9 +473,7 @@ def _change(r: dict[str, Any]) -> str:
     b, c = r["baseline"], r["current"]
     if b is None or c is None:
         return ""
-    if r["spec"].kind in ("count", "bytes", "time", "info") and b:
-        return f"{(c - b) / abs(b):+.1%}"
-    return format_number(c - b, signed=True)
+    return change(r["spec"].name, c, b)
 
 
 def _bar(r: dict[str, Any]) -> str:

@@ -12,9 +12,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .compare import compared_values, format_number
-from .report import _SUMMARY_COLUMNS, UPDATE_HINT, broken_header, broken_verdicts, change, verdict_line
-
-BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
+from .report import (
+    _SUMMARY_COLUMNS,
+    UPDATE_HINT,
+    broken_header,
+    broken_verdicts,
+    change,
+    verdict_line,
+)
+from .session import BACKEND_NAMES
 
 
 def summary_markdown(doc: Mapping[str, Any]) -> str:

@@ -230,13 +230,8 @@ def without_l2_flushes(trace: Trace) -> Trace:
 
 def union_length(starts: np.ndarray, ends: np.ndarray) -> int:
     """Length of the union of [start, end) intervals, in their unit."""
-    if len(starts) == 0:
-        return 0
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
-    covered_to = np.maximum.accumulate(e)
-    prev = np.concatenate(([s[0]], covered_to[:-1]))
-    return int(np.maximum(0, e - np.maximum(s, prev)).sum())
+    s, e = merge_intervals(starts, ends)
+    return int((e - s).sum())
 
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

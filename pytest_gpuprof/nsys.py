@@ -21,7 +21,15 @@ import pandas as pd
 
 from .capture import NVTX_DOMAIN
 from .errors import TraceError
-from .trace import COPY_COLUMNS, KERNEL_COLUMNS, RANGE_COLUMNS, RUNTIME_COLUMNS, SET_COLUMNS, Trace, make_table
+from .trace import (
+    COPY_COLUMNS,
+    KERNEL_COLUMNS,
+    RANGE_COLUMNS,
+    RUNTIME_COLUMNS,
+    SET_COLUMNS,
+    Trace,
+    make_table,
+)
 
 #: ENUM_CUDA_MEMCPY_OPER names -> copy kinds of the metrics.
 _COPY_KIND = {

@@ -37,7 +37,13 @@ def write_inner_results(path: Path, tests: list[dict[str, Any]], exitstatus: int
 def run_outer(settings: Settings, args: list[str], cwd: Path, write=print) -> tuple[int, GpuprofSession]:
     """Profile the session under nsys, then judge its profiled tests; returns the exit status."""
     from .nsys import for_range, load_nsys
-    from .nsys_run import check_report, export_sqlite, find_nsys, profile_command, run_streamed
+    from .nsys_run import (
+        check_report,
+        export_sqlite,
+        find_nsys,
+        profile_command,
+        run_streamed,
+    )
 
     nsys = find_nsys(settings.nsys_path)
     folder = settings.output_dir / "nsys"

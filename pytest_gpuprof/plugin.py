@@ -68,6 +68,7 @@ OPTIONS: tuple[tuple[str, str, str, Any, str], ...] = (
 
 MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances"}
 
+SETTINGS = pytest.StashKey["Any"]()
 SESSION = pytest.StashKey["Any"]()
 PROFILER = pytest.StashKey[GpuProf]()
 BENCHMARK = pytest.StashKey["Any"]()
@@ -141,13 +142,8 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
     except GpuprofError as exc:
         print(f"gpuprof: {exc}")
         return pytest.ExitCode.INTERNAL_ERROR
-    if settings.update_baseline:
-        session.written = session.write_baselines()
-        if any(line.startswith("not written") for line in session.written):
-            status = status or pytest.ExitCode.TESTS_FAILED
-    from .results import write_reports
-
-    session.written += write_reports(session)
+    if not session.finish():
+        status = status or pytest.ExitCode.TESTS_FAILED
     print("=" * 30 + " gpuprof (nsys backend) " + "=" * 30)
     for result in session.results:
         if result.failed:
@@ -157,7 +153,20 @@ def pytest_cmdline_main(config: pytest.Config) -> int | None:
 
 
 def _settings(config: pytest.Config):
-    """The run's Settings, or None when gpuprof is off.  Bad values are usage errors."""
+    """The run's Settings, or None when gpuprof is off, resolved once per run (both
+    pytest_cmdline_main and pytest_configure need them).  Bad values are usage errors."""
+    if SETTINGS not in config.stash:
+        config.stash[SETTINGS] = _resolve_settings(config)
+    return config.stash[SETTINGS]
+
+
+def _default_plan(config: pytest.Config) -> StepPlan:
+    """The step plan of the options and ini keys, before any marker's overrides."""
+    return StepPlan(*(_get(config, f"gpuprof_{n}", "int") for n in ("wait", "warmup", "active")),
+                    bool(_get(config, "gpuprof_flush_l2", "bool")))
+
+
+def _resolve_settings(config: pytest.Config):
     opts = {ini: _get(config, ini, kind) for _, ini, kind, _, _ in OPTIONS}
     if not (opts["gpuprof"] or opts["gpuprof_update_baseline"] or opts["gpuprof_replay"] or opts["gpuprof_nsys"]):
         return None
@@ -185,8 +194,7 @@ def _settings(config: pytest.Config):
             output_dir=opts["gpuprof_output_dir"],
             keep_traces=bool(opts["gpuprof_keep_traces"]),
             replay_dir=opts["gpuprof_replay"],
-            plan=StepPlan(opts["gpuprof_wait"], opts["gpuprof_warmup"], opts["gpuprof_active"],
-                          bool(opts["gpuprof_flush_l2"])),
+            plan=_default_plan(config),
             rules=Rules(
                 kernel_time_tolerance=opts["gpuprof_kernel_time_tolerance"],
                 time_tolerance=opts["gpuprof_time_tolerance"],
@@ -238,9 +246,7 @@ def _profiler(item: pytest.Item) -> GpuProf:
         session = _session(item.config)
         kwargs = _marker_kwargs(item)
         if session is None:
-            plan = StepPlan(*(_get(item.config, f"gpuprof_{n}", "int") for n in ("wait", "warmup", "active")),
-                            bool(_get(item.config, "gpuprof_flush_l2", "bool")))
-            prof = GpuProf(plan.with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS}))
+            prof = GpuProf(_default_plan(item.config).with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS}))
         else:
             prof = session.new_profiler(item.nodeid, kwargs)
         item.stash[PROFILER] = prof
@@ -375,13 +381,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.settings.nsys_inner is not None:
         state.finish_nsys_session(int(exitstatus))
         return
-    if state.settings.update_baseline:
-        state.written = state.write_baselines()
-        if any(line.startswith("not written") for line in state.written):
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    from .results import write_reports
-
-    state.written += write_reports(state)
+    if not state.finish():
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

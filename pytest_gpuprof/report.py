@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from .compare import FAILING, compared_values, format_number
+from .compare import BROKEN, compared_values, format_number
 from .metrics import METRICS, Measurement
-from .session import GpuprofSession, TestResult
+from .session import BACKEND_NAMES, GpuprofSession, TestResult
 from .trace import COPY_KINDS
 
 
@@ -15,10 +15,8 @@ def session_lines(session: GpuprofSession) -> list[str]:
     s = session.settings
     if s.replay_dir:
         mode = f"replaying traces from {s.replay_dir}"
-    elif s.backend == "nsys":
-        mode = "Nsight Systems" + (" (inside nsys; results follow from the outer session)" if s.nsys_inner else "")
     else:
-        mode = "torch.profiler"
+        mode = BACKEND_NAMES[s.backend] + (" (inside nsys; results follow from the outer session)" if s.nsys_inner else "")
     lines = [f"baselines: {s.baseline_dir}    capture: {mode}"]
     if session.results:
         gpus = sorted({r.gpu for r in session.results if r.gpu})
@@ -52,7 +50,7 @@ UPDATE_HINT = "If the change is intended, refresh the baseline with --gpuprof-up
 
 def is_broken(verdict: Mapping[str, Any]) -> bool:
     """A verdict that fails its test: regressed, changed, threshold, or a new or vanished kernel."""
-    return verdict["status"] in FAILING or verdict["status"] in ("new", "vanished")
+    return verdict["status"] in BROKEN
 
 
 def broken_verdicts(verdicts: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -27,6 +27,7 @@ from .metrics import METRICS, measure
 from .trace import Trace
 
 BACKENDS = ("torch", "nsys")
+BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}  # as reports name them
 
 
 @dataclass(frozen=True)
@@ -224,18 +225,23 @@ class GpuprofSession:
         write_inner_results(self.settings.nsys_inner, self.nsys_tests, exitstatus)
 
     # --- end of run ------------------------------------------------------
-    def write_baselines(self) -> list[str]:
-        """Write pending updates; returns one line per file written or refused."""
-        lines = []
+    def finish(self) -> bool:
+        """End of run: write the pending baselines, then the report files; ``written`` gets
+        one line per file.  False when a baseline file was refused (left as it was)."""
+        from .results import write_reports
+
+        refused = False
         for file, entries in sorted(self._pending.items()):
             try:
                 baseline.update(file, entries)
             except BaselineError as exc:
-                lines.append(f"not written, file left as it was: {exc}")
+                self.written.append(f"not written, file left as it was: {exc}")
+                refused = True
                 continue
-            lines.append(f"updated {len(entries)} test(s) in {file}")
+            self.written.append(f"updated {len(entries)} test(s) in {file}")
         self._pending.clear()
-        return lines
+        self.written += write_reports(self)
+        return not refused
 
     def close(self) -> None:
         self._tmp.cleanup()

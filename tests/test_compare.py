@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from pytest_gpuprof.compare import (
+    BROKEN,
     Rules,
     distribution,
     judge,
@@ -34,7 +35,7 @@ def metrics(**over):
 
 
 def failed(verdicts):
-    return {v.metric: v for v in verdicts if v.failed or v.status in ("new", "vanished")}
+    return {v.metric: v for v in verdicts if v.status in BROKEN}
 
 
 def test_identical_metrics_pass():
