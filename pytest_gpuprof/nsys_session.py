@@ -34,7 +34,7 @@ def write_inner_results(path: Path, tests: list[dict[str, Any]], exitstatus: int
     path.write_text(json.dumps({"tests": tests, "exitstatus": int(exitstatus)}, indent=2))
 
 
-def run_outer(settings: Settings, args: list[str], cwd: Path, write=print) -> tuple[int, GpuprofSession]:
+def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, GpuprofSession]:
     """Profile the session under nsys, then judge its profiled tests; returns the exit status."""
     from .nsys import for_range, load_nsys
     from .nsys_run import (
@@ -52,7 +52,7 @@ def run_outer(settings: Settings, args: list[str], cwd: Path, write=print) -> tu
     report = folder / f"{stem}.nsys-rep"
     results = folder / f"{stem}.tests.json"
     cmd = profile_command(nsys, report, [sys.executable, "-m", "pytest", *args])
-    write(f"gpuprof: re-running this session under Nsight Systems ({nsys})")
+    print(f"gpuprof: re-running this session under Nsight Systems ({nsys})")
     status, tail = run_streamed(cmd, env={**os.environ, INNER_ENV: str(results)}, cwd=cwd)
     if not results.is_file():
         raise GpuprofError(f"the session under nsys ended (exit {status}) before writing {results}:\n{tail}")

@@ -6,6 +6,7 @@ Marked ``gpu``; skipped where torch sees no CUDA device.  Run on a GPU machine w
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -235,40 +236,26 @@ def test_flush_l2_makes_every_step_start_cold_and_is_not_measured(pytester):
 
 
 GRAPH_SUITE = """
-import pytest
-import torch
+import sys
 
-def body(x, y):
-    x.mul_(1.0001)
-    x.add_(1)
-    torch.sin(x, out=y)
+import pytest
+
+sys.path.insert(0, {data!r})
+from record_traces import graph_state, graph_step  # the workload of tests/data/graph.pt.trace.json.gz
 
 @pytest.fixture
 def graph():
-    x, y = torch.randn(1024, 1024, device="cuda"), torch.empty(1024, 1024, device="cuda")
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        body(x, y)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        body(x, y)
-    torch.cuda.synchronize()
-    return g, y
+    return graph_state()
 
 def test_graph(gpuprof, graph):
-    g, y = graph
     for _ in gpuprof.steps(warmup=2, active=5):
-        g.replay()
-        g.replay()
-        y.add_(1)
+        graph_step(graph)
 """
 
 
 def test_cuda_graph_kernels_are_counted_and_timed_with_both_backends(pytester):
     """3 kernels in the graph, replayed twice, plus one eager kernel: 7 kernels per step."""
-    pytester.makepyfile(test_graphs=GRAPH_SUITE)
+    pytester.makepyfile(test_graphs=GRAPH_SUITE.format(data=str(Path(__file__).parent / "data")))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline",
                                            "--gpuprof-keep-traces", "--gpuprof-baseline-dir=torch")
     result.assert_outcomes(passed=1)
