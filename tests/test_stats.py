@@ -3,7 +3,13 @@
 import pytest
 
 from pytest_gpuprof.compare import distribution, stored_samples
-from pytest_gpuprof.stats import MAX_STORED_SAMPLES, evenly_spaced, summarize
+from pytest_gpuprof.stats import (
+    MAX_STORED_SAMPLES,
+    evenly_spaced,
+    smallest_p,
+    steps_for,
+    summarize,
+)
 
 
 @pytest.mark.parametrize("samples, expected", [
@@ -61,3 +67,14 @@ def test_distribution_covers_time_series_only_and_takes_stored_summaries_as_they
     stored = {"window_us": {"n": 5000, "median": 9.0, "q1": 8.0, "q3": 10.0, "min": 1.0, "max": 12.0}}
     again = distribution(per_step, stored)
     assert again["window_us"] is stored["window_us"] and again["kernels"] == d["kernels"]  # the rest: from samples
+
+
+def test_smallest_p_and_the_steps_a_level_needs_worked_by_hand():
+    # every step of one run below every step of the other: 2 of C(n1 + n2, n1) orderings
+    assert smallest_p(5, 5) == pytest.approx(2 / 252)
+    assert smallest_p(3, 4) == pytest.approx(2 / 35)
+    assert smallest_p(1, 1) == 1.0  # 2 / C(2, 1) = 1
+    # 0.01: 4 a side give 2/70 = 0.029, 5 a side 2/252 = 0.0079
+    assert steps_for(0.01) == 5
+    # 0.01 / 26 = 0.000385: 7 a side give 2/3432 = 0.00058, 8 a side 2/12870 = 0.00016
+    assert steps_for(0.01 / 26) == 8
