@@ -225,3 +225,81 @@ def test_the_level_is_corrected_for_the_number_of_time_series_judged():
     five = kernel_time(judge(timed(now[:5]), timed(base[:5]), Rules(), True,
                              ({"kernel_time_us": now[:5], "kernels": many}, {"kernel_time_us": base[:5], "kernels": many})))
     assert five.status == "undecided" and five.evidence.endswith("no p-value can get under 0.0001; measure at least 9 steps")
+
+
+# --- boundaries of each rule, and the order of the statuses ----------------------
+
+def verdict_of(name, verdicts):
+    return next(v for v in verdicts if v.metric == name)
+
+
+@pytest.mark.parametrize("current, status", [
+    (0.85, "ok"),  # 0.9 - 0.85 is 0.05000000000000004 in floating point: a drop of exactly the tolerance
+    (0.8499999, "regressed"),  # 1e-7 beyond it
+    (0.95, "ok"), (0.9500001, "improved"),
+])
+def test_a_ratio_may_move_by_exactly_its_tolerance(current, status):
+    v = verdict_of("gpu_utilization", judge(metrics(gpu_utilization=current), metrics(gpu_utilization=0.9), Rules()))
+    assert v.status == status
+
+
+@pytest.mark.parametrize("per_step_us, status", [
+    (105.0, "ok"),  # +5 us of 100: exactly 5%, and exactly the 5 us floor
+    (105.001, "regressed"),
+    (95.0, "ok"), (94.999, "improved"),
+])
+def test_a_time_may_move_by_exactly_its_tolerance(per_step_us, status):
+    rules = Rules(kernel_time_tolerance=0.05, time_floor_us=5.0)
+    v = verdict_of("kernel_time_us", judge(metrics(kernel_time_us=per_step_us * 10), metrics(), rules))
+    assert v.status == status
+
+
+def test_the_floor_holds_back_a_relative_change_beyond_the_tolerance():
+    rules = Rules(time_floor_us=5.0)
+    # memcpy_htod_time_us 5 us per step -> 10 us: +100%, but only 5 us: not beyond the floor
+    assert verdict_of("memcpy_htod_time_us", judge(metrics(memcpy_htod_time_us=100.0),
+                                                   metrics(memcpy_htod_time_us=50.0), rules)).status == "ok"
+    assert verdict_of("memcpy_htod_time_us", judge(metrics(memcpy_htod_time_us=100.01),
+                                                   metrics(memcpy_htod_time_us=50.0), rules)).status == "regressed"
+
+
+@pytest.mark.parametrize("text, value, holds", [
+    ("gpu_utilization >= 0.85", 0.85, True), ("gpu_utilization >= 0.85", 0.8499999, False),
+    ("gpu_utilization > 0.85", 0.85, False), ("sync_wait_fraction <= 0.1", 0.1, True),
+    ("sync_wait_fraction < 0.1", 0.1, False), ("sync_count == 0", 0.0, True), ("sync_count != 0", 0.0, False),
+])
+def test_threshold_boundaries(text, value, holds):
+    assert parse_threshold(text, "t").holds(value) is holds
+
+
+def v(status):
+    from pytest_gpuprof.compare import Verdict
+
+    return Verdict("m", status, 1.0, 1.0, "rule")
+
+
+@pytest.mark.parametrize("statuses, has_baseline, expected", [
+    (["ok", "improved", "undecided", "changed"], True, "failed"),  # anything broken fails the test
+    (["ok", "new"], True, "failed"), (["vanished"], True, "failed"), (["threshold"], False, "failed"),
+    (["ok"], False, "no baseline"),
+    (["ok", "improved", "undecided"], True, "undecided"),  # undecided before improved
+    (["undecided", "improved"], True, "undecided"),
+    (["ok", "improved"], True, "improved"),
+    (["ok"], True, "passed"), ([], True, "passed"),
+])
+def test_status_precedence(statuses, has_baseline, expected):
+    assert status_of([v(s) for s in statuses], has_baseline) == expected
+
+
+def test_the_kernel_diff_divides_each_run_by_its_own_step_count():
+    """Baseline: 10 steps, gemm 60 launches over 900 us (6 per step, 90 us per step); current:
+    5 steps, 30 launches over 500 us (6 per step, 100 us per step)."""
+    from pytest_gpuprof.compare import kernel_diff
+
+    base = metrics(step_count=10, kernels={"gemm": {"count": 60, "time_us": 900.0}})
+    now = metrics(step_count=5, kernels={"gemm": {"count": 30, "time_us": 500.0}, "add": {"count": 5, "time_us": 1.0}})
+    rows = {r["name"]: r for r in kernel_diff(now, base)}
+    assert rows["gemm"] == {"name": "gemm", "status": "time only", "baseline_count": 6.0, "current_count": 6.0,
+                            "baseline_time_us": 90.0, "current_time_us": 100.0, "time_change_us": 10.0}
+    assert rows["add"]["status"] == "new" and rows["add"]["current_count"] == 1.0 and rows["add"]["current_time_us"] == 0.2
+    assert [r["name"] for r in kernel_diff(now, base)] == ["add", "gemm"]  # gated changes first

@@ -29,17 +29,80 @@ def generic(path, monkeypatch):
         return load_kineto(path)
 
 
-@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
-def test_fast_and_generic_paths_agree(path, monkeypatch):
-    fast, slow = load_kineto(path), generic(path, monkeypatch)
-    for name, table in tables(fast).items():
-        other = tables(slow)[name]
+def fast_only(path, monkeypatch, chunk=None):
+    """Load through the fast path alone: the test fails if it gives up on the file."""
+    def refuse(*_):
+        raise AssertionError(f"the fast path gave up on {path}")
+    with monkeypatch.context() as m:
+        m.setattr(kineto, "_read_generic", refuse)
+        if chunk is not None:
+            m.setattr(kineto, "_CHUNK", chunk)
+        return load_kineto(path)
+
+
+def assert_same(a, b):
+    for name, table in tables(a).items():
+        other = tables(b)[name]
         pd.testing.assert_frame_equal(
             table.assign(name=table["name"].astype(str)) if "name" in table else table,
             other.assign(name=other["name"].astype(str)) if "name" in other else other,
             check_categorical=False, obj=name,
         )
-    assert fast.gpu_name == slow.gpu_name and fast.metadata == slow.metadata
+    assert a.gpu_name == b.gpu_name and a.metadata == b.metadata
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
+def test_fast_and_generic_paths_agree(path, monkeypatch):
+    """Every real trace is read by the fast path (it does not give up) and gives the
+    generic parser's tables."""
+    assert_same(fast_only(path, monkeypatch), generic(path, monkeypatch))
+
+
+@pytest.mark.parametrize("chunk", [4096, 12345, 1 << 16])
+@pytest.mark.parametrize("path", [DATA / "overlap.pt.trace.json.gz", TRACES[-1]], ids=["overlap", "example"])
+def test_events_split_across_chunk_boundaries_are_read_whole(path, chunk, monkeypatch):
+    """Small chunks put hundreds of boundaries inside events, names and numbers."""
+    assert_same(fast_only(path, monkeypatch, chunk), generic(path, monkeypatch))
+
+
+def test_an_event_in_another_layout_is_not_dropped(tmp_path, monkeypatch):
+    """One kernel event with its keys in another order: the fast expression does not match
+    it, the per-category count says so, and the generic parser reads the file."""
+    text = gzip.decompress((DATA / "overlap.pt.trace.json.gz").read_bytes()).decode()
+    layout = '"ph": "X", "cat": "kernel", '
+    assert text.count(layout) == 40
+    path = tmp_path / "one_reordered.json"
+    path.write_text(text.replace(layout, '"cat": "kernel", "ph": "X", ', 1))
+    trace = load_kineto(path)
+    assert len(trace.kernels) == 40
+    assert_same(trace, generic(path, monkeypatch))
+
+
+def test_a_raw_nul_byte_is_refused_as_invalid_json(tmp_path):
+    """A control character inside a JSON string makes the file invalid: a kernel's args
+    holding one are refused (the fast path joins args with NUL bytes and would misplace them)."""
+    text = gzip.decompress((DATA / "sync.pt.trace.json.gz").read_bytes()).decode()
+    path = tmp_path / "nul.json"
+    path.write_text(text.replace('"External id": 517,      "queued"', '"External id": 517, "note": "a\x00b", "queued"', 1))
+    assert b"\x00" in path.read_bytes()
+    with pytest.raises(TraceError, match="not a Chrome-trace JSON") as err:
+        load_kineto(path)
+    assert str(path) in str(err.value)
+
+
+def test_the_gpu_is_the_device_that_ran_most_kernels(tmp_path):
+    """Two devices in the header; three kernels on device 1, one on device 0."""
+    def kernel(i, device):
+        return {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": device, "tid": 7, "ts": 10.0 * i, "dur": 1.0,
+                "args": {"device": device, "stream": 7, "correlation": i}}
+    doc = {"deviceProperties": [{"id": 0, "name": "GPU zero"}, {"id": 1, "name": "GPU one"}],
+           "traceEvents": [kernel(0, 0), kernel(1, 1), kernel(2, 1), kernel(3, 1)]}
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(doc, indent=2))
+    assert load_kineto(path).gpu_name == "GPU one"
+    doc["traceEvents"] = [kernel(0, 1), kernel(1, 0), kernel(2, 0)]
+    path.write_text(json.dumps(doc, indent=2))
+    assert load_kineto(path).gpu_name == "GPU zero"
 
 
 def test_a_reordered_file_falls_back_and_reads_the_same(tmp_path):

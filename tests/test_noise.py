@@ -88,3 +88,22 @@ def test_unhealthy_measurements_are_named(readings, times, words):
 def test_a_healthy_measurement_has_no_reasons():
     assert health.assess([10, 10.5, 9.8, 10.1], {"sm_clock_mhz": [1950, 1980], "slowdowns": [],
                                                  "other_processes": []}) == []
+
+
+# The exact distribution is used up to 30 steps a side (no ties), the normal approximation
+# beyond.  Reference values from SciPy 1.17.1, scipy.stats.mannwhitneyu(a, b,
+# alternative="two-sided", method="exact" | "asymptotic", use_continuity=True): at these
+# sizes the two methods differ by a factor of about 3, so each side of the switch shows.
+A30 = [float(x) for x in range(30)]
+B30 = [x + 12.5 for x in range(30)]
+B31 = [x + 12.5 for x in range(31)]
+
+
+@pytest.mark.parametrize("a, b, u, p", [
+    (A30, B30, 153.0, 4.109080573709038e-06),  # 30 and 30: exact (asymptotic would be 1.167e-05)
+    (A30, B31, 153.0, 6.997145329436898e-06),  # 30 and 31: asymptotic (exact would be 2.206e-06)
+    (B31, A30, 777.0, 6.997145329436898e-06),
+])
+def test_exact_up_to_30_steps_a_side_then_the_normal_approximation(a, b, u, p):
+    got_u, got_p = mann_whitney_u(a, b)
+    assert got_u == u and got_p == pytest.approx(p, rel=1e-9)

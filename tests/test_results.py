@@ -18,13 +18,10 @@ import pytest
 
 from pytest_gpuprof.compare import (
     Rules,
-    compared_values,
-    format_number,
     judge,
     parse_threshold,
 )
 from pytest_gpuprof.markdown import summary_markdown
-from pytest_gpuprof.metrics import METRICS
 from pytest_gpuprof.session import trace_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,7 +272,8 @@ def test_benchmark_json_is_github_action_benchmark_custom_format(run, planted_me
     assert by_name[f"{MOE} peak_memory_allocated_bytes [NVIDIA H200]"]["value"] == \
         planted_metrics["peak_memory_allocated_bytes"]
     assert "status: failed" in sync["extra"]
-    assert f"gpu_utilization: {format_number(planted_metrics['gpu_utilization'])}" in sync["extra"]
+    shown = re.search(r"gpu_utilization: ([0-9.]+)(;|$)", sync["extra"]).group(1)
+    assert float(shown) == planted_metrics["gpu_utilization"]
     # smaller is better throughout: no metric where higher is better
     assert not [n for n in names if "gpu_utilization" in n or "overlap_efficiency" in n]
     per_test = {n.split(" ")[0] for n in names}
@@ -288,6 +286,18 @@ def test_benchmark_json_is_github_action_benchmark_custom_format(run, planted_me
 
 
 # --- JUnit XML ----------------------------------------------------------------
+
+RATIOS = ("gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_wait_fraction")
+
+
+def as_compared(metric, metrics):
+    """A metric as docs/metrics.md says rules see it: ratios, the step count and peak memory
+    as they are, every count, byte total and time per step."""
+    value = metrics[metric]
+    if value is None or metric in RATIOS + ("step_count", "peak_memory_allocated_bytes"):
+        return value
+    return value / metrics["step_count"]
+
 
 def properties(junit: Path) -> dict[str, list[tuple[str, str]]]:
     tree = ET.parse(junit)
@@ -302,12 +312,18 @@ def test_junit_xml_carries_status_metrics_and_broken_verdicts(run, planted_metri
     named = dict(moe)
     assert named["gpuprof_status"] == "failed" and named["gpuprof_gpu"] == "NVIDIA H200"
     assert named["gpuprof_baseline_file"] == str(ROOT / "baselines" / "example_suite" / "test_moe.json")
-    per_step = compared_values(planted_metrics)
-    for metric in METRICS:
-        if per_step[metric] is None:
+    scalars = [k for k, v in planted_metrics.items() if not isinstance(v, (dict, list))]
+    assert len(scalars) == 23  # docs/metrics.md: 23 scalar metrics
+    for metric in scalars:
+        expected = as_compared(metric, planted_metrics)
+        if expected is None:
             assert f"gpuprof.{metric}" not in named
-        else:
-            assert named[f"gpuprof.{metric}"] == format_number(per_step[metric]), metric
+            continue
+        text = named[f"gpuprof.{metric}"]
+        if float(expected).is_integer():
+            assert text == str(int(expected)), metric  # integers without a decimal point
+        else:  # ratios to 6 decimals, the rest to 3 (1 ns)
+            assert float(text) == pytest.approx(expected, abs=5e-7 if abs(expected) < 1 else 5e-4), metric
     assert named["gpuprof.sync_count"] == "8" and named["gpuprof.kernel_count"] == "95"
     broken = [value for name, value in moe if name == "gpuprof_broken"]
     assert broken == failure_lines(proc.stdout)  # each failure message line, in order

@@ -1,0 +1,103 @@
+"""An independent, slow reading of a Kineto trace that follows docs/metrics.md literally:
+stdlib json, exact decimal timestamps, plain Python loops; it imports nothing from
+pytest_gpuprof, so the metric tests compare the package with a second implementation."""
+
+import gzip
+import json
+from decimal import Decimal
+from pathlib import Path
+
+SYNC_NAMES = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"}
+COPY_WORDS = {"htod": "HtoD", "dtoh": "DtoH", "dtod": "DtoD", "ptop": "PtoP"}
+
+
+def ns(value) -> int:
+    return int(Decimal(str(value)) * 1000)
+
+
+class Naive:
+    """An independent, slow reading of a Kineto trace that follows docs/metrics.md literally."""
+
+    def __init__(self, path: Path):
+        with gzip.open(path, "rt") as fh:
+            doc = json.load(fh, parse_float=Decimal)
+        events = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+        self.steps = sorted(
+            (ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
+            for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("ProfilerStep#")
+        )
+        launch = {
+            e["args"]["correlation"]: ns(e["ts"])
+            for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+        }
+        self.runtime = [
+            (e["name"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
+            for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
+        ]
+
+        def gpu(cat):
+            rows = []
+            for e in events:
+                if e.get("cat") == cat:
+                    step = self.step_of(launch.get(e["args"]["correlation"]))
+                    rows.append((e["name"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["args"].get("bytes"), step))
+            return rows
+
+        self.all_kernels, self.all_copies = gpu("kernel"), gpu("gpu_memcpy")
+        self.kernels = [k for k in self.all_kernels if k[4] is not None]
+        self.copies = [c for c in self.all_copies if c[4] is not None]
+        self.sets = [m for m in gpu("gpu_memset") if m[4] is not None]
+        ends = [r[2] for r in self.kernels + self.copies + self.sets]
+        self.w = (self.steps[0][0], max([self.steps[-1][1]] + ends))
+
+    def step_of(self, t):
+        if t is None:
+            return None
+        for i, (s, e) in enumerate(self.steps):
+            if s <= t <= e:
+                return i
+        return None
+
+    @staticmethod
+    def union(intervals, lo, hi):
+        merged = []
+        for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
+            if e <= s:
+                continue
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        return merged
+
+    def width(self):
+        return self.w[1] - self.w[0]
+
+    def metrics(self):
+        """The scalar metrics of docs/metrics.md, read the slow way: totals in us, ratios unrounded."""
+        width = self.width()
+        busy = self.union([(s, e) for _, s, e, _, _ in self.all_kernels], *self.w)
+        copy_busy = self.union([(s, e) for _, s, e, _, _ in self.all_copies], *self.w)
+        segments = self.union([(s, e) for _, s, e, _, _ in self.all_kernels], float("-inf"), float("inf"))
+        copy_total = sum(e - s for _, s, e, _, _ in self.copies)
+        overlapped = sum(max(0, min(e, ke) - max(s, ks)) for _, s, e, _, _ in self.copies for ks, ke in segments)
+        syncs = [(s, e) for n, s, e in self.runtime if n in SYNC_NAMES and self.step_of(s) is not None]
+        out = {
+            "step_count": len(self.steps),
+            "kernel_count": len(self.kernels),
+            "kernel_time_us": sum(e - s for _, s, e, _, _ in self.kernels) / 1000,
+            "memset_count": len(self.sets),
+            "gpu_utilization": sum(e - s for s, e in busy) / width,
+            "copy_utilization": sum(e - s for s, e in copy_busy) / width,
+            "overlap_efficiency": overlapped / copy_total if copy_total else None,
+            "sync_count": len(syncs),
+            "sync_wait_fraction": sum(e - s for s, e in syncs) / width,
+            "window_us": width / 1000,
+        }
+        for kind, word in COPY_WORDS.items():
+            rows = [c for c in self.copies if c[0].split()[1] == word]
+            out[f"memcpy_{kind}_count"] = len(rows)
+            out[f"memcpy_{kind}_bytes"] = sum(c[3] for c in rows)
+            out[f"memcpy_{kind}_time_us"] = sum(e - s for _, s, e, _, _ in rows) / 1000
+        return out
+
