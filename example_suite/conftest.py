@@ -106,9 +106,9 @@ def pytest_terminal_summary(terminalreporter, config):
     trace = TRACES / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"
     if not trace.exists():
         return
-    from pytest_gpuprof.kineto import load_kineto
-    from pytest_gpuprof.metrics import measure
-    from pytest_gpuprof.report import analysis_lines
+    from pytest_gpuprof.trace.kineto import load_kineto
+    from pytest_gpuprof.metrics.measure import measure
+    from pytest_gpuprof.report.terminal import analysis_lines
 
     tr = terminalreporter
     tr.write_sep("=", "gpuprof on a shipped trace (no GPU here)")

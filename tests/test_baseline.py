@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from pytest_gpuprof import baseline
+from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.errors import BaselineError
 
 

@@ -4,11 +4,11 @@ torch.cuda's memory and device calls are stood in for (there is no GPU)."""
 
 import pytest
 
-from pytest_gpuprof import capture, environment
-from pytest_gpuprof.capture import GpuProf, StepPlan
+from pytest_gpuprof.capture import profiler as capture
+from pytest_gpuprof.capture.profiler import GpuProf, StepPlan
 from pytest_gpuprof.errors import ConfigError
-from pytest_gpuprof.kineto import load_kineto
-from pytest_gpuprof.metrics import measure
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.trace.kineto import load_kineto
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:CUDA is not available")
@@ -19,7 +19,7 @@ def no_gpu_needed(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 12345)
-    monkeypatch.setattr(environment, "gpu_environment", lambda device=0: {"gpu": "stand-in"})
+    monkeypatch.setattr(capture, "gpu_environment", lambda device=0: {"gpu": "stand-in"})
 
 
 def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed):

@@ -61,7 +61,7 @@ def test_bad_trace_is_a_one_line_error_naming_the_file(tmp_path, content):
 
 
 def test_analyze_never_imports_torch():
-    code = ("import sys; from pytest_gpuprof.cli import main; main(['analyze', sys.argv[1], '--json']); "
+    code = ("import sys; from pytest_gpuprof.cli.main import main; main(['analyze', sys.argv[1], '--json']); "
             "sys.stderr.write(str('torch' in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code, str(DATA / "sync.pt.trace.json.gz")],
                          capture_output=True, text=True)

@@ -4,18 +4,12 @@ import dataclasses
 
 import pytest
 
-from pytest_gpuprof.compare import (
-    BROKEN,
-    Rules,
-    distribution,
-    judge,
-    parse_threshold,
-    stored_samples,
-)
-from pytest_gpuprof.compare import test_status as status_of
+from pytest_gpuprof.compare.rules import Rules, parse_threshold
+from pytest_gpuprof.compare.stats import evenly_spaced
+from pytest_gpuprof.compare.verdicts import BROKEN, distribution, judge, stored_samples
+from pytest_gpuprof.compare.verdicts import test_status as status_of
 from pytest_gpuprof.errors import ConfigError
-from pytest_gpuprof.metrics import METRICS
-from pytest_gpuprof.stats import evenly_spaced
+from pytest_gpuprof.metrics.measure import METRICS
 
 
 def metrics(**over):
@@ -273,7 +267,7 @@ def test_threshold_boundaries(text, value, holds):
 
 
 def v(status):
-    from pytest_gpuprof.compare import Verdict
+    from pytest_gpuprof.compare.verdicts import Verdict
 
     return Verdict("m", status, 1.0, 1.0, "rule")
 
@@ -294,7 +288,7 @@ def test_status_precedence(statuses, has_baseline, expected):
 def test_the_kernel_diff_divides_each_run_by_its_own_step_count():
     """Baseline: 10 steps, gemm 60 launches over 900 us (6 per step, 90 us per step); current:
     5 steps, 30 launches over 500 us (6 per step, 100 us per step)."""
-    from pytest_gpuprof.compare import kernel_diff
+    from pytest_gpuprof.compare.kernels import kernel_diff
 
     base = metrics(step_count=10, kernels={"gemm": {"count": 60, "time_us": 900.0}})
     now = metrics(step_count=5, kernels={"gemm": {"count": 30, "time_us": 500.0}, "add": {"count": 5, "time_us": 1.0}})

@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from pytest_gpuprof.metrics import measure
-from pytest_gpuprof.kineto import load_kineto
-from pytest_gpuprof.compare import format_number
 
-from pytest_gpuprof.session import trace_name
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.numbers import format_number
+from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.trace.kineto import load_kineto
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

@@ -9,11 +9,10 @@ import os
 from pathlib import Path
 
 import pytest
-
-from pytest_gpuprof.kineto import load_kineto
-from pytest_gpuprof.session import trace_name
-
 from naive import Naive
+
+from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.trace.kineto import load_kineto
 
 torch = pytest.importorskip("torch")
 
@@ -117,8 +116,8 @@ def test_without_gpuprof_nothing_is_profiled(suite):
 
 
 def nsys_or_skip():
+    from pytest_gpuprof.capture.nsys import find_nsys
     from pytest_gpuprof.errors import GpuprofError
-    from pytest_gpuprof.nsys_run import find_nsys
 
     try:
         return find_nsys(None)

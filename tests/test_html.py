@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare import format_number
-from pytest_gpuprof.html import FAIL_COLOR, render_html
+from pytest_gpuprof.numbers import format_number
+from pytest_gpuprof.report.html import render_html
+from pytest_gpuprof.report.html.page import FAIL_COLOR
 
 ROOT = Path(__file__).parent.parent
 TRACES = ROOT / "example_suite" / "traces"
@@ -229,7 +230,8 @@ def test_the_document_order_is_kept_and_missing_timelines_are_said():
     passed = _synthetic_test("t.py::test_ok", "passed", {"k": 1.0}, {"k": 1.0}, [], baseline_timeline=False)
     failed = _synthetic_test("t.py::test_bad", "failed", {"k": 1.0}, {"k": 1.0}, [
         {"metric": "gpu_utilization", "status": "threshold", "baseline": None, "current": 0.5, "change": "",
-         "rule": "gpu_utilization >= 0.85", "evidence": ""}])
+         "rule": "gpu_utilization >= 0.85", "evidence": "",
+         "threshold": {"op": ">=", "value": 0.85}}])
     text = render_html(_doc(passed, failed))  # rendered as given: results_document does the ordering
     assert text.index("t.py::test_ok") < text.index("t.py::test_bad")
     assert "the baseline was recorded without a timeline sample" in text

@@ -11,15 +11,13 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_gpuprof.metrics import (
-    _clip,
-    _step_busy_us,
-    _step_of,
-    _step_spans_us,
+from pytest_gpuprof.metrics.intervals import (
+    clip,
     covered_length,
     merge_intervals,
     union_length,
 )
+from pytest_gpuprof.metrics.measure import _step_busy_us, _step_of, _step_spans_us
 
 POINT = st.integers(min_value=0, max_value=60)
 
@@ -64,8 +62,7 @@ def test_covered_length_of_each_query_is_its_overlap_with_the_union(iv, queries)
 @given(intervals(), POINT, POINT)
 def test_clipping_keeps_what_lies_inside_the_window(iv, lo, hi):
     lo, hi = min(lo, hi), max(lo, hi)
-    table = pd.DataFrame({"start": iv[0], "end": iv[1]})
-    s, e = _clip(table, lo, hi)
+    s, e = clip(*iv, lo, hi)
     assert (e > s).all() and (s >= lo).all() and (e <= hi).all()
     assert cells(s, e) == cells(*iv) & set(range(lo, hi))
     # one clipped piece per interval that reaches into the window, none for the others

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pytest_gpuprof import kineto
 from pytest_gpuprof.errors import TraceError
-from pytest_gpuprof.kineto import load_kineto
+from pytest_gpuprof.trace import kineto
+from pytest_gpuprof.trace.kineto import load_kineto
 
 DATA = Path(__file__).parent / "data"
 TRACES = sorted(DATA.glob("*.json.gz")) + sorted((DATA.parent.parent / "example_suite" / "traces").glob("*.json.gz"))

@@ -8,11 +8,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
-from pytest_gpuprof.kineto import load_kineto
-from pytest_gpuprof.metrics import measure
-
 from naive import Naive, ns
+
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.trace.kineto import load_kineto
 
 DATA = Path(__file__).parent / "data"
 EXAMPLES = Path(__file__).parent.parent / "example_suite" / "traces"
@@ -209,7 +208,7 @@ def test_only_the_flushing_threads_calls_are_left_out():
 
     import pandas as pd
 
-    from pytest_gpuprof.trace import KERNEL_COLUMNS, RUNTIME_COLUMNS, make_table
+    from pytest_gpuprof.trace.model import KERNEL_COLUMNS, RUNTIME_COLUMNS, make_table
 
     trace = load_kineto(DATA / "flush.pt.trace.json.gz")
     ranges = trace.ranges.assign(name=trace.ranges["name"].astype(str))

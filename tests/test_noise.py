@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from pytest_gpuprof import health
-from pytest_gpuprof.compare import Rules, judge
-from pytest_gpuprof.stats import mann_whitney_u
-
+from pytest_gpuprof.compare.rules import Rules
+from pytest_gpuprof.compare.stats import mann_whitney_u
+from pytest_gpuprof.compare.verdicts import judge
+from pytest_gpuprof.metrics import health
 
 # Reference p-values from SciPy 1.x (scipy.stats.mannwhitneyu, two-sided), an independent
 # implementation: exact for the first three, asymptotic with tie correction for the last two.

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuprof.capture.nsys import check_report, find_nsys
 from pytest_gpuprof.errors import GpuprofError, TraceError
-from pytest_gpuprof.kineto import load_kineto
-from pytest_gpuprof.metrics import measure
-from pytest_gpuprof.nsys import for_range, load_nsys
-from pytest_gpuprof.nsys_run import check_report, find_nsys
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.trace.kineto import load_kineto
+from pytest_gpuprof.trace.nsys_sqlite import for_range, load_nsys
 
 DATA = Path(__file__).parent / "data"
 NSYS = DATA / "nsys"

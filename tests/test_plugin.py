@@ -19,16 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuprof.metrics.measure import METRICS
+
 # Imported here, before any in-process pytester run, so pandas/numpy stay loaded across
 # runs (pytester drops modules first imported inside a run).
-from pytest_gpuprof.compare import format_number
-from pytest_gpuprof.metrics import METRICS
-from pytest_gpuprof.plugin import OPTIONS as ALL_OPTIONS
+from pytest_gpuprof.numbers import format_number
+from pytest_gpuprof.options import OPTIONS as ALL_OPTIONS
 
 # These two re-run the session under nsys instead of running it: tests/test_nsys_backend.py
 SWITCHES_BACKEND = ("gpuprof_backend", "gpuprof_nsys")
-OPTIONS = tuple(o for o in ALL_OPTIONS if o[1] not in SWITCHES_BACKEND)
-from pytest_gpuprof.session import trace_name
+OPTIONS = tuple((o.flag, o.ini, o.kind, o.default, o.help) for o in ALL_OPTIONS if o.ini not in SWITCHES_BACKEND)
+from pytest_gpuprof.run.backends import trace_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "example_suite" / "traces"

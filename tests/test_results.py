@@ -16,13 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare import (
-    Rules,
-    judge,
-    parse_threshold,
-)
-from pytest_gpuprof.markdown import summary_markdown
-from pytest_gpuprof.session import trace_name
+from pytest_gpuprof.compare.rules import Rules, parse_threshold
+from pytest_gpuprof.compare.verdicts import judge
+from pytest_gpuprof.report.markdown import summary_markdown
+from pytest_gpuprof.run.backends import trace_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "example_suite" / "traces"
@@ -165,7 +162,7 @@ def test_every_member_of_the_document_is_documented(run):
     members |= {k for t in doc["tests"] for v in t["verdicts"] for k in v} | set(doc["counts"])
     missing = sorted(m for m in members if f"`{m}`" not in text)
     assert not missing, f"not in docs/results.md: {missing}"
-    from pytest_gpuprof.results import STATUS_ORDER
+    from pytest_gpuprof.compare.evaluate import STATUSES as STATUS_ORDER
 
     assert ", ".join(f"`{s}`" for s in STATUS_ORDER) in text  # the status order, as the code has it
 

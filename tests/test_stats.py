@@ -2,14 +2,14 @@
 
 import pytest
 
-from pytest_gpuprof.compare import distribution, stored_samples
-from pytest_gpuprof.stats import (
+from pytest_gpuprof.compare.stats import (
     MAX_STORED_SAMPLES,
     evenly_spaced,
     smallest_p,
     steps_for,
     summarize,
 )
+from pytest_gpuprof.compare.verdicts import distribution, stored_samples
 
 
 @pytest.mark.parametrize("samples, expected", [

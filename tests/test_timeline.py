@@ -4,9 +4,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_gpuprof import timeline
-from pytest_gpuprof.kineto import load_kineto
-from pytest_gpuprof.metrics import measure
+from pytest_gpuprof.metrics import timeline
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.trace.kineto import load_kineto
 
 TRACE = Path(__file__).parent / "data" / "overlap.pt.trace.json.gz"
 

@@ -1,0 +1,235 @@
+"""The ``gpuprof`` fixture object: its steps and its NVTX ranges.
+
+Two capture modes.  ``torch``: torch.profiler records the steps into a Kineto
+trace, and every range goes both to NVTX (domain ``gpuprof``, visible in
+Nsight Systems) and to ``record_function`` (visible in the Kineto trace).
+``nvtx``: the session runs under ``nsys profile``, which owns CUPTI, so only
+NVTX ranges are emitted and nsys records the rest.  The ranges: the test's node
+id around the whole test, ``warmup`` around the warm-up steps, ``step_N``
+around each measured step, and the user's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from ..errors import ConfigError
+from ..options import default
+from .environment import gpu_environment
+from .nvml import NvmlSampler
+from .ranges import L2_FLUSH_RANGE, METADATA_MARK, NVTX_DOMAIN, STEP_RANGE_PREFIX, WARMUP_RANGE, nvtx_range
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """torch.profiler's schedule: ``wait`` steps unprofiled, ``warmup`` profiled and
+    discarded, ``active`` measured (``repeat=1``: one cycle, nothing dropped).
+    ``flush_l2``: before every step, overwrite a buffer twice the size of the L2
+    cache, so each step starts cold (``triton.testing.do_bench`` zeroes a fixed
+    256 MB buffer for the same purpose)."""
+
+    wait: int = default("wait")
+    warmup: int = default("warmup")
+    active: int = default("active")
+    flush_l2: bool = default("flush-l2")
+
+    def __post_init__(self) -> None:
+        for name in ("wait", "warmup", "active"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"gpuprof steps: {name} must be a non-negative integer, got {value!r}")
+        if self.active < 1:
+            raise ConfigError(f"gpuprof steps: active must be at least 1, got {self.active}")
+        if not isinstance(self.flush_l2, bool):
+            raise ConfigError(f"gpuprof steps: flush_l2 must be True or False, got {self.flush_l2!r}")
+
+    @property
+    def total(self) -> int:
+        return self.wait + self.warmup + self.active
+
+    def with_overrides(self, **overrides: int | bool | None) -> "StepPlan":
+        """This plan with every override that is not None (marker or ``steps()`` arguments)."""
+        return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
+
+
+#: Marker and ``steps()`` arguments that shape the steps: the fields of StepPlan.
+PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan))
+#: Every argument of ``@pytest.mark.gpuprof``.
+MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances"}
+
+
+def marker_arguments(item) -> dict[str, Any]:
+    """The keyword arguments of a test's ``@pytest.mark.gpuprof`` (none: an empty dict)."""
+    marker = item.get_closest_marker("gpuprof")
+    if marker is None:
+        return {}
+    if marker.args:
+        raise ConfigError(f"@pytest.mark.gpuprof on {item.nodeid}: takes keyword arguments only")
+    unknown = set(marker.kwargs) - MARKER_KEYS
+    if unknown:
+        raise ConfigError(
+            f"@pytest.mark.gpuprof on {item.nodeid}: unknown argument(s) {', '.join(sorted(unknown))}; "
+            f"known: {', '.join(sorted(MARKER_KEYS))}"
+        )
+    return dict(marker.kwargs)
+
+
+class GpuProf:
+    """The ``gpuprof`` fixture.
+
+    ``for _ in gpuprof.steps(warmup=3, active=10): work()`` runs the body
+    ``wait + warmup + active`` times and profiles the ``active`` ones; without
+    ``--gpuprof`` it is a plain loop.  ``with gpuprof.range("name"):`` marks a
+    region of a step in both NVTX and the Kineto trace.
+    """
+
+    def __init__(self, plan: StepPlan, trace_path: Path | None = None, nvtx_only: bool = False) -> None:
+        self._plan = plan
+        self._trace_path = trace_path  # torch mode: where the Kineto trace goes
+        self._nvtx_only = nvtx_only  # nvtx mode: nsys records
+        self._started = False
+        self.completed = False
+
+    @property
+    def profiling(self) -> bool:
+        return self._trace_path is not None or self._nvtx_only
+
+    @property
+    def trace_path(self) -> Path | None:
+        return self._trace_path
+
+    def steps(self, active: int | None = None, warmup: int | None = None, wait: int | None = None,
+              flush_l2: bool | None = None) -> Iterator[int]:
+        """Yield the step index ``wait + warmup + active`` times; profile the last ``active``.
+        ``flush_l2=True`` empties the L2 cache before each step (StepPlan)."""
+        plan = self._plan.with_overrides(wait=wait, warmup=warmup, active=active, flush_l2=flush_l2)
+        if self._started:
+            raise ConfigError("gpuprof.steps() can run once per test")
+        self._started = True
+        if not self.profiling:
+            yield from range(plan.total)
+            self.completed = True
+            return
+        yield from self._nvtx_steps(plan) if self._nvtx_only else self._profiled_steps(plan)
+
+    @contextlib.contextmanager
+    def range(self, name: str) -> Iterator[None]:
+        """A named region: an NVTX range and a torch.profiler record_function."""
+        if not self.profiling:
+            yield
+            return
+        with nvtx_range(name):
+            if self._nvtx_only:
+                yield
+                return
+            from torch.profiler import record_function
+
+            with record_function(name):
+                yield
+
+    def _nvtx_steps(self, plan: StepPlan) -> Iterator[int]:
+        """Steps under nsys: NVTX ranges, and the metadata as an NVTX mark in the test's range."""
+        import nvtx
+
+        metadata = yield from self._step_loop(plan, lambda i, metadata: None)
+        nvtx.mark(METADATA_MARK + json.dumps(metadata, sort_keys=True), domain=NVTX_DOMAIN)
+        self.completed = True
+
+    def _profiled_steps(self, plan: StepPlan) -> Iterator[int]:
+        """Steps under torch.profiler's schedule; the metadata goes into the trace's header."""
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        # repeat=1 is a single cycle, so keeping events across cycles changes nothing;
+        # asking for it (torch >= 2.4) silences torch's "clears events" warning.
+        extra = {"acc_events": True} if "acc_events" in inspect.signature(profile).parameters else {}
+        prof = profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+            schedule=schedule(wait=plan.wait, warmup=plan.warmup, active=plan.active, repeat=1),
+            on_trace_ready=lambda p: p.export_chrome_trace(str(self._trace_path)),
+            **extra,
+        )
+        def after_step(i: int, metadata: Callable[[], dict]) -> None:
+            if i == plan.total - 1:  # metadata must be added while the profiler still records
+                prof.add_metadata_json("gpuprof", json.dumps(metadata()))
+            prof.step()
+
+        prof.start()
+        try:
+            yield from self._step_loop(plan, after_step)
+            self.completed = True
+        finally:
+            prof.stop()
+
+    def _step_loop(self, plan: StepPlan, after_step: Callable[[int, Callable[[], dict]], None]) -> Iterator[int]:
+        """The steps with their NVTX ranges; ``after_step(i, metadata)`` ends each one.
+        Returns the trace metadata (peak memory over the measured steps, environment)."""
+        import torch
+
+        device = torch.cuda.current_device()
+        environment = gpu_environment(device)
+        sampler: list = []  # the NVML sampler of the measured steps, once started
+        health: dict = {}
+
+        first_measured = plan.wait + plan.warmup
+        flush = _l2_flush_buffer(device) if plan.flush_l2 else None
+        flush_bytes = 0 if flush is None else flush.numel() * flush.element_size()
+
+        def metadata() -> dict:
+            if sampler and not health:
+                health.update(sampler.pop().stop())
+            # the flush buffer stays allocated through the measured steps: not the test's memory
+            peak = int(torch.cuda.max_memory_allocated(device)) - flush_bytes
+            return _metadata(plan, peak, environment, health or None)
+
+        warmup = contextlib.ExitStack()
+        try:
+            for i in range(plan.total):
+                if i == plan.wait and plan.warmup:
+                    warmup.enter_context(nvtx_range(WARMUP_RANGE))
+                if i == first_measured:
+                    warmup.close()
+                    torch.cuda.reset_peak_memory_stats(device)
+                    started = NvmlSampler.start(device)
+                    if started is not None:
+                        sampler.append(started)
+                if flush is not None:
+                    with self.range(L2_FLUSH_RANGE):  # the metrics leave out what runs in this range
+                        flush.zero_()
+                if i >= first_measured:
+                    with self.range(f"{STEP_RANGE_PREFIX}{i - first_measured}"):
+                        yield i
+                else:
+                    yield i
+                after_step(i, metadata)
+        finally:
+            warmup.close()
+            if sampler:
+                sampler.pop().stop()
+        return metadata()
+
+
+def _l2_flush_buffer(device: int):
+    """A buffer twice the L2 cache's size (256 MiB where torch does not say): writing it
+    evicts whatever the previous step left in L2."""
+    import torch
+
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
+    return torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.int8, device=device)
+
+
+def _metadata(plan: StepPlan, peak_memory: int, environment: dict, health: dict | None) -> dict:
+    """What a trace carries beside its events, so that it reproduces every number."""
+    out = {
+        "peak_memory_allocated_bytes": peak_memory,
+        "environment": environment,
+        "plan": {"wait": plan.wait, "warmup": plan.warmup, "active": plan.active, "flush_l2": plan.flush_l2},
+    }
+    if health is not None:
+        out["health"] = health  # NVML readings of the measured steps (health.assess)
+    return out

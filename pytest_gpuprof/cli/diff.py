@@ -1,0 +1,222 @@
+"""``gpuprof diff A B``: what changed from run A (the baseline) to run B (the current run).
+
+Each side is a trace (Kineto ``.json``/``.json.gz``, nsys ``.sqlite``/``.nsys-rep``)
+or a results file written by ``--gpuprof-json``; two results files are compared
+test by test, matched by node id.  The verdicts come from ``compare.judge`` with
+the plugin's default rules (or the tolerances given), and are printed in the
+words of the plugin's failure message, then a per-kernel table: new and vanished
+kernels, changed counts and times, biggest time change first.
+
+Exit status: 0 when nothing broke, 1 when a metric broke (regressed, changed,
+violated a threshold, a kernel new or vanished) or a test of B has no metrics,
+2 on bad input.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..compare.evaluate import TestResult, of_measurement
+from ..compare.kernels import kernel_changes
+from ..compare.rules import Rules
+from ..compare.verdicts import judge, test_status
+from ..errors import GpuprofError
+from ..metrics.measure import measure
+from ..numbers import format_number
+from ..report.document import SCHEMA_VERSION
+from ..report.words import BACKEND_NAMES, broken_header, is_broken, shorten, verdict_line
+from .inputs import load_any
+
+_HEAD = 1 << 16
+
+
+@dataclass
+class Side:
+    """One side of the comparison: a trace (one run, node id None) or a results file's tests."""
+
+    path: str
+    kind: str  # "trace" | "results"
+    runs: dict[str | None, TestResult]
+
+
+def load_side(path: str, test_range: str | None = None, nsys: str | None = None) -> Side:
+    """A trace or a results file; every problem is a GpuprofError naming the file."""
+    p = Path(path)
+    if not p.is_file():
+        raise GpuprofError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
+    if not path.endswith((".sqlite", ".nsys-rep")):
+        doc = _results_document(p)
+        if doc is not None:
+            return Side(path, "results", _runs(path, doc))
+    nsys_input = path.endswith((".sqlite", ".nsys-rep"))
+    trace = load_any(path, test_range if nsys_input else None, nsys)
+    try:
+        m = measure(trace)
+    except ValueError as exc:
+        raise GpuprofError(f"{path}: {exc}") from None
+    run = of_measurement(None, m, "nsys" if nsys_input else "torch")
+    run.gpu = m.gpu_name  # a trace's own GPU name, None when it names none
+    return Side(path, "trace", {None: run})
+
+
+def _results_document(p: Path) -> dict[str, Any] | None:
+    """The file's content when it is a results document; None when it looks like a trace."""
+    try:
+        with open(p, "rb") as probe:
+            opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open
+        with opener(p, "rb") as fh:
+            head = fh.read(_HEAD)
+            if b'"traceEvents"' in head:
+                return None
+            text = head + fh.read()
+    except (OSError, EOFError) as exc:
+        raise GpuprofError(f"cannot read {p}: {exc}") from exc
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise GpuprofError(
+            f"{p} is neither a results file (--gpuprof-json) nor a trace: not valid JSON ({exc})"
+        ) from None
+    if isinstance(doc, dict) and "traceEvents" in doc:
+        return None
+    if not (isinstance(doc, dict) and isinstance(doc.get("tests"), list) and "schema_version" in doc):
+        raise GpuprofError(f"{p} is neither a results file (--gpuprof-json: 'schema_version' and a 'tests' "
+                           f"list) nor a trace ('traceEvents')")
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise GpuprofError(f"{p} is a results file of schema_version {doc['schema_version']!r}; "
+                           f"this gpuprof reads {SCHEMA_VERSION}")
+    return doc
+
+
+def _runs(path: str, doc: dict[str, Any]) -> dict[str | None, TestResult]:
+    runs: dict[str | None, TestResult] = {}
+    for i, t in enumerate(doc["tests"]):
+        if not isinstance(t, dict) or not isinstance(t.get("nodeid"), str):
+            raise GpuprofError(f"{path}: tests[{i}] has no 'nodeid'")
+        metrics = t.get("metrics")
+        if metrics is not None and not (isinstance(metrics, dict) and "step_count" in metrics):
+            raise GpuprofError(f"{path}: tests[{i}] ({t['nodeid']}) has a 'metrics' member without step_count")
+        runs[t["nodeid"]] = TestResult.from_json(t, doc.get("backend"))
+    return runs
+
+
+def pairs(a: Side, b: Side, test: str | None) -> list[tuple[str | None, TestResult | None, TestResult | None]]:
+    """(node id, run of A, run of B) to compare; a trace pairs with one test of a results file."""
+    def pick(side: Side) -> TestResult:
+        if side.kind == "trace":
+            return side.runs[None]
+        if test is not None:
+            if test not in side.runs:
+                raise GpuprofError(f"{side.path} has no test {test!r}")
+            return side.runs[test]
+        if len(side.runs) != 1:
+            raise GpuprofError(f"{side.path} holds {len(side.runs)} tests; a trace compares with one: "
+                               f"name it with --test NODEID")
+        return next(iter(side.runs.values()))
+
+    if a.kind == "results" and b.kind == "results":
+        ids = [test] if test is not None else list(dict.fromkeys(list(a.runs) + list(b.runs)))
+        if test is not None and test not in a.runs and test not in b.runs:
+            raise GpuprofError(f"neither {a.path} nor {b.path} has a test {test!r}")
+        return [(n, a.runs.get(n), b.runs.get(n)) for n in ids]
+    ra, rb = pick(a), pick(b)
+    return [(ra.nodeid or rb.nodeid, ra, rb)]
+
+
+def diff(a_path: str, b_path: str, rules: Rules, top: int = 20, test: str | None = None,
+         test_range: str | None = None, nsys: str | None = None) -> tuple[int, list[str]]:
+    """(exit status, lines to print)."""
+    a = load_side(a_path, test_range, nsys)
+    b = load_side(b_path, test_range, nsys)
+    lines = [f"A (baseline): {_describe(a)}", f"B (current):  {_describe(b)}",
+             "Values are per step (ratios as they are); changes are from A to B.", ""]
+    compared = []
+    for nodeid, ra, rb in pairs(a, b, test):
+        status, out = _compare(a.path, ra, b.path, rb, rules, top)
+        if a.kind == "results" or b.kind == "results":
+            out.insert(0, f"=== {nodeid} ===")
+        compared.append((status, out))
+    compared.sort(key=lambda c: -c[0])  # regressions first, then in the files' order
+    for _, out in compared:
+        lines += out + [""]
+    if not compared:
+        lines.append("no tests to compare: both results files are empty")
+    worst = max((status for status, _ in compared), default=0)
+    lines.append("regression: a metric broke (exit 1)" if worst else "no regression (exit 0)")
+    return worst, lines
+
+
+def _describe(side: Side) -> str:
+    if side.kind == "results":
+        gpus = sorted({r.gpu for r in side.runs.values() if r.gpu})
+        return f"{side.path} (results file, {len(side.runs)} test(s){', ' + ', '.join(gpus) if gpus else ''})"
+    r = side.runs[None]
+    return (f"{side.path} ({r.gpu or 'unknown GPU'}, {BACKEND_NAMES[r.backend]}, "
+            f"{r.metrics['step_count']} step(s))")
+
+
+def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | None, rules: Rules,
+             top: int) -> tuple[int, list[str]]:
+    if rb is None:
+        return 0, [f"only in A: not in {b_path}"]
+    if ra is None:
+        return 0, [f"only in B: not in {a_path}"]
+    if rb.metrics is None:
+        return 1, [f"B has no metrics ({rb.status}): gpuprof: {rb.message}"]
+    if ra.metrics is None:
+        return 0, [f"not compared: A has no metrics ({ra.status}): {ra.message}"]
+    lines = []
+    if ra.gpu != rb.gpu:
+        lines.append(f"note: A ran on {ra.gpu}, B on {rb.gpu} (the plugin compares runs of one GPU model only)")
+    same_backend = (ra.backend or "torch") == (rb.backend or "torch")
+    if not same_backend:
+        lines.append(f"note: A was captured with {BACKEND_NAMES.get(ra.backend, ra.backend)}, B with "
+                     f"{BACKEND_NAMES.get(rb.backend, rb.backend)}: only counts and bytes are compared "
+                     f"(times and kernel names differ between profilers)")
+    # as the plugin does: time metrics on their per-step samples where both runs have them
+    verdicts = judge(rb.metrics, ra.metrics, rules, same_backend, (rb.per_step, ra.per_step),
+                     (rb.distribution, ra.distribution))
+    as_json = [v.to_json() for v in verdicts]
+    broken = [v for v in as_json if is_broken(v)]
+    if broken:
+        lines.append(f"{broken_header(len(broken), rb.gpu, f'baseline {a_path}')}:")
+        lines += [f"  {verdict_line(v)}" for v in broken]
+    others: dict[str, list[dict[str, Any]]] = {}  # improved, and e.g. undecided: never a failure
+    for v in as_json:
+        if v["status"] != "ok" and not is_broken(v):
+            others.setdefault(v["status"], []).append(v)
+    for status, group in sorted(others.items(), key=lambda kv: kv[0] != "improved"):
+        lines.append(f"{len(group)} metric(s) {status}:")
+        lines += [f"  {verdict_line(v)}" for v in group]
+    if not broken and not others:
+        compared = sum(1 for v in verdicts if v.baseline is not None or v.current is not None)
+        lines.append(f"no metric broke or improved ({compared} compared)")
+    if same_backend:
+        lines += kernel_table(ra.metrics, rb.metrics, rules, top)
+    return (1 if test_status(verdicts, True) == "failed" else 0), lines
+
+
+def kernel_table(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules, top: int) -> list[str]:
+    rows, same = kernel_changes(a, b, rules)
+    if not rows:
+        return [f"kernels: no kernel new, vanished or changed ({same} compared)"]
+    shown = rows if top <= 0 else rows[:top]
+    table = [["change", "count A", "count B", "us A", "us B", "Δ us", "kernel"]]
+    for r in shown:
+        table.append([r["change"], format_number(r["count_a"]), format_number(r["count_b"]),
+                      format_number(round(r["time_us_a"], 3) if r["count_a"] is not None else None),
+                      format_number(round(r["time_us_b"], 3) if r["count_b"] is not None else None),
+                      format_number(round(r["delta_us"], 3), signed=True), shorten(r["kernel"])])
+    widths = [max(len(row[i]) for row in table) for i in range(6)]
+    lines = [f"kernels, per step, biggest time change first ({len(rows)} changed, {same} unchanged):"]
+    for row in table:
+        lines.append("  " + "  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:6], widths[1:])]
+                                      + [row[6]]))
+    if len(shown) < len(rows):
+        lines.append(f"  ... {len(rows) - len(shown)} more changed kernel(s) (--top 0 shows all)")
+    return lines
+

@@ -1,0 +1,82 @@
+"""The ``gpuprof`` command (also ``python -m pytest_gpuprof``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..compare.rules import Rules, parse_threshold
+from ..errors import ConfigError, GpuprofError
+from ..metrics.measure import measure
+from ..options import RULE_OPTIONS, add_rule_options
+from ..report.terminal import analysis_lines
+from .diff import diff
+from .inputs import load_any
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpuprof", description="GPU performance metrics from profiler traces.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    analyze = sub.add_parser(
+        "analyze",
+        help="print the metrics of a torch.profiler trace or an Nsight Systems report",
+        description="Metrics of one trace, as docs/metrics.md defines them. Steps come from "
+        "ProfilerStep#N ranges, else step_N ranges; with neither, the whole trace is the window.",
+    )
+    analyze.add_argument("trace", help="Kineto trace (.json, .json.gz) or nsys report (.sqlite, .nsys-rep)")
+    analyze.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    analyze.add_argument("--range", metavar="NAME",
+                         help="nsys report of a pytest session: only the NVTX range NAME (a test's node id)")
+    analyze.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
+    diff = sub.add_parser(
+        "diff",
+        help="what changed from run A to run B: verdicts in the plugin's words and a per-kernel table",
+        description="Compare run B (current) with run A (baseline) under the plugin's rules. A and B are "
+        "each a trace (.json, .json.gz, .sqlite, .nsys-rep) or a results file written by --gpuprof-json "
+        "(two results files are compared test by test, matched by node id). Exit status: 0 nothing broke, "
+        "1 a metric broke, 2 bad input.",
+    )
+    diff.add_argument("a", metavar="A", help="the baseline run: trace or results file")
+    diff.add_argument("b", metavar="B", help="the current run: trace or results file")
+    add_rule_options(diff.add_argument)
+    diff.add_argument("--threshold", action="append", default=[], metavar="EXPR",
+                      help="absolute requirement on B such as 'sync_count == 0'; repeatable")
+    diff.add_argument("--top", type=int, default=20, metavar="N",
+                      help="kernel rows shown per comparison (default: 20; 0: all)")
+    diff.add_argument("--test", metavar="NODEID", help="compare only this test of the results file(s)")
+    diff.add_argument("--range", metavar="NAME", help="nsys reports: only the NVTX range NAME (a test's node id)")
+    diff.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "diff":
+            return _diff(args)
+        return _analyze(args.trace, args.json, args.range, args.nsys)
+    except GpuprofError as exc:
+        print(f"gpuprof: {exc}", file=sys.stderr)
+        return 2
+
+
+def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None) -> int:
+    trace = load_any(path, test_range, nsys)
+    try:
+        measurement = measure(trace)
+    except ValueError as exc:
+        raise GpuprofError(f"{path}: {exc}") from None
+    if as_json:
+        print(json.dumps({"trace": path, **measurement.to_json()}, indent=2))
+    else:
+        print("\n".join(analysis_lines(path, measurement)))
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    try:
+        rules = Rules.from_options({o.name: getattr(args, o.name.replace("-", "_")) for o in RULE_OPTIONS},
+                                   tuple(parse_threshold(t, "--threshold") for t in args.threshold),
+                                   origin=lambda name: f"--{name}")
+    except ConfigError as exc:
+        raise GpuprofError(str(exc)) from None
+    status, lines = diff(args.a, args.b, rules, args.top, args.test, args.range, args.nsys)
+    print("\n".join(lines))
+    return status

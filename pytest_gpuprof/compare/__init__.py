@@ -1,0 +1,11 @@
+"""Stage 4, compare: a measurement against its baseline, under rules, into verdicts.
+
+``rules`` holds the tolerances and thresholds, ``stats`` the statistics of the
+noise-aware time gate, ``verdicts`` judges each metric, ``kernels`` diffs two runs
+kernel by kernel, ``baseline`` reads and writes the baseline files, ``evaluate``
+makes the one result object of a test.
+
+May import: the standard library, numpy, pandas, ``options``, ``numbers``,
+``files``, ``errors``, and the stages before it (``capture.ranges``, ``trace``,
+``metrics``).
+"""

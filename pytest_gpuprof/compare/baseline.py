@@ -1,0 +1,82 @@
+"""Baseline files: JSON made to be read in a pull-request diff.
+
+One file per test module, mirroring its path under the baseline directory
+(``tests/test_moe.py`` -> ``baselines/tests/test_moe.json``).  Inside, entries
+are keyed by test node id, then by GPU model: a run is only ever compared with
+a baseline recorded on the same model.  Keys are sorted and indented, so a
+refreshed baseline shows as a small diff.
+
+A file that cannot be read is never written: an update re-reads every file
+under an exclusive lock just before it writes, and writes through a temporary
+file renamed into place (atomic on POSIX).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import BaselineError
+from ..files import write_atomic
+
+SCHEMA_VERSION = 1
+
+
+def baseline_file(baseline_dir: Path, nodeid: str) -> Path:
+    """The file that holds a test's baseline: its module path with ``.json``."""
+    module = nodeid.split("::", 1)[0]
+    return baseline_dir / Path(module).with_suffix(".json")
+
+
+def read(path: Path) -> dict[str, Any]:
+    """A baseline file's content; an absent file is empty, an unreadable one an error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {"schema_version": SCHEMA_VERSION, "tests": {}}
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline file {path}: {exc}") from exc
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise BaselineError(f"baseline file {path} is not valid JSON ({exc}); fix or delete it") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("tests"), dict):
+        raise BaselineError(f"baseline file {path} has no 'tests' object; fix or delete it")
+    version = doc.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise BaselineError(
+            f"baseline file {path} has schema_version {version!r}; this gpuprof reads {SCHEMA_VERSION}"
+        )
+    return doc
+
+
+def lookup(doc: dict[str, Any], nodeid: str, gpu: str) -> dict[str, Any] | None:
+    """The entry recorded for this test on this GPU model, if any."""
+    return doc["tests"].get(nodeid, {}).get(gpu)
+
+
+def update(path: Path, entries: dict[str, dict[str, dict[str, Any]]]) -> None:
+    """Set ``entries[nodeid][gpu]`` in the file, keeping every other entry as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(path):
+        doc = read(path)
+        for nodeid, by_gpu in entries.items():
+            doc["tests"].setdefault(nodeid, {}).update(by_gpu)
+        doc["schema_version"] = SCHEMA_VERSION
+        write_atomic(path, json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Serialize read-modify-write across processes (pytest-xdist workers) by locking
+    the file's directory, which leaves no lock file behind."""
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)

@@ -1,0 +1,97 @@
+"""Rules: the tolerances and absolute thresholds a test is judged by.
+
+Defaults come from ``options`` (the same values the command-line options show).
+Thresholds such as ``gpu_utilization >= 0.85`` are parsed here, without ``eval``,
+into data (metric, operator, value) that travels as it is to every report.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from ..errors import ConfigError
+from ..metrics.measure import METRICS, MetricSpec
+from ..numbers import format_number
+from ..options import RULE_OPTIONS, default
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
+}
+_THRESHOLD = re.compile(
+    r"^\s*(?P<metric>[a-z_]+)\s*(?P<op>>=|<=|==|!=|>|<)\s*"
+    r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<pct>%?)\s*$"
+)
+
+@dataclass(frozen=True)
+class Threshold:
+    """An absolute requirement on one metric, e.g. ``gpu_utilization >= 0.85``."""
+
+    metric: str
+    op: str
+    value: float
+    text: str
+
+    def holds(self, current: float) -> bool:
+        return _OPS[self.op](current, self.value)
+
+
+def parse_threshold(text: str, origin: str) -> Threshold:
+    """Parse ``METRIC OP NUMBER[%]``; ``origin`` names the option or marker in errors."""
+    m = _THRESHOLD.match(text)
+    if not m:
+        raise ConfigError(
+            f"{origin}: cannot parse threshold {text!r}; expected METRIC OP NUMBER, "
+            f"e.g. 'gpu_utilization >= 0.85' (OP one of {', '.join(_OPS)})"
+        )
+    metric = m["metric"]
+    spec = METRICS.get(metric)
+    if spec is None or spec.kind == "info" and metric != "peak_memory_allocated_bytes":
+        known = ", ".join(n for n, s in METRICS.items() if s.kind != "info")
+        raise ConfigError(f"{origin}: unknown metric {metric!r} in threshold {text!r}; known: {known}")
+    value = float(m["value"]) / (100 if m["pct"] else 1)
+    return Threshold(metric, m["op"], value, f"{metric} {m['op']} {format_number(value)}")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Tolerances and thresholds in force for one test."""
+
+    kernel_time_tolerance: float = default("kernel-time-tolerance")  # kernel_time_us and kernels[NAME].time_us
+    time_tolerance: float = default("time-tolerance")  # the other time metrics: memcpy_*_time_us, window_us
+    time_floor_us: float = default("time-floor-us")
+    ratio_tolerance: float = default("ratio-tolerance")
+    alpha: float = 0.01  # chance of a false time alarm per test (Bonferroni over its time series)
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    thresholds: tuple[Threshold, ...] = ()
+
+    @classmethod
+    def from_options(cls, values: Mapping[str, float], thresholds: tuple[Threshold, ...],
+                     origin: Callable[[str], str]) -> "Rules":
+        """Rules from the rule options' values by option name (``options.RULE_OPTIONS``);
+        ``origin(name)`` names an option in the error about a negative value."""
+        for name in (o.name for o in RULE_OPTIONS):
+            if values[name] < 0:
+                raise ConfigError(f"{origin(name)}: must not be negative, got {values[name]}")
+        return cls(**{o.name.replace("-", "_"): values[o.name] for o in RULE_OPTIONS}, thresholds=thresholds)
+
+    def tolerance(self, spec: MetricSpec) -> float:
+        """The tolerance of one metric; a kernel name's time follows ``kernel_time_us``."""
+        name = "kernel_time_us" if spec.name.startswith("kernels[") else spec.name
+        if name in self.tolerances:
+            return self.tolerances[name]
+        if spec.kind == "ratio":
+            return self.ratio_tolerance
+        return self.kernel_time_tolerance if name == "kernel_time_us" else self.time_tolerance
+
+
+def beyond_time_rule(delta: float, before: float, tolerance: float, floor_us: float) -> bool:
+    """A time change that counts: beyond the relative tolerance and the absolute floor."""
+    return abs(delta) > tolerance * abs(before) and abs(delta) > floor_us
+
+
+def same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)

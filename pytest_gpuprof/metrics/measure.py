@@ -1,0 +1,341 @@
+"""Metrics of one normalized trace: pure, vectorized functions (docs/metrics.md defines each).
+
+The measured steps come from the trace itself (``ProfilerStep#N`` ranges, else
+``step_N`` ranges, else the whole trace), so a saved trace reproduces every
+number.  GPU work belongs to the step in which its launching runtime call
+started (matched by correlation id), even when it runs after the step closed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..capture.ranges import L2_FLUSH_RANGE, STEP_RANGE_PREFIX
+from ..trace.model import COPY_KINDS, Trace
+from .intervals import clip, covered_length, merge_intervals, union_length, union_length_per_group
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How a metric is compared: ``kind`` picks the default rule, ``better`` its direction."""
+
+    name: str
+    kind: str  # "count" | "bytes" | "time" | "ratio" | "info"
+    better: str | None  # "lower" | "higher" | None (any change matters, or not gated)
+    per_step: bool  # compared as total / step_count
+    unit: str = ""
+
+
+def _specs() -> dict[str, MetricSpec]:
+    specs = [
+        MetricSpec("kernel_count", "count", None, True),
+        MetricSpec("kernel_time_us", "time", "lower", True, "us"),
+    ]
+    for kind in COPY_KINDS:
+        specs += [
+            MetricSpec(f"memcpy_{kind}_count", "count", None, True),
+            MetricSpec(f"memcpy_{kind}_bytes", "bytes", None, True, "B"),
+            MetricSpec(f"memcpy_{kind}_time_us", "time", "lower", True, "us"),
+        ]
+    specs += [
+        MetricSpec("memset_count", "count", None, True),
+        MetricSpec("gpu_utilization", "ratio", "higher", False),
+        MetricSpec("copy_utilization", "ratio", None, False),
+        MetricSpec("overlap_efficiency", "ratio", "higher", False),
+        MetricSpec("sync_count", "count", "lower", True),
+        MetricSpec("sync_wait_fraction", "ratio", "lower", False),
+        MetricSpec("window_us", "time", "lower", True, "us"),
+        MetricSpec("step_count", "info", None, False),
+        MetricSpec("peak_memory_allocated_bytes", "info", None, False, "B"),
+    ]
+    return {s.name: s for s in specs}
+
+
+#: Every scalar metric, in report order.  ``kernels`` and ``step_gpu_time_us`` are
+#: the two non-scalar members of the metrics object.
+METRICS: dict[str, MetricSpec] = _specs()
+
+#: Kernel names (the heaviest) whose per-step times are kept: per_step["kernels"][name].
+PER_STEP_KERNELS = 20
+
+_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_USER_STEP = re.compile(rf"^{STEP_RANGE_PREFIX}(\d+)$")
+_API_SUFFIX = re.compile(r"(_v\d+)?(_ptds|_ptsz)?$")
+_SYNC_CALLS = frozenset({
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
+    "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
+})
+
+
+@dataclass
+class Measurement:
+    """Metrics of one trace plus what they were computed over."""
+
+    metrics: dict[str, Any]
+    per_step: dict[str, list[int]]
+    steps: pd.DataFrame  # start, end, name of each measured step
+    step_source: str  # "ProfilerStep#N", "step_N" or "whole trace"
+    window: tuple[int, int]  # W in ns
+    gpu_name: str | None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    #: the attributed GPU work: start, end, kind ("kernel", a copy kind, "memset"), name, stream, step
+    work: pd.DataFrame | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu_name,
+            "steps": {"source": self.step_source, "count": len(self.steps)},
+            "window_ns": list(self.window),
+            "metrics": self.metrics,
+            "per_step": self.per_step,
+        }
+
+
+def is_sync_call(name: str) -> bool:
+    """True for runtime/driver calls that block the CPU until the GPU catches up."""
+    base = _API_SUFFIX.sub("", name)
+    if base in _SYNC_CALLS:
+        return True
+    return base.startswith(("cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset")) and "Async" not in base
+
+
+def find_steps(trace: Trace) -> tuple[pd.DataFrame, str]:
+    """The measured steps, sorted by start: ProfilerStep#N, else step_N, else the whole trace."""
+    names = trace.ranges["name"].astype(str)
+    for pattern, source in ((_PROFILER_STEP, "ProfilerStep#N"), (_USER_STEP, "step_N")):
+        found = trace.ranges[names.str.match(pattern.pattern)]
+        if len(found):
+            steps = found[["start", "end"]].assign(name=names[found.index].to_numpy())
+            return steps.sort_values("start", kind="stable").reset_index(drop=True), source
+    span = trace.span()
+    if span is None:
+        raise ValueError("the trace holds no events")
+    return pd.DataFrame({"start": [span[0]], "end": [span[1]], "name": ["trace"]}), "whole trace"
+
+
+def measure(trace: Trace) -> Measurement:
+    """Compute every metric of docs/metrics.md for one trace."""
+    trace = without_l2_flushes(trace)
+    steps, source = find_steps(trace)
+    step_start = steps["start"].to_numpy(np.int64)
+    step_end = steps["end"].to_numpy(np.int64)
+    launch = _launch_times(trace)
+
+    k_step = _step_of(launch(trace.kernels), step_start, step_end)
+    c_step = _step_of(launch(trace.copies), step_start, step_end)
+    s_step = _step_of(launch(trace.sets), step_start, step_end)
+    r_step = _step_of(trace.runtime["start"].to_numpy(np.int64), step_start, step_end)
+
+    kernels = trace.kernels[k_step >= 0]
+    copies = trace.copies[c_step >= 0]
+    sets = trace.sets[s_step >= 0]
+    sync_mask = (r_step >= 0) & _sync_mask(trace.runtime["name"])
+    syncs = trace.runtime[sync_mask]
+
+    w_start = int(step_start.min())
+    w_end = int(max([step_end.max()] + [int(t["end"].max()) for t in (kernels, copies, sets) if len(t)]))
+    width = max(w_end - w_start, 1)
+
+    n = len(steps)
+    metrics: dict[str, Any] = {
+        "kernel_count": int(len(kernels)),
+        "kernel_time_us": _us(_dur(kernels).sum()),
+        "kernels": _per_kernel(kernels),
+    }
+    per_step: dict[str, list] = {
+        "kernel_count": _bincount(k_step[k_step >= 0], n),
+        "kernel_time_us": _step_us(k_step[k_step >= 0], n, _dur(kernels)),
+    }
+    c_steps = c_step[c_step >= 0]
+    kinds = copies["kind"].astype(str).to_numpy()
+    for kind in COPY_KINDS:
+        sel = kinds == kind
+        metrics[f"memcpy_{kind}_count"] = int(sel.sum())
+        metrics[f"memcpy_{kind}_bytes"] = int(copies["bytes"].to_numpy()[sel].sum())
+        metrics[f"memcpy_{kind}_time_us"] = _us(_dur(copies)[sel].sum())
+        per_step[f"memcpy_{kind}_count"] = _bincount(c_steps[sel], n)
+        per_step[f"memcpy_{kind}_bytes"] = _bincount(c_steps[sel], n, copies["bytes"].to_numpy()[sel])
+        per_step[f"memcpy_{kind}_time_us"] = _step_us(c_steps[sel], n, _dur(copies)[sel])
+    per_step["kernels"] = _per_kernel_steps(kernels, k_step[k_step >= 0], n, list(metrics["kernels"])[:PER_STEP_KERNELS])
+    metrics["memset_count"] = int(len(sets))
+    per_step["memset_count"] = _bincount(s_step[s_step >= 0], n)
+
+    all_k = clip(*_bounds(trace.kernels), w_start, w_end)
+    all_c = clip(*_bounds(trace.copies), w_start, w_end)
+    metrics["gpu_utilization"] = _ratio(union_length(*all_k), width)
+    metrics["copy_utilization"] = _ratio(union_length(*all_c), width)
+    copy_time = int(_dur(copies).sum())
+    if copy_time > 0:
+        overlapped = covered_length(merge_intervals(*_bounds(trace.kernels)), *_bounds(copies))
+        metrics["overlap_efficiency"] = _ratio(int(overlapped.sum()), copy_time)
+    else:
+        metrics["overlap_efficiency"] = None
+    metrics["sync_count"] = int(len(syncs))
+    per_step["sync_count"] = _bincount(r_step[sync_mask], n)
+    metrics["sync_wait_fraction"] = _ratio(int(_dur(syncs).sum()), width)
+    metrics["window_us"] = _us(w_end - w_start)
+    per_step["window_us"] = _step_spans_us(
+        step_start, step_end, [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])]
+    )
+    metrics["step_count"] = n
+    metrics["step_gpu_time_us"] = _step_busy_us(
+        [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])], n
+    )
+    peak = trace.metadata.get("peak_memory_allocated_bytes")
+    metrics["peak_memory_allocated_bytes"] = int(peak) if peak is not None else None
+    work = pd.concat([
+        pd.DataFrame({"start": kernels["start"], "end": kernels["end"], "kind": "kernel",
+                      "name": kernels["name"].astype(str), "stream": kernels["stream"], "step": k_step[k_step >= 0]}),
+        pd.DataFrame({"start": copies["start"], "end": copies["end"], "kind": kinds,
+                      "name": "memcpy " + pd.Series(kinds, index=copies.index, dtype=object),
+                      "stream": copies["stream"], "step": c_steps}),
+        pd.DataFrame({"start": sets["start"], "end": sets["end"], "kind": "memset", "name": "memset",
+                      "stream": sets["stream"], "step": s_step[s_step >= 0]}),
+    ], ignore_index=True)
+    return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work)
+
+
+def without_l2_flushes(trace: Trace) -> Trace:
+    """The trace less the L2 flushes between steps (``flush_l2``): the runtime calls made
+    inside an ``L2_FLUSH_RANGE`` range, on the range's own thread, and the GPU work they
+    launched.  The flush is the harness's work, not the test's; the GPU time it took
+    counts as idle."""
+    ranges = trace.ranges
+    flushes = ranges[ranges["name"].astype(str) == L2_FLUSH_RANGE]
+    if not len(flushes):
+        return trace
+    calls = trace.runtime
+    starts, tids = calls["start"].to_numpy(np.int64), calls["tid"].to_numpy(np.int64)
+    inside = np.zeros(len(calls), dtype=bool)
+    for tid, own in flushes.groupby("tid"):
+        own = own.sort_values("start")
+        mine = tids == tid
+        inside[mine] = _step_of(starts[mine], own["start"].to_numpy(np.int64), own["end"].to_numpy(np.int64)) >= 0
+    launched = calls["correlation"].to_numpy(np.int64)[inside]
+    launched = launched[launched > 0]
+
+    def keep(table: pd.DataFrame) -> pd.DataFrame:
+        return table[~np.isin(table["correlation"].to_numpy(np.int64), launched)].reset_index(drop=True)
+
+    return dataclasses.replace(
+        trace, kernels=keep(trace.kernels), copies=keep(trace.copies), sets=keep(trace.sets),
+        runtime=calls[~inside].reset_index(drop=True),
+    )
+
+
+def _launch_times(trace: Trace):
+    """Function giving, for a GPU table, the CPU start of each row's launching call.
+
+    A row whose correlation id matches no runtime call in the trace was launched
+    before the capture began (a warm-up kernel still running): it gets -1 and
+    belongs to no step.  A trace with no runtime calls at all (GPU activity
+    only) falls back to each row's GPU start.
+    """
+    rt = trace.runtime[trace.runtime["correlation"] > 0]
+    corr = rt["correlation"].to_numpy(np.int64)
+    order = np.argsort(corr, kind="stable")
+    corr, starts = corr[order], rt["start"].to_numpy(np.int64)[order]
+
+    def launch(table: pd.DataFrame) -> np.ndarray:
+        if len(corr) == 0:
+            return table["start"].to_numpy(np.int64)
+        want = table["correlation"].to_numpy(np.int64)
+        i = np.minimum(np.searchsorted(corr, want), len(corr) - 1)
+        return np.where(corr[i] == want, starts[i], -1)
+
+    return launch
+
+
+def _step_of(times: np.ndarray, step_start: np.ndarray, step_end: np.ndarray) -> np.ndarray:
+    """Index of the step whose [start, end] holds each time, -1 if none (or time -1)."""
+    i = np.searchsorted(step_start, times, side="right") - 1
+    j = np.maximum(i, 0)
+    return np.where((i >= 0) & (times >= 0) & (times <= step_end[j]), i, -1)
+
+
+def _sync_mask(names: pd.Series) -> np.ndarray:
+    cats = names.cat.categories
+    is_sync = np.array([is_sync_call(str(c)) for c in cats], dtype=bool)
+    codes = names.cat.codes.to_numpy()
+    return is_sync[codes] if len(cats) else np.zeros(len(names), dtype=bool)
+
+
+def _per_kernel(kernels: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Count and total time per kernel name, longest total first (ties by name)."""
+    if not len(kernels):
+        return {}
+    grouped = (
+        pd.DataFrame({"name": kernels["name"].astype(str).to_numpy(), "dur": _dur(kernels)})
+        .groupby("name", sort=True)["dur"].agg(["count", "sum"])
+        .reset_index()
+        .sort_values(["sum", "name"], ascending=[False, True], kind="stable")
+    )
+    return {
+        name: {"count": int(count), "time_us": _us(total)}
+        for name, count, total in grouped.itertuples(index=False)
+    }
+
+
+def _step_busy_us(pairs: list[tuple[pd.DataFrame, np.ndarray]], n: int) -> list[float]:
+    """Per step: length of the union of the step's own GPU work (kernels, copies, sets)."""
+    starts = np.concatenate([t["start"].to_numpy(np.int64) for t, _ in pairs])
+    ends = np.concatenate([t["end"].to_numpy(np.int64) for t, _ in pairs])
+    steps = np.concatenate([s for _, s in pairs]).astype(np.int64)
+    return [_us(b) for b in union_length_per_group(starts, ends, steps, n)]
+
+
+def _bounds(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    return table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64)
+
+
+def _dur(table: pd.DataFrame) -> np.ndarray:
+    return table["end"].to_numpy(np.int64) - table["start"].to_numpy(np.int64)
+
+
+def _per_kernel_steps(kernels: pd.DataFrame, steps: np.ndarray, n: int, names: list[str]) -> dict[str, list[float]]:
+    """Per-step time of each of the given kernel names."""
+    if not names:
+        return {}
+    name_of = kernels["name"].astype(str).to_numpy()
+    dur = _dur(kernels)
+    return {name: _step_us(steps[name_of == name], n, dur[name_of == name]) for name in names}
+
+
+def _step_us(steps: np.ndarray, n: int, dur_ns: np.ndarray) -> list[float]:
+    """Per step, the sum of the durations (ns) of its rows, in microseconds."""
+    return [_us(v) for v in _bincount(steps, n, dur_ns)]
+
+
+def _step_spans_us(step_start: np.ndarray, step_end: np.ndarray, pairs) -> list[float]:
+    """Per step, how far it moved the window's end: with e_i the later of step i's CPU end
+    and its own GPU work's last end (kept non-decreasing), e_i - e_(i-1), e_(-1) = W0.
+    The values add up to |W| exactly."""
+    end = step_end.copy()
+    for table, steps in pairs:
+        if len(table):
+            np.maximum.at(end, steps, table["end"].to_numpy(np.int64))
+    reach = np.maximum.accumulate(end)
+    return [_us(v) for v in np.diff(np.concatenate(([step_start[0]], reach)))]
+
+
+def _bincount(steps: np.ndarray, n: int, weights: np.ndarray | None = None) -> list[int]:
+    if weights is None:
+        return [int(v) for v in np.bincount(steps.astype(np.int64), minlength=n)[:n]]
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, steps.astype(np.int64), weights.astype(np.int64))
+    return [int(v) for v in out]
+
+
+def _us(ns: int | np.integer) -> float:
+    """Nanoseconds to microseconds; exact to the nanosecond in the decimal printout."""
+    return round(int(ns) / 1000, 3)
+
+
+def _ratio(num: int, den: int) -> float:
+    return round(num / den, 6) if den > 0 else 0.0

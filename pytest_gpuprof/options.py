@@ -1,0 +1,104 @@
+"""Every option once: its name, type, default and help.
+
+``plugin.py`` declares each to pytest as ``--gpuprof-NAME`` and ini key
+``gpuprof_NAME``; ``gpuprof diff`` declares the rule options again as ``--NAME``
+(``add_rule_options``); the rules take their defaults from here.  Only the
+standard library is imported: pytest loads this module in every run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option.  ``name`` is the part after the prefix (``kernel-time-tolerance``);
+    the empty name is the switch ``--gpuprof`` itself."""
+
+    name: str
+    kind: str  # bool | int | float | str | path | list
+    default: Any
+    help: str
+    plural: bool = False  # the ini key ends in "s": a list option, one value per line
+
+    @property
+    def flag(self) -> str:
+        return "--gpuprof" + (f"-{self.name}" if self.name else "")
+
+    @property
+    def ini(self) -> str:
+        """The ini key, also the option's ``dest``: the flag's words joined by underscores."""
+        return self.flag[2:].replace("-", "_") + ("s" if self.plural else "")
+
+    @property
+    def described(self) -> str:
+        """The help text with the default appended, as ``--help`` shows it."""
+        if self.kind in ("bool", "list") or self.default is None:
+            return self.help
+        return f"{self.help} (default: {self.default:g})" if self.kind == "float" else \
+            f"{self.help} (default: {self.default})"
+
+
+#: The options of the rules, shared with ``gpuprof diff``.
+RULE_OPTIONS: tuple[Option, ...] = (
+    Option("kernel-time-tolerance", "float", 0.05,
+           "relative tolerance of kernel times per step: kernel_time_us and each kernel name's time"),
+    Option("time-tolerance", "float", 0.10,
+           "relative tolerance of the other time metrics per step: copy times and window_us"),
+    Option("time-floor-us", "float", 5.0, "time changes per step smaller than this many microseconds never count"),
+    Option("ratio-tolerance", "float", 0.05, "absolute tolerance of ratio metrics such as gpu_utilization"),
+)
+
+OPTIONS: tuple[Option, ...] = (
+    Option("", "bool", False,
+           "profile tests that use the gpuprof fixture or marker and compare them with their baselines"),
+    Option("update-baseline", "bool", False,
+           "record or refresh the baselines of the profiled tests that ran (implies --gpuprof)"),
+    Option("strict", "bool", False, "fail a profiled test that has no baseline for this GPU model"),
+    Option("baseline-dir", "path", "baselines", "directory of baseline JSON files (under the rootdir)"),
+    Option("output-dir", "path", ".gpuprof", "directory for kept traces and reports (under the rootdir)"),
+    Option("keep-traces", "bool", False, "keep each profiled test's Chrome/Perfetto trace under OUTPUT_DIR/traces"),
+    Option("replay", "path", None,
+           "judge kept traces from this directory instead of running the profiled tests (implies --gpuprof; "
+           "no GPU needed)"),
+    *RULE_OPTIONS,
+    Option("threshold", "list", [],
+           "absolute requirement such as 'gpu_utilization >= 0.85'; repeatable (ini gpuprof_thresholds: one per line)",
+           plural=True),
+    Option("backend", "str", "torch",
+           "capture with torch.profiler ('torch') or re-run the session under Nsight Systems ('nsys')"),
+    Option("nsys", "bool", False, "short for --gpuprof --gpuprof-backend=nsys"),
+    Option("nsys-path", "str", None,
+           "the nsys binary (default: $GPUPROF_NSYS, then PATH, then the usual install locations)"),
+    Option("json", "path", None,
+           "write every profiled test's status, metrics, baseline, rules and verdicts here (docs/results.md)"),
+    Option("summary", "path", None,
+           "write a Markdown summary of the profiled tests here (default: appended to $GITHUB_STEP_SUMMARY when set)"),
+    Option("html", "path", None,
+           "write one self-contained HTML report: timelines, metrics against baselines, kernel diff (docs/html.md)"),
+    Option("benchmark-json", "path", None,
+           "write the metrics here for github-action-benchmark (tool customSmallerIsBetter; docs/results.md)"),
+    Option("timeline-events", "int", 600, "events of the one-step timeline sample kept with results and baselines; 0: none"),
+    Option("wait", "int", 0, "default unprofiled steps before warm-up"),
+    Option("warmup", "int", 3, "default warm-up steps"),
+    Option("active", "int", 10, "default measured steps"),
+    Option("flush-l2", "bool", False,
+           "empty the GPU's L2 cache before every step, for kernel micro-benchmarks; the flush itself is "
+           "not measured (marker or steps() argument: flush_l2=True)"),
+)
+
+#: Options by name, for the modules that take a default from here.
+BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
+
+def default(name: str) -> Any:
+    """An option's default value, by name (``default("kernel-time-tolerance")`` is 0.05)."""
+    return BY_NAME[name].default
+
+
+def add_rule_options(add: Callable[..., Any], prefix: str = "--") -> None:
+    """Declare the rule options through an argparse-like ``add(flag, **kwargs)``, as
+    ``PREFIX + NAME`` (``gpuprof diff``: ``--kernel-time-tolerance``)."""
+    for option in RULE_OPTIONS:
+        add(prefix + option.name, type=float, default=option.default, metavar="FLOAT", help=option.described)

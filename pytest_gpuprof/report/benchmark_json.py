@@ -1,0 +1,52 @@
+"""``--gpuprof-benchmark-json``: the metrics in github-action-benchmark's custom format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..compare.verdicts import compared_values
+from ..files import write_atomic
+from ..metrics.measure import METRICS
+from ..numbers import format_number
+
+
+def benchmark_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """github-action-benchmark's custom format, tool ``customSmallerIsBetter``: one entry
+    per profiled test with metrics and per metric where lower is better or any rise is
+    worth a look (docs/results.md lists them), per step like the verdicts."""
+    out = []
+    for t in doc["tests"]:
+        if not t["metrics"]:
+            continue
+        values = compared_values(t["metrics"])
+        extra = (f"status: {t['status']}; gpu: {t['gpu']}; steps: {t['metrics'].get('step_count')}; "
+                 + "; ".join(f"{m}: {format_number(values.get(m))}" for m in BENCHMARK_CONTEXT))
+        for metric, unit in benchmark_metrics():
+            value = values.get(metric)
+            if value is not None:
+                out.append({"name": f"{t['nodeid']} {metric} [{t['gpu']}]", "unit": unit, "value": value,
+                            "extra": extra})
+    return out
+
+
+def benchmark_metrics() -> list[tuple[str, str]]:
+    """(metric, unit) of every benchmark entry: times, counts and bytes per step, the sync
+    wait fraction, the peak memory."""
+    out = []
+    for name, spec in METRICS.items():
+        if spec.kind in ("count", "bytes", "time"):
+            out.append((name, {"time": "us/step", "bytes": "B/step", "count": "count/step"}[spec.kind]))
+        elif spec.kind == "ratio" and spec.better == "lower":
+            out.append((name, "fraction"))
+    out.append(("peak_memory_allocated_bytes", "B"))
+    return out
+
+
+#: Shown in each benchmark entry's ``extra`` (higher is better, so not entries themselves).
+BENCHMARK_CONTEXT = ("gpu_utilization", "overlap_efficiency")
+
+
+def write_benchmark(doc: dict[str, Any], path: Path) -> None:
+    write_atomic(path, json.dumps(benchmark_entries(doc), indent=2) + "\n")

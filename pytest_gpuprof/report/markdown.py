@@ -1,0 +1,145 @@
+"""``--gpuprof-summary``: the results document as Markdown, for a pull request or a
+GitHub job summary ($GITHUB_STEP_SUMMARY).
+
+A table of every profiled test, regressions first (the document's order), with
+the key metrics as ``baseline → current (change)``; then, for each failing test,
+its broken metrics in the words of the failure message (``words.verdict_line``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..compare.verdicts import compared_values
+from ..files import write_atomic
+from ..numbers import format_number
+from .words import (
+    BACKEND_NAMES,
+    SUMMARY_COLUMNS,
+    UPDATE_HINT,
+    broken_header,
+    broken_verdicts,
+    change,
+    verdict_line,
+)
+
+
+def summary_markdown(doc: Mapping[str, Any]) -> str:
+    """The whole summary, ending with a newline."""
+    tests = doc["tests"]
+    counts = ", ".join(f"{n} {status}" for status, n in doc["counts"].items() if n)
+    lines = [f"## gpuprof: {counts or 'no profiled tests'}", ""]
+    gpus = sorted({t["gpu"] for t in tests if t["gpu"]})
+    about = [f"capture: {BACKEND_NAMES.get(doc['backend'], doc['backend'])}",
+             f"baselines: {_code(doc['baseline_dir'])}"]
+    if gpus:
+        about.insert(0, f"GPU: {', '.join(_text(g) for g in gpus)}")
+    lines += [" · ".join(about), ""]
+    if tests:
+        lines.append("| test | status | " + " | ".join(title for _, title in SUMMARY_COLUMNS) + " | verdict |")
+        lines.append("|---|---|" + "---:|" * len(SUMMARY_COLUMNS) + "---|")
+        for t in tests:
+            lines.append("| " + " | ".join(_row(t)) + " |")
+        lines.append("")
+    if doc["skipped"]:
+        reasons = sorted({s["reason"] for s in doc["skipped"]})
+        lines += [f"{len(doc['skipped'])} profiled test(s) skipped: {_text('; '.join(reasons))}", ""]
+    failing = [t for t in tests if t["status"] in ("failed", "error")]
+    if failing:
+        lines += ["### Failures", ""]
+    for t in failing:
+        lines += _failure(t)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def write_summary(doc: Mapping[str, Any], path: Path, append: bool = False) -> None:
+    """Write the summary to ``path``; ``append`` adds it after what is there (GitHub's
+    contract for $GITHUB_STEP_SUMMARY: every step of a job appends to one file)."""
+    text = summary_markdown(doc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if append:
+        with open(path, "a", encoding="utf-8") as fh:
+            if fh.tell():
+                fh.write("\n")
+            fh.write(text)
+    else:
+        write_atomic(path, text)
+
+
+def _row(t: Mapping[str, Any]) -> list[str]:
+    status = t["status"]
+    row = [_code(t["nodeid"]), f"**{status}**" if status in ("failed", "error") else status]
+    now = compared_values(t["metrics"]) if t["metrics"] else {}
+    before = compared_values(t["baseline_metrics"]) if t["baseline_metrics"] else None
+    for metric, _ in SUMMARY_COLUMNS:
+        row.append(_values(metric, before, now.get(metric)) if t["metrics"] else "–")
+    row.append(_verdict(t))
+    return row
+
+
+def _values(metric: str, baseline: Mapping[str, Any] | None, now: float | None) -> str:
+    """``baseline → current (change)``; the current value alone without a baseline."""
+    if baseline is None:
+        return format_number(now)
+    before = baseline.get(metric)
+    text = f"{format_number(before)} → {format_number(now)}"
+    return text if now is None or before is None else f"{text} ({change(metric, now, before)})"
+
+
+def _verdict(t: Mapping[str, Any]) -> str:
+    status = t["status"]
+    if t["message"]:
+        return _text(t["message"])
+    broken = broken_verdicts(t["verdicts"])
+    if broken:
+        return f"{len(broken)} metric(s) broke: {_names(broken)}"
+    if status == "no baseline":
+        return f"no baseline for {_text(t['gpu'])}"
+    if status == "updated":
+        return "baseline updated"
+    notable: dict[str, list[Mapping[str, Any]]] = {}
+    for v in t["verdicts"]:
+        if v["status"] != "ok":
+            notable.setdefault(v["status"], []).append(v)
+    if not notable:
+        return "within the rules"
+    hint = " (refresh the baseline)" if status == "improved" else ""
+    return "; ".join(f"{word}: {_names(vs)}" for word, vs in notable.items()) + hint
+
+
+def _names(verdicts: list[Mapping[str, Any]]) -> str:
+    """Metric names once each; kernels only counted (their names are long)."""
+    names = list(dict.fromkeys(v["metric"] for v in verdicts if not v["metric"].startswith("kernels[")))
+    kernels = len({v["metric"] for v in verdicts if v["metric"].startswith("kernels[")})
+    return ", ".join(names + ([f"{kernels} kernel(s)"] if kernels else []))
+
+
+def _failure(t: Mapping[str, Any]) -> list[str]:
+    """A failing test's broken metrics, each line as the failure message words it."""
+    out = [f"#### {_code(t['nodeid'])}", ""]
+    if t["message"]:
+        return out + ["```text", f"gpuprof: {t['message']}", "```", ""]
+    broken = broken_verdicts(t["verdicts"])
+    out.append(_text(broken_header(len(broken), t["gpu"], f"baseline file {t['baseline_file']}")) + ":")
+    out.append("")
+    for v in broken:
+        words = verdict_line(v)[len(v["metric"]) + 2:]  # the line is "METRIC: WORDS"
+        out.append(f"- {_code(v['metric'])}: {_text(words)}")
+    return out + ["", UPDATE_HINT, ""]
+
+
+def _code(text: str) -> str:
+    """Inline code that survives a table cell: pipes escaped, fence longer than any backtick run."""
+    text = str(text).replace("|", "\\|").replace("\n", " ")
+    fence = "`"
+    while fence in text:
+        fence += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _text(text: Any) -> str:
+    """Plain text in Markdown (and in a table cell): no HTML tags or entities, no pipes,
+    one line.  ``>`` stays as it is (it quotes only at the start of a line)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|").replace("\n", " ")

@@ -1,0 +1,84 @@
+"""How every verdict, change and failure is said: the one place of the plugin's wording.
+
+The terminal, the Markdown summary, the HTML report, the JUnit properties and
+``gpuprof diff`` all say a broken metric with ``verdict_line`` and a failure with
+``failure_message``'s words.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping
+
+from ..compare.evaluate import TestResult
+from ..compare.verdicts import BROKEN
+from ..metrics.measure import METRICS
+from ..numbers import format_change, format_number
+
+#: How reports name the capture backends.
+BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
+
+
+def failure_message(result: TestResult) -> str:
+    """Every metric that broke, with baseline, current value, change and rule."""
+    if result.status == "error" or result.message:
+        return f"gpuprof: {result.message}"
+    broken = broken_verdicts(v.to_json() for v in result.verdicts)
+    lines = [f"gpuprof: {broken_header(len(broken), result.gpu, f'baseline file {result.baseline_file}')}:"]
+    lines += [f"  {verdict_line(v)}" for v in broken]
+    lines.append(UPDATE_HINT)
+    return "\n".join(lines)
+
+
+UPDATE_HINT = "If the change is intended, refresh the baseline with --gpuprof-update-baseline."
+
+
+def is_broken(verdict: Mapping[str, Any]) -> bool:
+    """A verdict that fails its test: regressed, changed, threshold, or a new or vanished kernel."""
+    return verdict["status"] in BROKEN
+
+
+def broken_verdicts(verdicts: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [v for v in verdicts if is_broken(v)]
+
+
+def broken_header(count: int, gpu: str | None, against: str) -> str:
+    """First line of a failure: ``N metric(s) broke on GPU (AGAINST)``."""
+    where = f" on {gpu}" if gpu else ""
+    return f"{count} metric(s) broke{where} ({against})"
+
+
+def verdict_line(v: Mapping[str, Any]) -> str:
+    """One verdict in the words of the failure message (``Verdict.to_json()`` form):
+    ``METRIC: baseline B, current C (CHANGE) [STATUS; rule: RULE; EVIDENCE]`` and the like.
+    The summary, the JUnit properties and ``gpuprof diff`` print the same line."""
+    status, metric = v["status"], v["metric"]
+    if status == "threshold":
+        return f"{metric}: current {format_number(v['current'])} violates threshold {v['rule']}"
+    if status == "new":
+        return f"{metric}: new kernel, {format_number(v['current'])} per step (not in the baseline)"
+    if status == "vanished":
+        return f"{metric}: vanished, baseline {format_number(v['baseline'])} per step, now none"
+    change = f" ({v['change']})" if v.get("change") else ""
+    evidence = f"; {v['evidence']}" if v.get("evidence") else ""
+    return (
+        f"{metric}: baseline {format_number(v['baseline'])}, current {format_number(v['current'])}{change} "
+        f"[{status}; rule: {v['rule']}{evidence}]"
+    )
+
+
+SUMMARY_COLUMNS = (
+    ("kernel_count", "kernels/step"),
+    ("kernel_time_us", "kernel us/step"),
+    ("gpu_utilization", "gpu util"),
+    ("overlap_efficiency", "overlap"),
+    ("sync_count", "syncs/step"),
+)
+
+
+def change(metric: str, now: float, before: float) -> str:
+    """Change of a compared value: in percent, or as a difference for ratios and from zero."""
+    return format_change(now, before, METRICS[metric].kind != "ratio")
+
+
+def shorten(name: str, width: int = 100) -> str:
+    return name if len(name) <= width else name[: width - 3] + "..."

@@ -1,0 +1,59 @@
+"""The report files: which are asked for, where they go, and writing each from the document."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from ..files import write_atomic
+from .benchmark_json import write_benchmark
+from .html import write_html
+from .markdown import write_summary
+
+
+def write_json(doc: dict[str, Any], path: Path) -> None:
+    write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+#: Report files: the option's name (after --gpuprof-) -> function writing the document
+#: there, called as ``write(doc, path)``.
+REPORTS: dict[str, Callable[..., None]] = {
+    "json": write_json,
+    "summary": write_summary,
+    "html": write_html,
+    "benchmark-json": write_benchmark,
+}
+
+#: Reports that, when their option is not given, go to the file an environment variable
+#: names, appended to: kind -> variable.  Their writer is called ``write(doc, path, append=True)``.
+FROM_ENVIRONMENT: dict[str, str] = {"summary": "GITHUB_STEP_SUMMARY"}
+
+
+def report_targets(reports: dict[str, Path | None]) -> list[tuple[str, Path, bool]]:
+    """(kind, path, append) of every report to write: the options given, then the
+    environment's files for those not given."""
+    out = [(kind, path, False) for kind, path in reports.items() if path is not None]
+    for kind, variable in FROM_ENVIRONMENT.items():
+        value = os.environ.get(variable)
+        if reports.get(kind) is None and value:
+            out.append((kind, Path(value), True))
+    return out
+
+
+def write_reports(doc: dict[str, Any], reports: dict[str, Path | None]) -> list[str]:
+    """Write every report file asked for (the options' paths, then the environment's);
+    one line each for the terminal."""
+    lines = []
+    for kind, path, append in report_targets(reports):
+        try:
+            if append:
+                REPORTS[kind](doc, path, append=True)
+            else:
+                REPORTS[kind](doc, path)
+        except OSError as exc:
+            lines.append(f"{kind} report not written: {path}: {exc.strerror or exc}")
+            continue
+        lines.append(f"{kind} report: {'appended to ' if append else ''}{path}")
+    return lines

@@ -1,0 +1,152 @@
+"""Where a profiled test's trace comes from: one small interface, one class per way.
+
+``TorchBackend`` profiles in this process with torch.profiler; ``ReplayBackend``
+runs nothing and reads kept traces; ``NsysInnerBackend`` is the session that
+``nsys_backend`` re-runs under Nsight Systems: it only emits NVTX ranges, and the
+outer session judges the tests from nsys's report once it is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..capture.profiler import GpuProf, StepPlan
+from ..errors import GpuprofError
+from ..trace.kineto import load_kineto
+from ..trace.model import Trace
+
+
+#: Set by the outer session for the session it re-runs under nsys: the file where that
+#: one writes its profiled tests' outcomes.
+INNER_ENV = "GPUPROF_NSYS_INNER"
+
+
+def inner_results_path() -> Path | None:
+    """Inside the re-executed session: where to write the profiled tests' outcomes."""
+    value = os.environ.get(INNER_ENV)
+    return Path(value) if value else None
+
+
+def trace_name(nodeid: str) -> str:
+    """File name of a test's trace: the node id with every unsafe character replaced."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_") + ".pt.trace.json.gz"
+
+
+class Backend(Protocol):
+    """How a pytest run obtains each profiled test's trace."""
+
+    name: str  # recorded in baselines: "torch" or "nsys"
+    runs_tests: bool  # False: the test bodies are not run at all
+    needs_gpu: bool  # True: profiled tests are skipped where torch sees no CUDA device
+
+    def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
+        """The ``gpuprof`` fixture object of one test."""
+
+    def start(self) -> None:
+        """A profiled test's call begins."""
+
+    def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None] | None:
+        """The finished test's trace and the file kept of it; None when the trace is
+        judged later, elsewhere (under nsys)."""
+
+    def close(self) -> None:
+        """End of the run: release what the backend holds."""
+
+
+class TorchBackend:
+    """torch.profiler in this process: one Kineto trace per test, kept or deleted once read."""
+
+    name, runs_tests, needs_gpu = "torch", True, True
+
+    def __init__(self, output_dir: Path, keep_traces: bool) -> None:
+        self._keep = keep_traces
+        self._tmp = tempfile.TemporaryDirectory(prefix="gpuprof-")
+        self.folder = output_dir / "traces" if keep_traces else Path(self._tmp.name)
+
+    def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return GpuProf(plan, self.folder / trace_name(nodeid))
+
+    def start(self) -> None:
+        pass
+
+    def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None]:
+        if not prof.completed:
+            raise GpuprofError(
+                "the test uses the gpuprof fixture but did not run its "
+                "`for _ in gpuprof.steps(...)` loop to the end; nothing was measured"
+            )
+        try:
+            return load_kineto(prof.trace_path), prof.trace_path if self._keep else None
+        finally:
+            if not self._keep:
+                prof.trace_path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        self._tmp.cleanup()
+
+
+class ReplayBackend:
+    """Kept traces judged again: the tests are not run, no GPU is needed."""
+
+    name, runs_tests, needs_gpu = "torch", False, False
+
+    def __init__(self, replay_dir: Path) -> None:
+        self.replay_dir = replay_dir
+
+    def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
+        return GpuProf(plan)
+
+    def start(self) -> None:
+        pass
+
+    def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path]:
+        path = self.replay_dir / trace_name(nodeid)
+        return load_kineto(path), path
+
+    def close(self) -> None:
+        pass
+
+
+class NsysInnerBackend:
+    """Inside ``nsys profile``: NVTX ranges only (nsys owns CUPTI), within one
+    cudaProfilerStart/Stop capture range opened before the first profiled test."""
+
+    name, runs_tests, needs_gpu = "nsys", True, True
+
+    def __init__(self, results: Path) -> None:
+        self._results = results
+        self._capturing = False
+
+    def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
+        return GpuProf(plan, nvtx_only=True)
+
+    def start(self) -> None:
+        """Open nsys's capture range (cudaProfilerStart) before the first profiled test."""
+        if not self._capturing:
+            import torch
+
+            torch.cuda.profiler.start()
+            self._capturing = True
+
+    def trace(self, nodeid: str, prof: GpuProf) -> None:
+        return None
+
+    def close(self) -> None:
+        """Close the capture range once every test has run."""
+        if self._capturing:
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            self._capturing = False
+
+    def finish(self, tests: list[dict[str, Any]], exitstatus: int) -> None:
+        """Close the capture range and tell the outer session which profiled tests ran to the end."""
+        self.close()
+        self._results.write_text(json.dumps({"tests": tests, "exitstatus": int(exitstatus)}, indent=2))

@@ -1,0 +1,269 @@
+"""One pytest run under ``--gpuprof``: a plugin object whose hooks profile, judge and report.
+
+``plugin.py`` registers a ``GpuprofSession`` once profiling is on; its hook
+methods run each profiled test under the backend's capture, judge the trace
+against its baseline (``compare.evaluate``), fail the test on a regression, and
+at the end write the baselines recorded and the reports asked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from ..capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
+from ..capture.ranges import nvtx_range
+from ..compare import baseline
+from ..compare.evaluate import TestResult, evaluate, of_measurement
+from ..compare.rules import Rules, Threshold, parse_threshold
+from ..errors import BaselineError, ConfigError, GpuprofError
+from ..metrics.measure import METRICS, measure
+from ..options import default
+from ..report.document import results_document
+from ..report.junit import junit_properties
+from ..report.terminal import session_lines
+from ..report.words import failure_message
+from ..report.writers import write_reports
+from ..trace.model import Trace
+from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
+from .bench import GpuBenchmark
+
+BACKENDS = ("torch", "nsys")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Resolved options (command line over ini over defaults)."""
+
+    update_baseline: bool
+    strict: bool
+    baseline_dir: Path
+    output_dir: Path
+    keep_traces: bool
+    replay_dir: Path | None
+    plan: StepPlan
+    rules: Rules
+    backend: str = default("backend")  # "torch" or "nsys"
+    nsys_path: str | None = None
+    nsys_inner: Path | None = None  # set inside the session nsys re-executes: where its results go
+    timeline_events: int = default("timeline-events")  # events of the timeline sample kept with results, baselines
+    reports: dict[str, Path | None] = field(default_factory=dict)  # report kind -> path (report.writers.REPORTS)
+
+
+PROFILER = pytest.StashKey[GpuProf]()
+BENCHMARK = pytest.StashKey[Any]()
+RESULT = pytest.StashKey[TestResult]()  # a test judged early (bench.GpuBenchmark measured it)
+
+
+def is_profiled(item: pytest.Item) -> bool:
+    return item.get_closest_marker("gpuprof") is not None or "gpuprof" in getattr(item, "fixturenames", ())
+
+
+class GpuprofSession:
+    """The run's state and its hooks (registered as a plugin by ``plugin.py``)."""
+
+    def __init__(self, settings: Settings, backend: Backend | None = None) -> None:
+        self.settings = settings
+        self.backend = backend or self._backend(settings)
+        self.results: list[TestResult] = []
+        self.skipped: dict[str, str] = {}  # nodeid -> reason
+        self._pending: dict[Path, dict[str, dict[str, Any]]] = {}
+        self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
+        self.deferred: list[dict[str, Any]] = []  # inside nsys: profiled tests, judged by the outer session
+
+    @staticmethod
+    def _backend(s: Settings) -> Backend:
+        if s.replay_dir is not None:
+            return ReplayBackend(s.replay_dir)
+        if s.nsys_inner is not None:
+            return NsysInnerBackend(s.nsys_inner)
+        return TorchBackend(s.output_dir, s.keep_traces)
+
+    # --- the gpuprof fixture object and the rules of one test -------------------
+    def profiler_of(self, item: pytest.Item) -> GpuProf:
+        """The item's GpuProf, made on first use (fixture or marker form)."""
+        prof = item.stash.get(PROFILER, None)
+        if prof is None:
+            kwargs = marker_arguments(item)
+            plan = self.settings.plan.with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS})
+            prof = item.stash[PROFILER] = self.backend.profiler(item.nodeid, plan)
+        return prof
+
+    def rules_for(self, nodeid: str, marker_kwargs: dict[str, Any]) -> Rules:
+        """Global rules with the marker's thresholds and tolerances on top."""
+        origin = f"@pytest.mark.gpuprof on {nodeid}"
+        own = marker_kwargs.get("thresholds") or ()
+        if isinstance(own, str):
+            own = (own,)
+        mine: list[Threshold] = [parse_threshold(t, origin) for t in own]
+        overridden = {t.metric for t in mine}
+        thresholds = tuple(t for t in self.settings.rules.thresholds if t.metric not in overridden) + tuple(mine)
+        tolerances = dict(self.settings.rules.tolerances)
+        for metric, value in (marker_kwargs.get("tolerances") or {}).items():
+            if metric not in METRICS:
+                raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
+            tolerances[metric] = float(value)
+        return dataclasses.replace(self.settings.rules, tolerances=tolerances, thresholds=thresholds)
+
+    # --- judging ----------------------------------------------------------------
+    def judge_test(self, item: pytest.Item, prof: GpuProf) -> TestResult:
+        """Judge a finished test from the trace the backend gives for it."""
+        return self.judge(item.nodeid, marker_arguments(item), lambda: self.backend.trace(item.nodeid, prof))
+
+    def judge(self, nodeid: str, marker_kwargs: dict[str, Any],
+              load: Callable[[], tuple[Trace, Path | None]]) -> TestResult:
+        """Load, measure and judge one test, and remember it; a trace or baseline that cannot
+        be read makes an error result naming the file."""
+        s = self.settings
+        try:
+            trace, kept = load()
+            m = measure(trace)
+            result = of_measurement(nodeid, m, s.backend, s.timeline_events)
+            result.trace = kept
+            result.baseline_file = baseline.baseline_file(s.baseline_dir, nodeid)
+            entry = baseline.lookup(baseline.read(result.baseline_file), nodeid, result.gpu)
+            evaluate(result, m, entry, self.rules_for(nodeid, marker_kwargs), update=s.update_baseline,
+                     strict=s.strict)
+            if s.update_baseline:
+                self._pending.setdefault(result.baseline_file, {}).setdefault(nodeid, {})[result.gpu] = \
+                    result.new_baseline_entry()
+        except GpuprofError as exc:
+            result = TestResult(nodeid, "error", message=str(exc))
+        self.results.append(result)
+        return result
+
+    # --- pytest hooks -----------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if not is_profiled(item) or not self.backend.needs_gpu:
+            return
+        import torch
+
+        if not torch.cuda.is_available():
+            reason = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
+            self.skipped[item.nodeid] = reason
+            pytest.skip(reason)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
+        """Marker form: run the test body once per step.  Replay: do not run it at all.
+        pytest-benchmark's fixture: hand it over GPU-aware (bench.GpuBenchmark)."""
+        if "benchmark" in pyfuncitem.fixturenames and self._wrap_benchmark(pyfuncitem):
+            return None  # pytest runs the test once, with the wrapped fixture
+        if not is_profiled(pyfuncitem):
+            return None
+        if not self.backend.runs_tests:
+            return True
+        if "gpuprof" in pyfuncitem.fixturenames:
+            return None
+        prof = _or_fail(lambda: self.profiler_of(pyfuncitem))
+        args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        for _ in prof.steps():
+            pyfuncitem.obj(**args)
+        return True
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        try:
+            return (yield from self._profiled_call(item))
+        finally:
+            if BENCHMARK in item.stash:
+                item.funcargs["benchmark"] = item.stash[BENCHMARK]
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        terminalreporter.write_sep("=", "gpuprof")
+        for line in self.lines():
+            terminalreporter.write_line(line)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if isinstance(self.backend, NsysInnerBackend):
+            self.backend.finish(self.deferred, exitstatus)
+            return
+        if not self.finish():
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_unconfigure(self) -> None:
+        self.backend.close()
+
+    def _profiled_call(self, item: pytest.Item):
+        if not is_profiled(item):
+            return (yield)
+        self.backend.start()
+        if self.backend.runs_tests:
+            with nvtx_range(item.nodeid):
+                outcome = yield
+        else:
+            outcome = yield
+        prof = _or_fail(lambda: self.profiler_of(item))
+        kwargs = _or_fail(lambda: marker_arguments(item))
+        if isinstance(self.backend, NsysInnerBackend):  # judged by the outer session once nsys wrote the report
+            self.deferred.append({"nodeid": item.nodeid, "marker": kwargs, "passed": prof.completed})
+            return outcome
+        result = item.stash[RESULT] if RESULT in item.stash else self.judge_test(item, prof)
+        item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
+        if result.failed:
+            pytest.fail(failure_message(result), pytrace=False)
+        return outcome
+
+    def _wrap_benchmark(self, item: pytest.Function) -> bool:
+        """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``."""
+        if not isinstance(self.backend, TorchBackend):
+            return False
+        import torch
+
+        if not torch.cuda.is_available():
+            return False
+        prof = _or_fail(lambda: self.profiler_of(item))
+
+        def metrics_of(p: GpuProf) -> dict[str, Any]:
+            """A gated test is judged here, once: _profiled_call reports that result."""
+            if not is_profiled(item):
+                return measure(self.backend.trace(item.nodeid, p)[0]).metrics
+            item.stash[RESULT] = self.judge_test(item, p)
+            return item.stash[RESULT].metrics or {}
+
+        original = item.funcargs["benchmark"]
+        item.stash[BENCHMARK] = original  # put back after the call: pytest-benchmark reports from it
+        item.funcargs["benchmark"] = GpuBenchmark(original, prof, metrics_of)
+        return True
+
+    # --- end of run -------------------------------------------------------------
+    def document(self) -> dict[str, Any]:
+        """The results document of the run so far (report.document)."""
+        s = self.settings
+        kept = s.keep_traces and isinstance(self.backend, TorchBackend)
+        return results_document(self.results, self.skipped, s.backend, s.baseline_dir, s.replay_dir,
+                                s.output_dir / "traces" if kept else None)
+
+    def lines(self) -> list[str]:
+        """The gpuprof section of the terminal, rendered from the results document."""
+        return session_lines(self.document(), (r.to_json() for r in self.results), self.written,
+                             inside_nsys=isinstance(self.backend, NsysInnerBackend))
+
+    def finish(self) -> bool:
+        """End of run: write the pending baselines, then the report files; ``written`` gets
+        one line per file.  False when a baseline file was refused (left as it was)."""
+        refused = False
+        for file, entries in sorted(self._pending.items()):
+            try:
+                baseline.update(file, entries)
+            except BaselineError as exc:
+                self.written.append(f"not written, file left as it was: {exc}")
+                refused = True
+                continue
+            self.written.append(f"updated {len(entries)} test(s) in {file}")
+        self._pending.clear()
+        self.written += write_reports(self.document(), self.settings.reports)
+        return not refused
+
+
+def _or_fail(make: Callable[[], Any]) -> Any:
+    """The value, or the test failed with the message of a bad marker or option."""
+    try:
+        return make()
+    except ConfigError as exc:
+        pytest.fail(str(exc), pytrace=False)
