@@ -19,7 +19,10 @@ ROOT = Path(__file__).parent.parent
 TRACES = ROOT / "example_suite" / "traces"
 PLANTED = ROOT / "tests" / "data" / "planted" / "item"
 MOE = "example_suite/test_moe.py::test_moe_forward"
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+BROWSERS, DRIVER = ("chromium", "chromium-browser", "google-chrome"), "chromedriver"
+CHROMIUM = next(filter(None, map(shutil.which, BROWSERS)), None)
+CHROMEDRIVER = shutil.which(DRIVER)
+NOT_ON_PATH = [name for name, found in ((" or ".join(BROWSERS), CHROMIUM), (DRIVER, CHROMEDRIVER)) if not found]
 
 
 def pytest_run(tmp, *args):
@@ -91,21 +94,23 @@ def test_everything_from_the_document_is_escaped():
     assert "bad &lt;file&gt; &amp; more" in text
 
 
-@pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)")
+@pytest.mark.skipif(bool(NOT_ON_PATH), reason=f"not on PATH: {', '.join(NOT_ON_PATH)} "
+                    "(Debian's chromium and chromium-driver; .ci/run installs them)")
 def test_page_loads_without_console_errors_and_the_regression_renders_on_top(report, tmp_path):
-    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
     options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+    options.binary_location = CHROMIUM
+    # --no-sandbox: as root Chromium will not start sandboxed; the rest keep it off the network
+    # (a closed one makes it hang or crawl) and in a fresh profile
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1800"):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     try:
         driver.get(report[0].as_uri())
         severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

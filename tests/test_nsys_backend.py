@@ -2,7 +2,9 @@
 (recorded by tests/data/record_nsys.sh), checked against `nsys stats` and the
 workloads' construction; finding nsys; the re-run under a stand-in nsys."""
 
+import contextlib
 import csv
+import functools
 import gzip
 import os
 import shutil
@@ -210,9 +212,10 @@ SUITE = textwrap.dedent("""\
 
     def test_waits_when_asked():
         if os.environ.get("HANG"):
-            with open(os.environ["HANG"], "w") as fh:
+            with open(os.environ["HANG"] + ".tmp", "w") as fh:
                 fh.write(str(os.getpid()))
-            time.sleep(120)
+            os.replace(os.environ["HANG"] + ".tmp", os.environ["HANG"])  # never seen half-written
+            time.sleep(float(os.environ["HANG_S"]))
 """)
 
 
@@ -225,10 +228,90 @@ def suite(pytester, tmp_path):
     return pytester, fake, log, env
 
 
-def run(pytester, fake, env, *args, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpuprof-nsys", f"--gpuprof-nsys-path={fake}",
-         *args], cwd=pytester.path, capture_output=True, text=True, env={**os.environ, **env}, timeout=timeout)
+@functools.cache
+def patience() -> float:
+    """Seconds allowed for a step that starts pytest sessions (outer, stand-in nsys, inner):
+    30 times what `import torch` takes here and now, so a loaded machine gets longer; it is
+    only ever waited out when something is wrong."""
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True)
+    return max(60.0, 30 * (time.monotonic() - start))
+
+
+# A test run started in the background inherits SIGINT ignored, and a Python started so
+# never raises KeyboardInterrupt: the outer session starts with SIGINT's default restored.
+DEFAULT_SIGINT = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                  "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"]
+
+
+def start(pytester, fake, env, *args, **popen):
+    """The outer pytest in a session of its own, so that stop() finds all it started."""
+    return subprocess.Popen(
+        [*DEFAULT_SIGINT, "-m", "pytest", "-p", "no:cacheprovider", "--gpuprof-nsys", f"--gpuprof-nsys-path={fake}",
+         *args], cwd=pytester.path, env={**os.environ, **env}, start_new_session=True, **popen)
+
+
+def run(pytester, fake, env, *args):
+    outer = start(pytester, fake, env, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = outer.communicate(timeout=patience())
+    finally:
+        stop(outer)
+    return subprocess.CompletedProcess(outer.args, outer.returncode, out, err)
+
+
+def stop(outer, inner=None):
+    """Leave nothing running, whatever the test did.  While the outer runs, it and all under it
+    (nsys's group is a session of its own) are frozen with SIGSTOP, so that none starts another
+    or is orphaned out of sight, then killed; and the recorded inner session with its group."""
+    if outer.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(outer.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + patience()
+        while True:
+            tree = processes_under(outer.pid)
+            if all(state == "T" for state in tree.values()) or time.monotonic() > deadline:
+                break
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.05)
+        for pid in tree:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(outer.pid, signal.SIGKILL)
+    if inner is not None and alive(inner):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(os.getpgid(inner), signal.SIGKILL)
+    outer.wait()
+
+
+def processes_under(root):
+    """{pid: state} of root and the live processes descended from it, by /proc's parent links."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            head, tail = stat.read_text().rsplit(")", 1)
+            state, ppid = tail.split()[:2]
+            if state != "Z":
+                parents[int(head.split(" ", 1)[0])] = (int(ppid), state)
+    found = {root: parents[root][1]} if root in parents else {}
+    todo = [root]
+    while todo:
+        parent = todo.pop()
+        for pid, (ppid, state) in parents.items():
+            if ppid == parent:
+                found[pid] = state
+                todo.append(pid)
+    return found
+
+
+def wait_until(condition, what):
+    deadline = time.monotonic() + patience()
+    while not condition():
+        assert time.monotonic() < deadline, f"{what} (waited {patience():.0f} s)"
+        time.sleep(0.1)
 
 
 def test_the_session_reruns_under_nsys_with_the_same_outcomes(suite):
@@ -266,22 +349,24 @@ def test_repeated_runs_never_share_a_report_name(suite):
 
 def test_ctrl_c_stops_nsys_and_the_session_under_it(suite, tmp_path):
     pytester, fake, log, env = suite
-    pidfile = tmp_path / "inner.pid"
-    outer = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gpuprof-nsys", f"--gpuprof-nsys-path={fake}",
-         "-k", "waits"], cwd=pytester.path, env={**os.environ, **env, "HANG": str(pidfile)},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 60
-    while not pidfile.exists() and time.time() < deadline:
-        time.sleep(0.2)
-    assert pidfile.exists(), "the inner test never started"
-    inner = int(pidfile.read_text())
-    outer.send_signal(signal.SIGINT)
-    out, _ = outer.communicate(timeout=60)
-    assert outer.returncode == 2, out  # pytest's "interrupted"
-    assert "interrupted; nsys and the session under it were stopped" in out
-    time.sleep(0.5)
-    assert not alive(inner)
+    pidfile, output = tmp_path / "inner.pid", tmp_path / "outer.log"
+    # the inner test sleeps past every wait below, so that only the interrupt can end it
+    env = {**env, "HANG": str(pidfile), "HANG_S": str(3 * patience())}
+    with open(output, "w") as out:
+        outer = start(pytester, fake, env, "-k", "waits", stdout=out, stderr=subprocess.STDOUT)
+    inner = None
+    try:
+        wait_until(lambda: pidfile.exists() or outer.poll() is not None, "the inner test never started")
+        assert pidfile.exists(), f"the inner test never started:\n{output.read_text()}"
+        inner = int(pidfile.read_text())
+        outer.send_signal(signal.SIGINT)
+        outer.wait(timeout=patience())
+        out = output.read_text()
+        assert outer.returncode == 2, out  # pytest's "interrupted"
+        assert "interrupted; nsys and the session under it were stopped" in out
+        wait_until(lambda: not alive(inner), "the inner session outlived the interrupt")
+    finally:
+        stop(outer, inner)
 
 
 def alive(pid):

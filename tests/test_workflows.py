@@ -5,10 +5,10 @@ else on PATH; it runs shellcheck over the ``run:`` scripts when shellcheck is th
 must find nothing, and the workflows must have the shape the README's "Gating merges on
 a self-hosted GPU runner" describes: the GPU gate, the baseline refresh and the CPU tests.
 
-PyYAML is not a dependency, so the structural checks read the workflows with the small
-block-YAML reader below (it covers what the workflows use and refuses the rest); where
-PyYAML is installed it is checked to read them the same way. Each check is also run on a
-deliberately broken copy of a workflow to show that it fails.
+The structural checks read the workflows with the small block-YAML reader below (it
+covers what the workflows use and refuses the rest), checked to read them as PyYAML (a
+test extra) does. Each check is also run on a deliberately broken copy of a workflow to
+show that it fails.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -543,7 +544,6 @@ def test_gate_needs_no_token():
 # the reader
 
 def test_reader_reads_the_workflows_as_pyyaml_does():
-    yaml = pytest.importorskip("yaml")
     for path in [CONFIG, *CHECKS]:
         theirs = yaml.safe_load(path.read_text())
         if True in theirs:  # YAML 1.1 reads the key "on" as true
