@@ -1,14 +1,23 @@
 """Compare two baseline directories recorded on one GPU with the two backends.
 
     python benchmarks/compare_backends.py TORCH_BASELINES NSYS_BASELINES
+    python benchmarks/compare_backends.py --smoke
+        the committed baselines/ against the A/A series' baselines, archived in
+        benchmarks/results/ (both torch.profiler, recorded in different sessions).
 
 Prints, per test, every count that differs (it must be none) and the kernel time
 per step of each backend with their relative difference.
 """
 
+import argparse
 import json
 import sys
+import tarfile
+import tempfile
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE_ARCHIVE = ROOT / "benchmarks/results/gate_aa_h200_2026-11-21.tgz"
 
 COUNTS = ("kernel_count", "memset_count", "sync_count", "step_count") + tuple(
     f"memcpy_{k}_{w}" for k in ("htod", "dtoh", "dtod", "ptop") for w in ("count", "bytes"))
@@ -23,8 +32,8 @@ def entries(folder: Path) -> dict:
     return out
 
 
-def main(torch_dir: str, nsys_dir: str) -> int:
-    a, b = entries(Path(torch_dir)), entries(Path(nsys_dir))
+def compare(torch_dir: Path, nsys_dir: Path) -> int:
+    a, b = entries(torch_dir), entries(nsys_dir)
     worst = 0.0
     mismatches = 0
     print(f"{'test':<64} {'counts':<8} {'torch us/step':>14} {'nsys us/step':>14} {'diff':>7}")
@@ -40,5 +49,20 @@ def main(torch_dir: str, nsys_dir: str) -> int:
     return 1 if mismatches or worst > 0.05 else 0
 
 
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("torch_dir", type=Path, nargs="?", help="baselines recorded with torch.profiler")
+    parser.add_argument("nsys_dir", type=Path, nargs="?", help="baselines recorded with nsys")
+    parser.add_argument("--smoke", action="store_true", help="baselines/ against the archived A/A baselines")
+    args = parser.parse_args()
+    if not args.smoke:
+        if args.nsys_dir is None:
+            parser.error("TORCH_BASELINES and NSYS_BASELINES are required (or --smoke)")
+        return compare(args.torch_dir, args.nsys_dir)
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(SMOKE_ARCHIVE) as tar:
+        tar.extractall(tmp, members=[m for m in tar if m.name.startswith("aa/baselines/")], filter="data")
+        return compare(ROOT / "baselines", Path(tmp, "aa/baselines"))
+
+
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:]))
+    sys.exit(main())

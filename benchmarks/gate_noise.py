@@ -14,6 +14,9 @@
         "S/N +F", of N runs S called the slowed kernel's time regressed and F some other
         time (a false alarm; in an A/A series S is one too); and how much the slowed
         kernel's time per step changed against the baseline.
+    python benchmarks/gate_noise.py --smoke
+        table, judged again with today's tolerances, on the first three runs of the archived
+        A/A series and of its 10% slowdown series (benchmarks/results/), in a second.
 
 Runs are resumable: a run whose results file exists is not run again, so a series
 can be spread over several calls on a machine that stays up.  Each run writes
@@ -27,10 +30,19 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
+from pytest_gpuprof.compare.rules import Rules
+from pytest_gpuprof.compare.verdicts import judge
+
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks/results"
+#: Archived results files of the smoke run: three runs of a series of each archive.
+SMOKE_RUNS = {"gate_aa_h200_2026-11-21.tgz": "aa/aa-{}.json",
+              "gate_sweep_h200_2026-11-21.tgz": "sweep/slowdown0.10-{}.json"}
 TIME_KINDS = ("time_us", "window_us")
 
 
@@ -93,8 +105,6 @@ def slowed_kernel_change(test: dict) -> float | None:
 def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[str]:
     """The time metrics gpuprof would call regressed with these (kernel time, other time)
     tolerances, judged again from the results JSON alone (samples and summaries of both runs)."""
-    from pytest_gpuprof.compare import Rules, judge
-
     if not test.get("baseline_metrics") or test["status"] == "unstable" or "per_step" not in test:
         return []
     rules = Rules(kernel_time_tolerance=tolerances[0], time_tolerance=tolerances[1])
@@ -148,9 +158,21 @@ def tolerance_pair(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(f"expected KERNEL/OTHER tolerances such as 0.05/0.10, got {text!r}") from None
 
 
+def smoke(tolerances: list[tuple[float, float]]) -> None:
+    """``table`` on a few archived runs, extracted into a temporary directory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for archive, name in SMOKE_RUNS.items():
+            with tarfile.open(RESULTS / archive) as tar:
+                for i in range(3):
+                    member = tar.getmember(name.format(i))
+                    member.name = Path(member.name).name  # side by side, as a series' --out holds them
+                    tar.extract(member, tmp, filter="data")
+        print_table(Path(tmp), tolerances)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("aa", "sweep", "table"))
+    parser.add_argument("mode", choices=("aa", "sweep", "table"), nargs="?")
     parser.add_argument("dir", type=Path, nargs="?", help="table: the --out of the runs")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--runs", type=int, default=20)
@@ -159,7 +181,13 @@ def main() -> int:
     parser.add_argument("--tolerances", type=tolerance_pair, action="append", default=[], metavar="K/O",
                         help="table: also judge every run again with kernel time tolerance K and other time "
                         "tolerance O, e.g. 0.05/0.10 (repeatable)")
+    parser.add_argument("--smoke", action="store_true", help="table on three archived runs of two series")
     args = parser.parse_args()
+    if args.smoke:
+        smoke(args.tolerances or [(0.05, 0.10)])
+        return 0
+    if args.mode is None:
+        parser.error("a mode is required (or --smoke)")
     if args.mode == "table":
         print_table(args.dir, args.tolerances)
         return 0

@@ -12,7 +12,10 @@ Kineto's exact layout (key order, indentation, three fractional digits) and the
 loader's fast path reads it the way it reads a real trace; timestamps are
 shifted in exact integer nanoseconds.
 
-    python benchmarks/make_big_trace.py SOURCE.pt.trace.json.gz OUT.json [--events 1500000]
+    python benchmarks/make_big_trace.py SOURCE.pt.trace.json.gz OUT.json [--events 1500000 | --copies N]
+    python benchmarks/make_big_trace.py --smoke
+        two copies of the smallest example trace in a temporary directory, read back
+        as JSON: the event count and the distinct steps must be what was written.
 """
 
 from __future__ import annotations
@@ -22,8 +25,15 @@ import gzip
 import json
 import math
 import re
+import sys
+import tempfile
 from decimal import Decimal
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The smallest trace of the example suite (about 4,000 events), the source of the smoke runs.
+SMOKE_SOURCE = (ROOT / "example_suite/traces"
+                / "example_suite_test_weight_streaming.py_test_weight_streaming.pt.trace.json.gz")
 
 #: Numbers the copies change: timestamps, ids that link a launch to its GPU work
 #: (and flow arrows to their ends), and the step number of ProfilerStep ranges.
@@ -91,8 +101,10 @@ class Template:
         return "".join(out)
 
 
-def build(source: Path, out: Path, events: int = 1_500_000) -> tuple[int, int, int]:
-    """Write the big trace; returns (copies, events written, bytes written)."""
+def build(source: Path, out: Path, events: int = 1_500_000, copies: int | None = None) -> tuple[int, int, int]:
+    """Write the big trace of at least ``events`` events, or of exactly ``copies`` copies
+    (gzipped, level 1 like ``gzip -1``, when ``out`` ends in .gz); returns (copies, events
+    written, bytes written)."""
     header, texts, separator, trailer = split_events(read_text(source))
     exact = json.JSONDecoder(parse_float=Decimal)
     parsed = [exact.decode(t) for t in texts]
@@ -110,12 +122,13 @@ def build(source: Path, out: Path, events: int = 1_500_000) -> tuple[int, int, i
     id_stride = 10 ** len(str(max(ids, default=0)))  # every id of a copy stays below the next copy's
     step_numbers = [int(m[1]) for ev in parsed if (m := re.fullmatch(r"ProfilerStep#(\d+)", str(ev.get("name"))))]
     steps = max(step_numbers) - min(step_numbers) + 1 if step_numbers else 0
-    copies = max(1, math.ceil((events - len(once)) / len(copied)))
+    copies = copies or max(1, math.ceil((events - len(once)) / len(copied)))
 
     template = Template(separator.join(copied))
     if sum(kind == "ts" for kind, _ in template.slots) != len(timed):
         raise ValueError(f"{source}: some timestamps are not decimal microseconds with three digits")
-    with open(out, "w", encoding="utf-8") as fh:
+    gzipped = out.suffix == ".gz"
+    with gzip.open(out, "wt", encoding="utf-8", compresslevel=1) if gzipped else open(out, "w", encoding="utf-8") as fh:
         fh.write(header)
         for k in range(copies):
             if k:
@@ -127,15 +140,45 @@ def build(source: Path, out: Path, events: int = 1_500_000) -> tuple[int, int, i
     return copies, copies * len(copied) + len(once), out.stat().st_size
 
 
-def main() -> None:
+def step_names(path: Path) -> list[str]:
+    """The ``ProfilerStep#N`` names of a trace, parsed as JSON."""
+    events = json.loads(read_text(path))["traceEvents"]
+    return [ev["name"] for ev in events if str(ev.get("name")).startswith("ProfilerStep#")]
+
+
+def smoke() -> int:
+    """Build two copies of SMOKE_SOURCE and read them back: every event and distinct step there."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "big.json"
+        copies, count, size = build(SMOKE_SOURCE, out, copies=2)
+        print(f"{out}: {count:,} events ({copies} copies of {SMOKE_SOURCE.name}), {size:,} bytes")
+        written = len(json.loads(read_text(out))["traceEvents"])
+        steps, source_steps = step_names(out), step_names(SMOKE_SOURCE)
+    if written != count or len(set(steps)) != len(steps) or len(steps) != copies * len(source_steps):
+        print(f"smoke FAILED: {written:,} events read back, {len(set(steps))} distinct of {len(steps)} steps, "
+              f"the source has {len(source_steps)}")
+        return 1
+    print(f"smoke passed: {written:,} events read back as JSON, {len(steps)} distinct steps "
+          f"({copies} x the source's {len(source_steps)})")
+    return 0
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", type=Path, help="real Kineto trace (.json or .json.gz)")
-    parser.add_argument("out", type=Path, help="where to write the big trace (plain .json)")
+    parser.add_argument("source", type=Path, nargs="?", help="real Kineto trace (.json or .json.gz)")
+    parser.add_argument("out", type=Path, nargs="?", help="where to write the big trace (.json, or .json.gz: gzip -1)")
     parser.add_argument("--events", type=int, default=1_500_000, help="at least this many events (default 1.5 million)")
+    parser.add_argument("--copies", type=int, help="exactly this many copies (instead of --events)")
+    parser.add_argument("--smoke", action="store_true", help="a two-copy trace of a small source, read back")
     args = parser.parse_args()
-    copies, count, size = build(args.source, args.out, args.events)
+    if args.smoke:
+        return smoke()
+    if args.out is None:
+        parser.error("SOURCE and OUT are required (or --smoke)")
+    copies, count, size = build(args.source, args.out, args.events, args.copies)
     print(f"{args.out}: {count:,} events ({copies} copies of {args.source.name}), {size:,} bytes ({size / 1e6:.0f} MB)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The benchmark scripts' smoke modes, so that the scripts behind docs/benchmarks.md cannot rot,
+and the doc's GPU-gate figures derived again from the archived results."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprof.trace.kineto import load_kineto
+from pytest_gpuprof.metrics.measure import measure
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+SMALLEST = ROOT / "example_suite/traces/example_suite_test_weight_streaming.py_test_weight_streaming.pt.trace.json.gz"
+
+
+def run_script(name: str, *args: str) -> str:
+    """A script of benchmarks/ in a subprocess of this Python; its standard output (it must succeed)."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / name), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def source_metrics(path: Path) -> dict:
+    """What ``gpuprof analyze PATH --json`` reports, computed here."""
+    return json.loads(json.dumps(measure(load_kineto(path)).to_json()))
+
+
+def doc_text() -> str:
+    """docs/benchmarks.md with its line breaks and runs of spaces as single spaces."""
+    return " ".join((ROOT / "docs/benchmarks.md").read_text().split())
+
+
+def test_make_big_trace_smoke_reads_back_every_event_and_distinct_steps():
+    out = run_script("make_big_trace.py", "--smoke")
+    written = re.search(r": ([\d,]+) events \(2 copies of ", out)
+    check = re.search(
+        r"smoke passed: ([\d,]+) events read back as JSON, (\d+) distinct steps \(2 x the source's (\d+)\)", out)
+    assert written and check, out
+    assert written[1] == check[1]
+    assert int(check[2]) == 2 * int(check[3]) == 2 * source_metrics(SMALLEST)["steps"]["count"]
+
+
+def test_bench_analyze_smoke_times_a_run_and_passes_the_scaling_check():
+    out = run_script("bench_analyze.py", "--smoke")
+    built = re.search(r"built \S+: ([\d,]+) events, 2 copies of " + re.escape(SMALLEST.name), out)
+    counted = re.search(r"trace: \S+, [\d,]+ bytes \(\d+ MB\), ([\d,]+) events", out)
+    run = re.search(r"run 1: (\d+\.\d+) s, peak RSS (\d+) MiB", out)
+    assert built and counted and run, out
+    assert built[1] == counted[1]
+    assert float(run[1]) > 0 and int(run[2]) > 0
+    source = source_metrics(SMALLEST)["metrics"]
+    assert f"metrics: {2 * source['kernel_count']:,} kernels over {2 * source['step_count']} steps" in out
+    assert "check passed: counts, bytes, times and per-step lists are exactly 2 x the source's" in out
+    kept = re.search(r"source: ([\d,]+) events, of which the loader keeps ([\d,]+) \(\d+%\)", out)
+    assert kept, out
+    assert 0 < int(kept[2].replace(",", "")) < int(kept[1].replace(",", ""))
+
+
+def test_bench_analyze_check_names_what_is_not_scaled(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from bench_analyze import scaled_mismatches
+
+    source = source_metrics(SMALLEST)
+    assert scaled_mismatches(source, source, 1) == []
+    changed = json.loads(json.dumps(source))
+    kernel = next(iter(changed["per_step"]["kernels"]))
+    changed["per_step"]["kernels"][kernel][3] += 0.001
+    changed["metrics"]["sync_count"] += 1
+    bad = scaled_mismatches(source, changed, 1)
+    assert len(bad) == 2
+    assert bad[0].startswith("sync_count: ")
+    assert bad[1] == f"per_step kernel {kernel[:60]} is not the source's repeated 1 times"
+
+
+def test_bench_hta_smoke_without_hta_still_runs_gpuprof_and_says_hta_was_skipped():
+    if importlib.util.find_spec("hta"):
+        pytest.skip("this Python imports hta: the smoke runs HTA instead of skipping it")
+    out = run_script("bench_hta.py", "--smoke")
+    assert f"HTA skipped: {sys.executable} cannot import hta (ModuleNotFoundError: No module named 'hta')" in out
+    assert "hta run" not in out
+    source = source_metrics(SMALLEST)
+    assert re.search(r"gpuprof run 1: \d+\.\d+ s, peak RSS \d+ MiB", out), out
+    assert f"kernel_time_us {source['metrics']['kernel_time_us']:,} over {source['steps']['count']} steps" in out
+
+
+@pytest.mark.skipif(not os.environ.get("GPUPROF_HTA_PYTHON"), reason="GPUPROF_HTA_PYTHON (a Python with HTA) not set")
+def test_bench_hta_smoke_with_hta_reports_its_version_and_kernel_breakdown():
+    out = run_script("bench_hta.py", "--smoke", "--hta-python", os.environ["GPUPROF_HTA_PYTHON"])
+    assert re.search(r"HTA: HolisticTraceAnalysis \d+\.\d+", out), out
+    assert re.search(r"hta run 1: \d+\.\d+ s, peak RSS \d+ MiB .* load \d+\.\d+ s, kernel breakdown .*COMPUTATION", out)
+    assert "gpuprof median of 1: " in out
+
+
+def test_compare_backends_smoke_matches_the_committed_baselines():
+    out = run_script("compare_backends.py", "--smoke")
+    for path in sorted((ROOT / "baselines/example_suite").glob("*.json")):
+        for nodeid, by_gpu in json.loads(path.read_text())["tests"].items():
+            metrics = next(iter(by_gpu.values()))["metrics"]
+            row = re.search(rf"^{re.escape(nodeid)} +equal +([\d.]+) +([\d.]+) +([+-]\d+\.\d\d)%$", out, re.M)
+            assert row, out
+            assert row[1] == f"{metrics['kernel_time_us'] / metrics['step_count']:.3f}"
+            assert abs(float(row[2]) / float(row[1]) - 1) < 0.05
+    assert "count mismatches: 0;" in out
+
+
+#: One row of ``gate_noise.py table``: series, test, the tallies ("S/N" or "S/N +F"), the slowed kernel's change.
+TABLE_ROW = re.compile(r"^(\S+) +(test_\w+) +(.*?)  +(\S+ / \S+ / \S+|n/a) ", re.M)
+
+
+def gate_table(folder: Path, *tolerances: str) -> dict[tuple[str, str], tuple[list[str], str]]:
+    """(series, test) -> (tallies as run and with each tolerance pair, the slowed kernel's min / median / max)."""
+    out = run_script("gate_noise.py", "table", str(folder), *(a for t in tolerances for a in ("--tolerances", t)))
+    rows = {(m[1], m[2]): (re.findall(r"\d+/\d+(?: \+\d+)?", m[3]), m[4]) for m in TABLE_ROW.finditer(out)}
+    assert rows, out
+    return rows
+
+
+def test_gate_noise_smoke_judges_archived_runs_again():
+    out = run_script("gate_noise.py", "--smoke")
+    rows = {(m[1], m[2]): re.findall(r"\d+/\d+(?: \+\d+)?", m[3]) for m in TABLE_ROW.finditer(out)}
+    assert len(rows) == 8, out
+    for (series, test), tallies in rows.items():
+        assert len(tallies) == 2  # as run, and 5%/10%
+        if series == "aa":
+            assert tallies == ["0/3", "0/3"]
+        elif test != "test_weight_streaming":
+            assert tallies[1] == "3/3"  # a planted 10% in the compute-bound workloads
+
+
+#: The doc's names of the example tests, and the slowdowns of the sweep.
+WORKLOADS = {"test_cnn_train_step": "CNN training step", "test_transformer_train_step": "transformer training step",
+             "test_moe_forward": "MoE forward", "test_weight_streaming": "weight streaming"}
+SLOWDOWNS = {"3%": "slowdown0.03", "5%": "slowdown0.05", "7%": "slowdown0.07", "10%": "slowdown0.10",
+             "20%": "slowdown0.20"}
+
+
+def test_gate_figures_in_the_docs_follow_from_the_archived_results(tmp_path):
+    for archive in sorted((BENCHMARKS / "results").glob("*.tgz")):
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp_path, filter="data")
+    aa = gate_table(tmp_path / "aa", "0.05/0.10", "0.03/0.10")
+    sweep = gate_table(tmp_path / "sweep", "0.05/0.10", "0.03/0.10")
+    doc = doc_text()
+
+    # A/A: no time regression in 20 runs, today and as run; the sweep's s = 0 as run: 2
+    assert {tuple(aa["aa", test][0]) for test in WORKLOADS} == {("0/20", "0/20", "0/20")}
+    assert "| shipped example suite against its own baselines | 20 (80 tests) | **0** |" in doc
+    zero = [sweep["slowdown0.00", test][0] for test in WORKLOADS]
+    assert {(today, low) for _, today, low in zero} == {("0/20", "0/20")}
+    as_run = sum(int(m[1]) for run, _, _ in zero if (m := re.search(r"\+(\d+)$", run)))
+    assert f"| 20 (80 tests) | **0** (as run: {as_run}, below) |" in doc
+
+    # the smallest slowdown caught, per workload, under today's rules
+    for test, name in WORKLOADS.items():
+        caught = {pct: sweep[series, test][0][1] for pct, series in SLOWDOWNS.items()}
+        smallest = next(pct for pct, tally in caught.items() if tally.split("/")[0] == tally.split("/")[1])
+        median = sweep[SLOWDOWNS[smallest], test][1].split(" / ")[1]
+        assert f"| {name} | {' | '.join(caught.values())} | **{smallest}** (kernel {median}) |" in doc
+
+    # A/B rows of a planted 10% and 3%: the kernel's change and the catches
+    for pct in ("10%", "3%"):
+        for test, name in WORKLOADS.items():
+            (_, today, _), spread = sweep[SLOWDOWNS[pct], test]
+            row = re.search(rf"\| {pct} \| {name.split()[0]}[^|]*\| {re.escape(spread)} \| ([^|]*)\|", doc)
+            assert row, (pct, name, spread)
+            assert today.replace("/", " of ") in row[1]
+
+    # a 3% kernel-time tolerance
+    cnn, transformer = (sweep["slowdown0.03", t][0][2].replace("/", " of ")
+                        for t in ("test_cnn_train_step", "test_transformer_train_step"))
+    assert f"caught in {cnn} CNN runs and {transformer} transformer runs" in doc
