@@ -106,7 +106,7 @@ def scaled_mismatches(small: dict, big: dict, copies: int) -> list[str]:
             for kernel, steps in values.items():
                 if big["per_step"]["kernels"].get(kernel) != steps * copies:
                     bad.append(f"per_step kernel {kernel[:60]} is not the source's repeated {copies} times")
-        elif name == "window_us":
+        elif name in WINDOW_SERIES:
             # each copy's first step also spans the gap after the copy before it: compare the others
             got, n = big["per_step"][name], len(values)
             if len(got) != n * copies or got[0] != values[0] or any(
@@ -119,6 +119,11 @@ def scaled_mismatches(small: dict, big: dict, copies: int) -> list[str]:
     if bm["step_gpu_time_us"] != sm["step_gpu_time_us"] * copies:
         bad.append(f"step_gpu_time_us is not the source's repeated {copies} times")
     return bad
+
+
+#: Per-step lists of each step's slice of the window (and of the host's time before the step):
+#: a copy's first step reaches back over the gap between two copies.
+WINDOW_SERIES = ("window_us", "gpu_utilization", "copy_utilization", "sync_wait_fraction", "host_gap_us", "stalled")
 
 
 def _units(value: float | int, kind: str) -> int:

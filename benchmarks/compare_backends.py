@@ -45,6 +45,8 @@ def compare(torch_dir: Path, nsys_dir: Path) -> int:
         diff = (kb - ka) / ka
         worst = max(worst, abs(diff))
         print(f"{key[0]:<64} {'equal' if not bad else ','.join(bad):<8} {ka:>14.3f} {kb:>14.3f} {diff:>+7.2%}")
+    for key in sorted(set(a) ^ set(b)):
+        print(f"only in {torch_dir if key in a else nsys_dir}: {key[0]}")
     print(f"count mismatches: {mismatches}; largest kernel-time difference: {worst:.2%}")
     return 1 if mismatches or worst > 0.05 else 0
 

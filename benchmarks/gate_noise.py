@@ -1,8 +1,10 @@
 """A/A runs and a slowdown sweep of the time gate on a GPU machine (figures: docs/benchmarks.md).
 
-    python benchmarks/gate_noise.py aa --runs 20 --out DIR
-        record the example suite's baselines (as shipped: no slowdown code), then run
-        the suite RUNS times against them: every time regression reported is a false alarm.
+    python benchmarks/gate_noise.py aa --runs 20 --out DIR [--record-runs 3]
+        record the example suite's baselines (as shipped: no slowdown code) in RECORD_RUNS
+        fresh processes, then run the suite RUNS times against them: every time or ratio
+        regression reported is a false alarm.  Baselines already in DIR/baselines (copied
+        from another machine, say) are used as they are.
     python benchmarks/gate_noise.py sweep --runs 10 --slowdown 0 --slowdown 0.05 ... --out DIR
         record baselines with GPUPROF_EXAMPLE_SLOWDOWN=0, then run the suite RUNS times
         at each slowdown: every workload's activation kernel does that much more work
@@ -35,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_gpuprof.compare.machine import explains, machine_differences
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import judge
 
@@ -44,12 +47,15 @@ RESULTS = ROOT / "benchmarks/results"
 SMOKE_RUNS = {"gate_aa_h200_2026-11-21.tgz": "aa/aa-{}.json",
               "gate_sweep_h200_2026-11-21.tgz": "sweep/slowdown0.10-{}.json"}
 TIME_KINDS = ("time_us", "window_us")
+#: Ratio metrics with a better direction: judged per step like times since issue 13.
+RATIOS = ("gpu_utilization", "overlap_efficiency", "sync_wait_fraction")
 
 
 def pytest(args: list[str], env: dict[str, str]) -> int:
     """The example suite in a subprocess; the planting variables are only what ``env`` says."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("GPUPROF_EXAMPLE_")}
-    cmd = [sys.executable, "-m", "pytest", "example_suite", "-p", "no:cacheprovider", "-q", *args]
+    cmd = [sys.executable, "-m", "pytest", "example_suite", "-p", "no:cacheprovider", "-q", *args,
+           *os.environ.get("GATE_PYTEST_ARGS", "").split()]  # e.g. "-k not launch_bound"
     return subprocess.run(cmd, cwd=ROOT, env={**base, **env}, capture_output=True).returncode
 
 
@@ -68,7 +74,8 @@ def run_series(out: Path, label: str, runs: int, env: dict[str, str], deadline: 
         if time.monotonic() > deadline:
             print(f"{label}: stopping before run {i} (time budget spent); run again to go on", flush=True)
             return
-        rc = pytest(["--gpuprof", f"--gpuprof-baseline-dir={baselines}", f"--gpuprof-json={results}"], env)
+        rc = pytest(["--gpuprof", f"--gpuprof-baseline-dir={baselines}", f"--gpuprof-json={results}",
+                     "--gpuprof-timeline-events=0"], env)
         if not results.exists():
             print(f"{label} run {i:2d}: exit {rc}, no results file written", flush=True)
             continue
@@ -77,14 +84,19 @@ def run_series(out: Path, label: str, runs: int, env: dict[str, str], deadline: 
         print(f"{label} run {i:2d}: exit {rc}; time regressions: {'; '.join(caught) or 'none'}", flush=True)
 
 
+def timing(metric: str) -> bool:
+    return metric.endswith(TIME_KINDS) or metric in RATIOS
+
+
 def time_regressions(test: dict) -> list[str]:
-    """The metrics of a test's time verdicts that say regressed, as the run judged them."""
-    return [v["metric"] for v in test["verdicts"] if v["status"] == "regressed" and v["metric"].endswith(TIME_KINDS)]
+    """The metrics of a test's time and ratio verdicts that say regressed, as the run judged them."""
+    return [v["metric"] for v in test["verdicts"] if v["status"] == "regressed" and timing(v["metric"])]
 
 
 #: The kernel GPUPROF_EXAMPLE_SLOWDOWN slows down in each workload (its activation).
 SLOWED = {"test_cnn_train_step": "launch_clamp_scalar", "test_moe_forward": "GeluCUDAKernelImpl",
-          "test_transformer_train_step": "GeluCUDAKernelImpl", "test_weight_streaming": "GeluCUDAKernelImpl"}
+          "test_transformer_train_step": "GeluCUDAKernelImpl", "test_weight_streaming": "GeluCUDAKernelImpl",
+          "test_small_batch_decode": "GeluCUDAKernelImpl"}
 
 
 def slowed_kernel_change(test: dict) -> float | None:
@@ -103,15 +115,29 @@ def slowed_kernel_change(test: dict) -> float | None:
 
 
 def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[str]:
-    """The time metrics gpuprof would call regressed with these (kernel time, other time)
-    tolerances, judged again from the results JSON alone (samples and summaries of both runs)."""
-    if not test.get("baseline_metrics") or test["status"] == "unstable" or "per_step" not in test:
+    """The time and ratio metrics gpuprof would call regressed with these (kernel time, other
+    time) tolerances, judged again from the results JSON alone as ``compare.evaluate``
+    judges today: both runs' samples and summaries, the baseline's recorded runs where
+    the file has them, then the downgrades to unstable (health reasons as the run
+    recorded them, less the clock moves that are notes today; machine probes against the
+    baseline runs' probes)."""
+    if not test.get("baseline_metrics") or "per_step" not in test:
         return []
     rules = Rules(kernel_time_tolerance=tolerances[0], time_tolerance=tolerances[1])
+    runs = test.get("baseline_runs") or ()
     verdicts = judge(test["metrics"], test["baseline_metrics"], rules,
                      samples=(test["per_step"], test["baseline_per_step"]),
-                     distributions=(test["distribution"], test["baseline_distribution"]))
-    return [v.metric for v in verdicts if v.status == "regressed" and v.metric.endswith(TIME_KINDS)]
+                     distributions=(test["distribution"], test["baseline_distribution"]),
+                     runs=[r["distribution"] for r in runs if r.get("distribution")])
+    unhealthy = [r for r in test.get("unstable") or () if r.startswith(HEALTH_REASONS)]
+    slower = machine_differences(test.get("machine"), [r.get("machine") for r in runs])
+    return [v.metric for v in verdicts if v.status == "regressed" and timing(v.metric) and not unhealthy
+            and not any(explains(p, v.metric) for p in slower)]
+
+
+#: How ``metrics.health.assess`` words the reasons that still make a run unstable today.
+HEALTH_REASONS = ("GPU slowed down", "other processes used the GPU", "first measured step took",
+                  "steps stalled on the host")
 
 
 def tally(tests: list[dict], regressions) -> str:
@@ -178,6 +204,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--slowdown", type=float, action="append", default=[])
     parser.add_argument("--budget-s", type=float, default=540, help="stop starting runs after this long")
+    parser.add_argument("--record-runs", type=int, default=3,
+                        help="fresh processes that record the baselines when DIR/baselines does not exist")
     parser.add_argument("--tolerances", type=tolerance_pair, action="append", default=[], metavar="K/O",
                         help="table: also judge every run again with kernel time tolerance K and other time "
                         "tolerance O, e.g. 0.05/0.10 (repeatable)")
@@ -196,8 +224,9 @@ def main() -> int:
     baselines = args.out / "baselines"
     if not baselines.exists():
         env = series_env(args.mode, 0.0)
-        rc = pytest(["--gpuprof-update-baseline", f"--gpuprof-baseline-dir={baselines}"], env)
-        print(f"recorded baselines in {baselines} ({env or 'shipped suite'}): exit {rc}", flush=True)
+        for i in range(args.record_runs):  # one fresh process each: the baseline learns the spread between them
+            rc = pytest(["--gpuprof-update-baseline", f"--gpuprof-baseline-dir={baselines}"], env)
+            print(f"recorded baseline run {i + 1} in {baselines} ({env or 'shipped suite'}): exit {rc}", flush=True)
     if args.mode == "aa":
         run_series(args.out, "aa", args.runs, {}, deadline)
     for s in args.slowdown:

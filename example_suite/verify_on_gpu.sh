@@ -4,7 +4,8 @@
 #
 #   example_suite/verify_on_gpu.sh [--record] [--reruns N] [OUT] [-- PYTEST_ARGS...]
 #
-# --record first records the baselines on this GPU; PYTEST_ARGS go to every run
+# --record first records the baselines on this GPU, in 3 separate processes (the
+# baselines learn how much each metric moves between processes); PYTEST_ARGS go to every run
 # (e.g. -- --gpuprof-nsys --gpuprof-baseline-dir=.gpuprof/nsys-baselines).
 # Logs and kept traces go to OUT (default .gpuprof/verify).
 set -u
@@ -24,8 +25,13 @@ status=0
 pytest=(python3 -m pytest example_suite -p no:cacheprovider -q --gpuprof "$@")
 
 if [ $record -eq 1 ]; then
-  "${pytest[@]}" --gpuprof-update-baseline --gpuprof-keep-traces --gpuprof-output-dir "$out/record" >"$out/record.log" 2>&1
-  echo "record baselines: exit $?  ($(grep -E '[0-9]+ (passed|failed)' "$out/record.log" | tail -1))"
+  for i in 1 2 3; do
+    keep=5
+    [ "$i" -eq 1 ] && keep=1  # the first replaces what was recorded before
+    "${pytest[@]}" --gpuprof-update-baseline --gpuprof-baseline-runs "$keep" --gpuprof-keep-traces \
+      --gpuprof-output-dir "$out/record" >"$out/record$i.log" 2>&1
+    echo "record baselines, run $i: exit $?  ($(grep -E '[0-9]+ (passed|failed)' "$out/record$i.log" | tail -1))"
+  done
 fi
 for i in $(seq 1 "$reruns"); do
   "${pytest[@]}" --gpuprof-output-dir "$out/rerun$i" >"$out/rerun$i.log" 2>&1

@@ -64,6 +64,12 @@ OPTIONS: tuple[Option, ...] = (
            "judge kept traces from this directory instead of running the profiled tests (implies --gpuprof; "
            "no GPU needed)"),
     *RULE_OPTIONS,
+    Option("baseline-runs", "int", 5,
+           "recorded runs a baseline keeps: --gpuprof-update-baseline adds this run to them while the GPU work "
+           "per step is unchanged, and time and ratio verdicts must lie outside what they show; 1 starts afresh"),
+    Option("confirm", "int", 0,
+           "re-run a test whose only failures are times or ratios this many times, each in a fresh process, "
+           "and fail it only if every re-run fails them too"),
     Option("threshold", "list", [],
            "absolute requirement such as 'gpu_utilization >= 0.85'; repeatable (ini gpuprof_thresholds: one per line)",
            plural=True),

@@ -114,9 +114,10 @@ def _resolve_settings(config: pytest.Config):
                            for t in opts["threshold"] or ())
         rules = Rules.from_options(opts, thresholds, origin=lambda name: f"{BY_NAME[name].flag} / ini key "
                                                                         f"{BY_NAME[name].ini}")
-        events = BY_NAME["timeline-events"]
-        if opts[events.name] < 0:
-            raise ConfigError(f"{events.flag} / ini key {events.ini}: must not be negative, got {opts[events.name]}")
+        for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1)):
+            if opts[name] < least:
+                bound = "must not be negative" if least == 0 else f"must be at least {least}"
+                raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
         settings = Settings(
             update_baseline=bool(opts["update-baseline"]),
             strict=bool(opts["strict"]),
@@ -130,6 +131,8 @@ def _resolve_settings(config: pytest.Config):
             nsys_path=opts["nsys-path"],
             nsys_inner=inner_results_path() if backend == "nsys" else None,
             timeline_events=opts["timeline-events"],
+            baseline_runs=opts["baseline-runs"],
+            confirm=opts["confirm"],
             reports={kind: opts[kind] for kind in ("json", "summary", "html", "benchmark-json")},
         )
     except ConfigError as exc:

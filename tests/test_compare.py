@@ -209,11 +209,11 @@ def test_the_level_is_corrected_for_the_number_of_time_series_judged():
     base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]
     now = [v + 20 for v in base]
     alone = kernel_time(judge(timed(now), timed(base), Rules(), True, ({"kernel_time_us": now}, {"kernel_time_us": base})))
-    assert alone.status == "regressed" and alone.rule.endswith("(Mann-Whitney p < 0.01 / 1 time series = 0.01)")
+    assert alone.status == "regressed" and alone.rule.endswith("(Mann-Whitney p < 0.01 / 1 series = 0.01)")
     many = {f"k{i}": base for i in range(99)}
     crowd = kernel_time(judge(timed(now), timed(base), Rules(), True,
                               ({"kernel_time_us": now, "kernels": many}, {"kernel_time_us": base, "kernels": many})))
-    assert crowd.rule.endswith("(Mann-Whitney p < 0.01 / 100 time series = 0.0001)")
+    assert crowd.rule.endswith("(Mann-Whitney p < 0.01 / 100 series = 0.0001)")
     assert crowd.status == "ok" and crowd.evidence.endswith("p=0.00018 (n=10/10): within noise")
     # with 5 steps a side no p-value reaches 0.01 / 100 (2 / C(10, 5) = 0.0079): undecided, and how many steps would do
     five = kernel_time(judge(timed(now[:5]), timed(base[:5]), Rules(), True,

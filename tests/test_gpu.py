@@ -101,7 +101,10 @@ def test_rerun_passes_and_an_extra_kernel_fails(suite):
     again = run(suite, "--gpuprof", "--gpuprof-kernel-time-tolerance=0.5", "--gpuprof-time-tolerance=0.5",
                 "--gpuprof-ratio-tolerance=0.3")
     again.assert_outcomes(passed=2)
-    again.stdout.fnmatch_lines(["*test_work.py::test_fixture_form*passed*"])
+    # about 0.1 ms of CPU-bound work a step: a host pause stalls a step, and the few steps
+    # left may not decide a time (undecided) or the machine probes may differ (unstable)
+    again.stdout.fnmatch_lines(["test_work.py::test_fixture_form  *"])
+    assert not [line for line in again.outlines if line.startswith("test_work.py::") and " failed " in line]
     broken = run(suite, "--gpuprof", extra=1)
     broken.assert_outcomes(failed=2)
     broken.stdout.fnmatch_lines(["*kernel_count: baseline 2, current 3 (+50.0%) [[]changed; rule: must match exactly per step]*"])

@@ -17,7 +17,7 @@ from pytest_gpuprof.metrics.intervals import (
     merge_intervals,
     union_length,
 )
-from pytest_gpuprof.metrics.measure import _step_busy_us, _step_of, _step_spans_us
+from pytest_gpuprof.metrics.measure import _step_busy_us, _step_of, _step_slices
 
 POINT = st.integers(min_value=0, max_value=60)
 
@@ -136,7 +136,7 @@ def test_each_step_moves_the_window_end_by_its_own_reach_and_the_moves_add_up(da
     """e_i = max(step i's CPU end, its own work's last end), kept non-decreasing; step i's
     value is e_i - e_(i-1) with e_(-1) = the first step's start."""
     starts, ends, work, step = data
-    got = _step_spans_us(starts, ends, [(work, step)])
+    got = [(hi - lo) / 1000 for lo, hi in zip(*_step_slices(starts, ends, [(work, step)]))]
     reach, previous, expected = int(starts[0]), int(starts[0]), []
     for i in range(len(starts)):
         own = [int(e) for e, s in zip(work["end"], step) if s == i]
@@ -151,7 +151,8 @@ def test_a_step_whose_work_ends_before_the_previous_one_s_moves_nothing():
     """Step 0's work runs to 50, past step 1's end (25): step 1 moves the end by 0, not -25."""
     starts, ends = np.array([0, 20]), np.array([10, 25])
     work = pd.DataFrame({"start": [5, 21], "end": [50, 24]})
-    assert _step_spans_us(starts, ends, [(work, np.array([0, 1]))]) == [0.05, 0.0]
+    lo, hi = _step_slices(starts, ends, [(work, np.array([0, 1]))])
+    assert ((hi - lo) / 1000).tolist() == [0.05, 0.0]
 
 
 @given(steps_with_work())

@@ -74,7 +74,8 @@ def test_without_samples_the_means_are_compared_as_before():
 
 
 @pytest.mark.parametrize("readings, times, words", [
-    ({"sm_clock_mhz": [1200, 1980], "slowdowns": [], "other_processes": []}, [10] * 5, "SM clock dropped to 1200"),
+    ({"sm_clock_mhz": [1200, 1980], "slowdowns": ["hardware power brake"], "other_processes": []}, [10] * 5,
+     "hardware power brake"),
     ({"sm_clock_mhz": [1980, 1980], "slowdowns": ["hardware thermal slowdown"], "other_processes": []}, [10] * 5,
      "hardware thermal slowdown"),
     ({"sm_clock_mhz": [1980, 1980], "slowdowns": [], "other_processes": [4242]}, [10] * 5, "pid 4242"),
@@ -83,6 +84,18 @@ def test_without_samples_the_means_are_compared_as_before():
 def test_unhealthy_measurements_are_named(readings, times, words):
     reasons = health.assess(times, readings)
     assert len(reasons) == 1 and words in reasons[0]
+
+
+def test_a_clock_drop_without_a_slowdown_reason_is_a_note_not_a_reason():
+    readings = {"sm_clock_mhz": [1560, 1980], "slowdowns": [], "other_processes": []}
+    assert health.assess([10] * 5, readings) == []
+    assert health.clock_note(readings).startswith("SM clock ranged 1560-1980 MHz during the steps")
+    # 0.85 of 1980 is 1683: a lowest clock at it is no drop, under it is
+    assert health.clock_note({**readings, "sm_clock_mhz": [1683, 1980]}) is None
+    assert health.clock_note({**readings, "sm_clock_mhz": [1682, 1980]}) is not None
+    # with a slowdown reason the run is unstable (assess), and the note would repeat it
+    slowed = {**readings, "slowdowns": ["hardware slowdown"]}
+    assert health.clock_note(slowed) is None and health.assess([10] * 5, slowed) == ["GPU slowed down: hardware slowdown"]
 
 
 def test_a_healthy_measurement_has_no_reasons():

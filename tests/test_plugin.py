@@ -190,6 +190,14 @@ def analyze(trace):
     return json.loads(out.stdout)
 
 
+def judged(trace, metric):
+    """The value a ratio is judged by: the median of its per-step values (none stalled in the
+    shipped traces), worked out with statistics, rounded like every ratio."""
+    steps = analyze(trace)["per_step"]
+    assert not any(steps["stalled"])
+    return round(statistics.median(steps[metric]), 6)
+
+
 def test_trace_names_match_the_shipped_traces():
     for nodeid, path in TRACE.items():
         assert trace_name(nodeid) == path.name
@@ -229,6 +237,8 @@ def test_settings(pytestconfig):
             **{"gpuprof_" + kind.replace("-", "_"): None if path is None else str(path)
                for kind, path in s.reports.items()},
             "gpuprof_timeline_events": s.timeline_events,
+            "gpuprof_baseline_runs": s.baseline_runs,
+            "gpuprof_confirm": s.confirm,
         })
     with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
         json.dump(out, fh)
@@ -237,7 +247,8 @@ def test_settings(pytestconfig):
 NUMBERS = {  # ini key -> (a value, another value); none is the default
     "gpuprof_kernel_time_tolerance": (0.03, 0.2), "gpuprof_time_tolerance": (0.25, 0.5), "gpuprof_time_floor_us": (7.5, 12.0),
     "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
-    "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0),
+    "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0), "gpuprof_baseline_runs": (3, 1),
+    "gpuprof_confirm": (2, 1),
 }
 THRESHOLDS = (["sync_count == 0", "gpu_utilization >= 85%"], ["memset_count <= 3"])
 
@@ -386,7 +397,7 @@ def test_update_writes_readable_baselines_then_a_judging_run_passes(suite):
     files = {MOE: baseline_path(suite, "test_moe"), CNN: baseline_path(suite, "test_cnn")}
     lines = section(result)
     for nodeid, path in files.items():
-        assert f"updated 1 test(s) in {path}" in lines
+        assert f"updated 1 test(s) in {path} (first run recorded)" in lines
         text = path.read_text()
         doc = json.loads(text)
         # sorted keys, two-space indentation, a final newline: stable pull-request diffs
@@ -400,8 +411,12 @@ def test_update_writes_readable_baselines_then_a_judging_run_passes(suite):
         assert entry["metrics"]["kernel_count"] == expected["metrics"]["kernel_count"] > 0
         assert entry["metrics"] == expected["metrics"]
         assert entry["per_step"] == expected["per_step"]  # 10 steps: under the cap, all kept
+        # the judged series: times, and the ratios with a direction that have a value in some step
+        ratios = {m for m in ("gpu_utilization", "overlap_efficiency", "sync_wait_fraction")
+                  if any(v is not None for v in expected["per_step"][m])}
         assert set(entry["distribution"]) == {m for m in expected["per_step"] if m.endswith("_time_us")} | {
-            "window_us", "kernels"}
+            "window_us", "kernels"} | ratios
+        assert [run["per_step"] for run in entry["runs"]] == [expected["per_step"]]  # one run recorded
         assert set(entry["distribution"]["kernels"]) == set(expected["per_step"]["kernels"])
         steps = expected["per_step"]["kernel_time_us"]
         q1, median, q3 = quartiles(steps)
@@ -430,26 +445,32 @@ def test_failure_names_every_broken_metric_with_baseline_current_change_and_rule
     record(suite)
     path = baseline_path(suite, "test_moe")
     doc = load(path)
-    metrics = doc["tests"][MOE][GPU]["metrics"]
+    entry = doc["tests"][MOE][GPU]
+    metrics = entry["metrics"]
     steps = metrics["step_count"]
-    kernels, util = metrics["kernel_count"] / steps, metrics["gpu_utilization"]
-    assert kernels.is_integer() and util < 0.98
+    kernels, util = metrics["kernel_count"] / steps, judged(TRACE[MOE], "gpu_utilization")
+    assert kernels.is_integer() and util < 0.99
     metrics["kernel_count"] -= steps  # one kernel fewer per step in the baseline
-    metrics["gpu_utilization"] = 1.0
+    # a baseline whose GPU was busy in every step: utilization is judged per step
+    entry["per_step"]["gpu_utilization"] = [1.0] * steps
+    entry["distribution"]["gpu_utilization"] = {"n": steps, "median": 1.0, "q1": 1.0, "q3": 1.0, "min": 1.0, "max": 1.0}
     save(path, doc)
     edited = path.read_bytes()
 
-    result = replay(suite, "--gpuprof", "--gpuprof-ratio-tolerance", "0.02")
+    result = replay(suite, "--gpuprof", "--gpuprof-ratio-tolerance", "0.01")
     result.assert_outcomes(failed=1, passed=1)
     assert statuses(result) == {MOE: "failed", CNN: "passed"}
-    assert message(result) == [
+    shown = message(result)
+    assert shown[:2] == [
         f"gpuprof: 2 metric(s) broke on {GPU} (baseline file {path}):",
         f"  kernel_count: baseline {int(kernels) - 1}, current {int(kernels)} ({1 / (kernels - 1):+.1%}) "
         f"[changed; rule: must match exactly per step]",
-        f"  gpu_utilization: baseline 1, current {format_number(util)} ({format_number(util - 1, signed=True)}) "
-        f"[regressed; rule: must not drop by more than 0.02]",
-        "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
     ]
+    assert shown[2].startswith(
+        f"  gpu_utilization: baseline 1, current {format_number(util)} ({format_number(util - 1, signed=True)}) "
+        f"[regressed; rule: median per step must not drop by more than 0.01 unless the steps differ")
+    assert "vs baseline 1 (IQR 1–1, n=10); Mann-Whitney U p=" in shown[2]
+    assert shown[3:] == ["If the change is intended, refresh the baseline with --gpuprof-update-baseline."]
     assert any(line.startswith(f"FAILED {MOE} - Failed: gpuprof: ") for line in result.outlines)
     assert path.read_bytes() == edited  # a failing run does not touch the baseline
 
@@ -482,13 +503,16 @@ def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, st
     if status == "failed":
         result.assert_outcomes(failed=1, passed=1)
         now, before = statistics.median(samples), statistics.median(scaled)
-        # the Bonferroni family: every time series both runs kept, the 20 heaviest kernels among them
-        series = sum(METRICS[k].kind == "time" for k in entry["per_step"] if k in METRICS) + len(entry["per_step"]["kernels"])
+        # the Bonferroni family: every time series both runs kept, the ratios with a direction that
+        # have a value in some step, the 20 heaviest kernels
+        series = sum(METRICS[k].kind == "time" or METRICS[k].kind == "ratio" and METRICS[k].better is not None
+                     and any(v is not None for v in entry["per_step"][k])
+                     for k in entry["per_step"] if k in METRICS) + len(entry["per_step"]["kernels"])
         change = f"{now / before - 1:+.1%}"
         assert message(result)[1:] == [
             f"  kernel_time_us: baseline {format_number(before)}, current {format_number(now)} ({change}) "
             f"[regressed; rule: median per step within ±5% (changes under 5 us ignored) unless the steps differ "
-            f"(Mann-Whitney p < 0.01 / {series} time series = {0.01 / series:.2g}); "
+            f"(Mann-Whitney p < 0.01 / {series} series = {0.01 / series:.2g}); "
             f"{spread('median', samples)} vs {spread('baseline', scaled)}; "
             f"Mann-Whitney U p=1.1e-05 (n=10/10)]",
             "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
@@ -511,7 +535,7 @@ def test_threshold_violation_fails_naming_the_threshold(pytester, how):
     elif how == "pytest.ini":
         ini += "gpuprof_thresholds =\n    sync_count == 0\n    gpu_utilization >= 0.99\n"
     pytester.makefile(".ini", pytest=ini)
-    util = analyze(TRACE[MOE])["metrics"]["gpu_utilization"]
+    util = judged(TRACE[MOE], "gpu_utilization")  # thresholds hold the median per step
     assert util < 0.99 and analyze(TRACE[MOE])["metrics"]["sync_count"] == 0
 
     result = replay(pytester, *args)  # no baseline at all: thresholds still apply
@@ -561,7 +585,8 @@ def test_k_update_refreshes_only_the_selected_test(pytester):
     result = replay(pytester, "--gpuprof-update-baseline", "-k", "test_moe_forward")
     result.assert_outcomes(passed=1, deselected=2)
     assert statuses(result) == {MOE: "updated"}
-    assert [line for line in section(result) if line.startswith("updated")] == [f"updated 1 test(s) in {moe_file}"]
+    assert [line for line in section(result) if line.startswith("updated")] == [
+        f"updated 1 test(s) in {moe_file} (replaced: the GPU work per step changed)"]
     assert cnn_file.read_bytes() == cnn_before  # another module: byte-identical
     after = load(moe_file)
     assert after["tests"][backward] == moe_before["tests"][backward]  # same file, other test: untouched
@@ -615,7 +640,7 @@ def test_corrupt_baseline_is_an_error_naming_the_file_and_is_never_overwritten(s
     if mode == "--gpuprof-update-baseline":  # the healthy module is still recorded
         assert statuses(result)[CNN] == "updated"
         assert [line for line in section(result) if "test(s) in" in line] == [
-            f"updated 1 test(s) in {baseline_path(suite, 'test_cnn')}"]
+            f"updated 1 test(s) in {baseline_path(suite, 'test_cnn')} (first run recorded)"]
 
 
 SPOIL_MODULE = '''
@@ -638,7 +663,7 @@ def test_baseline_spoiled_during_an_update_run_is_not_written_and_fails_the_run(
     moe_file = baseline_path(suite, "test_moe")
     assert moe_file.read_text() == "{ spoiled"
     lines = [line for line in section(result) if "test(s) in" in line or line.startswith("not written")]
-    assert lines[0] == f"updated 1 test(s) in {baseline_path(suite, 'test_cnn')}"
+    assert lines[0] == f"updated 1 test(s) in {baseline_path(suite, 'test_cnn')} (first run recorded)"
     assert lines[1].startswith(f"not written, file left as it was: baseline file {moe_file} is not valid JSON")
     assert len(lines) == 2
 

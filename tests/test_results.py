@@ -28,6 +28,7 @@ DOCS = ROOT / "docs" / "results.md"
 MOE = "example_suite/test_moe.py::test_moe_forward"
 OTHERS = sorted([
     "example_suite/test_cnn.py::test_cnn_train_step",
+    "example_suite/test_launch_bound.py::test_small_batch_decode",
     "example_suite/test_transformer.py::test_transformer_train_step",
     "example_suite/test_weight_streaming.py::test_weight_streaming",
 ])
@@ -96,9 +97,9 @@ def test_json_document_puts_the_regression_first_with_its_numbers(run, planted_m
     doc = json.loads((out / "results.json").read_text())
     assert doc["schema_version"] == 1 and doc["backend"] == "torch"
     assert doc["baseline_dir"] == str(ROOT / "baselines")
-    assert doc["counts"] == {"failed": 1, "passed": 3, "skipped": 0}
+    assert doc["counts"] == {"failed": 1, "passed": 4, "skipped": 0}
     assert [t["nodeid"] for t in doc["tests"]] == [MOE] + OTHERS  # regressions first, then by node id
-    assert [t["status"] for t in doc["tests"]] == ["failed", "passed", "passed", "passed"]
+    assert [t["status"] for t in doc["tests"]] == ["failed"] + ["passed"] * len(OTHERS)
     assert doc["skipped"] == []
 
     moe = doc["tests"][0]
@@ -149,7 +150,9 @@ def test_json_document_carries_both_runs_samples_and_distributions(run, planted_
     marker = ("sync_count == 0", "gpu_utilization >= 0.85")  # example_suite/test_moe.py
     rules = Rules(thresholds=tuple(parse_threshold(t, "marker") for t in marker))
     again = judge(moe["metrics"], moe["baseline_metrics"], rules, True, (moe["per_step"], moe["baseline_per_step"]),
-                  (moe["distribution"], moe["baseline_distribution"]))
+                  (moe["distribution"], moe["baseline_distribution"]),
+                  [r["distribution"] for r in moe["baseline_runs"]])
+    assert len(moe["baseline_runs"]) == len(entry["runs"]) == 3  # recorded in 3 processes
     assert [v.to_json() for v in again] == moe["verdicts"]
     assert any("Mann-Whitney U p=" in v["evidence"] for v in moe["verdicts"])
 
@@ -177,7 +180,7 @@ def table_rows(markdown: str) -> list[list[str]]:
 def test_summary_table_starts_with_the_failing_test(run):
     out, _ = run
     text = (out / "summary.md").read_text()
-    assert text.startswith("## gpuprof: 1 failed, 3 passed\n")
+    assert text.startswith(f"## gpuprof: 1 failed, {len(OTHERS)} passed\n")
     header, first, *rest = table_rows(text)
     assert header[:3] == ["test", "status", "kernels/step"] and header[-1] == "verdict"
     assert first[:3] == [f"`{MOE}`", "**failed**", "71 → 95 (+33.8%)"]
@@ -275,7 +278,7 @@ def test_benchmark_json_is_github_action_benchmark_custom_format(run, planted_me
     assert not [n for n in names if "gpu_utilization" in n or "overlap_efficiency" in n]
     per_test = {n.split(" ")[0] for n in names}
     assert per_test == {MOE, *OTHERS}
-    assert len(entries) == 4 * len([n for n in names if n.startswith(MOE + " ")])
+    assert len(entries) == (1 + len(OTHERS)) * len([n for n in names if n.startswith(MOE + " ")])
     documented = DOCS.read_text()
     for metric in {n.split(" ")[1] for n in names}:
         kind_free = re.sub(r"memcpy_(htod|dtoh|dtod|ptop)_", "memcpy_<kind>_", metric)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any
+from typing import Any, Callable
 
 #: NVML clock-event reasons that mean the GPU was slowed down.
 SLOWDOWNS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
@@ -14,7 +14,8 @@ SLOWDOWNS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: 
 
 
 class NvmlSampler:
-    """Samples SM clock, slowdown reasons and other processes every ``period_s`` in a thread."""
+    """Samples SM clock, slowdown reasons and other processes every ``period_s`` in a thread,
+    from the first measured step until the GPU has finished the last one (``stop_when``)."""
 
     def __init__(self, device_index: int, period_s: float = 0.02) -> None:
         import pynvml
@@ -24,9 +25,11 @@ class NvmlSampler:
         self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
         self._period = period_s
         self._stop = threading.Event()
+        self._finished: Callable[[], bool] | None = None
         self._clocks: list[int] = []
         self._reasons = 0
         self._others: set[int] = set()
+        self._readings: dict[str, Any] | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     @classmethod
@@ -39,11 +42,18 @@ class NvmlSampler:
         sampler._thread.start()
         return sampler
 
+    def stop_when(self, finished: Callable[[], bool]) -> None:
+        """Sample on until ``finished()`` says the GPU has done the measured work (the CPU
+        queues the last step long before the GPU runs it)."""
+        self._finished = finished
+
     def _run(self) -> None:
         nvml, h = self._nvml, self._handle
         reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
             nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         while not self._stop.is_set():
+            if self._finished is not None and self._finished():
+                return  # an idle GPU lowers its clock: no sample after the work
             try:
                 self._clocks.append(int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)))
                 self._reasons |= int(reasons(h))
@@ -54,17 +64,22 @@ class NvmlSampler:
                 pass
             self._stop.wait(self._period)
 
-    def stop(self) -> dict[str, Any]:
-        """Stop sampling; the readings, for the trace's metadata."""
-        self._stop.set()
-        self._thread.join()
-        try:
-            self._nvml.nvmlShutdown()
-        except self._nvml.NVMLError:
-            pass
-        return {
-            "sm_clock_mhz": [min(self._clocks), max(self._clocks)] if self._clocks else None,
-            "slowdowns": [name for bit, name in SLOWDOWNS.items() if self._reasons & bit],
-            "other_processes": sorted(self._others),
-            "samples": len(self._clocks),
-        }
+    def stop(self, timeout_s: float = 600.0) -> dict[str, Any]:
+        """The readings, for the trace's metadata: after the GPU finished when ``stop_when``
+        was given (waiting up to ``timeout_s``), else now."""
+        if self._readings is None:
+            if self._finished is not None:
+                self._thread.join(timeout_s)
+            self._stop.set()
+            self._thread.join()
+            try:
+                self._nvml.nvmlShutdown()
+            except self._nvml.NVMLError:
+                pass
+            self._readings = {
+                "sm_clock_mhz": [min(self._clocks), max(self._clocks)] if self._clocks else None,
+                "slowdowns": [name for bit, name in SLOWDOWNS.items() if self._reasons & bit],
+                "other_processes": sorted(self._others),
+                "samples": len(self._clocks),
+            }
+        return self._readings

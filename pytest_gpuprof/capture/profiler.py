@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gzip
 import inspect
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -137,55 +139,51 @@ class GpuProf:
         """Steps under nsys: NVTX ranges, and the metadata as an NVTX mark in the test's range."""
         import nvtx
 
-        metadata = yield from self._step_loop(plan, lambda i, metadata: None)
+        metadata = yield from self._step_loop(plan, lambda i: None)
         nvtx.mark(METADATA_MARK + json.dumps(metadata, sort_keys=True), domain=NVTX_DOMAIN)
         self.completed = True
 
     def _profiled_steps(self, plan: StepPlan) -> Iterator[int]:
-        """Steps under torch.profiler's schedule; the metadata goes into the trace's header."""
+        """Steps under torch.profiler's schedule.  torch exports the trace once the last step
+        ends, before the GPU has finished it; the metadata (the health readings of the whole
+        GPU work among it) is added to the trace's header afterwards (``_with_metadata``)."""
         from torch.profiler import ProfilerActivity, profile, schedule
 
+        raw = self._trace_path.with_name(self._trace_path.name + ".raw.json")
         # repeat=1 is a single cycle, so keeping events across cycles changes nothing;
         # asking for it (torch >= 2.4) silences torch's "clears events" warning.
         extra = {"acc_events": True} if "acc_events" in inspect.signature(profile).parameters else {}
+        extra.update(_lighter_recording())
         prof = profile(
             activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
             schedule=schedule(wait=plan.wait, warmup=plan.warmup, active=plan.active, repeat=1),
-            on_trace_ready=lambda p: p.export_chrome_trace(str(self._trace_path)),
+            on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
             **extra,
         )
-        def after_step(i: int, metadata: Callable[[], dict]) -> None:
-            if i == plan.total - 1:  # metadata must be added while the profiler still records
-                prof.add_metadata_json("gpuprof", json.dumps(metadata()))
-            prof.step()
-
         prof.start()
         try:
-            yield from self._step_loop(plan, after_step)
+            try:
+                metadata = yield from self._step_loop(plan, lambda i: prof.step())
+            finally:
+                prof.stop()
+            _with_metadata(raw, self._trace_path, metadata)
             self.completed = True
         finally:
-            prof.stop()
+            raw.unlink(missing_ok=True)
 
-    def _step_loop(self, plan: StepPlan, after_step: Callable[[int, Callable[[], dict]], None]) -> Iterator[int]:
-        """The steps with their NVTX ranges; ``after_step(i, metadata)`` ends each one.
-        Returns the trace metadata (peak memory over the measured steps, environment)."""
+    def _step_loop(self, plan: StepPlan, after_step: Callable[[int], None]) -> Iterator[int]:
+        """The steps with their NVTX ranges; ``after_step(i)`` ends each one.  Returns the
+        trace metadata: peak memory over the measured steps, environment, and the NVML
+        readings from the first measured step until the GPU finished the last one."""
         import torch
 
         device = torch.cuda.current_device()
         environment = gpu_environment(device)
-        sampler: list = []  # the NVML sampler of the measured steps, once started
-        health: dict = {}
+        sampler: NvmlSampler | None = None
 
         first_measured = plan.wait + plan.warmup
         flush = _l2_flush_buffer(device) if plan.flush_l2 else None
         flush_bytes = 0 if flush is None else flush.numel() * flush.element_size()
-
-        def metadata() -> dict:
-            if sampler and not health:
-                health.update(sampler.pop().stop())
-            # the flush buffer stays allocated through the measured steps: not the test's memory
-            peak = int(torch.cuda.max_memory_allocated(device)) - flush_bytes
-            return _metadata(plan, peak, environment, health or None)
 
         warmup = contextlib.ExitStack()
         try:
@@ -195,9 +193,7 @@ class GpuProf:
                 if i == first_measured:
                     warmup.close()
                     torch.cuda.reset_peak_memory_stats(device)
-                    started = NvmlSampler.start(device)
-                    if started is not None:
-                        sampler.append(started)
+                    sampler = NvmlSampler.start(device)
                 if flush is not None:
                     with self.range(L2_FLUSH_RANGE):  # the metrics leave out what runs in this range
                         flush.zero_()
@@ -206,12 +202,52 @@ class GpuProf:
                         yield i
                 else:
                     yield i
-                after_step(i, metadata)
+                if i == plan.total - 1 and sampler is not None:
+                    done = torch.cuda.Event()  # the GPU's end of the last step
+                    done.record()
+                    sampler.stop_when(lambda: _finished(done, device))
+                after_step(i)
+            health = sampler.stop() if sampler is not None else None
         finally:
             warmup.close()
-            if sampler:
-                sampler.pop().stop()
-        return metadata()
+            if sampler is not None:
+                sampler.stop()
+        # the flush buffer stays allocated through the measured steps: not the test's memory
+        peak = int(torch.cuda.max_memory_allocated(device)) - flush_bytes
+        return _metadata(plan, peak, environment, health)
+
+
+def _lighter_recording() -> dict:
+    """torch.profiler options that cut its CPU-side cost per operator without losing an event
+    the metrics read: the links from GPU work back to the CPU operators that launched it
+    (``External id``) are not used (kernels are tied to their launch by CUPTI's correlation
+    id), and recording them is a large part of the profiler's cost on launch-bound steps
+    (benchmarks/observer_effect.py, docs/benchmarks.md "The observer effect")."""
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+
+        return {"experimental_config": _ExperimentalConfig(disable_external_correlation=True)}
+    except (ImportError, TypeError):  # a torch without the option records them
+        return {}
+
+
+def _finished(event, device: int) -> bool:
+    """Whether the GPU has run past ``event`` (asked from the NVML sampler's thread)."""
+    import torch
+
+    with torch.cuda.device(device):
+        return event.query()
+
+
+def _with_metadata(raw: Path, trace: Path, metadata: dict) -> None:
+    """Write ``trace`` (gzipped) as the exported ``raw`` trace with a ``gpuprof`` member
+    holding the metadata first in its top-level object, where loaders read the header."""
+    member = b'\n  "gpuprof": ' + json.dumps(metadata).encode() + b","
+    with open(raw, "rb") as src, gzip.open(trace, "wb", compresslevel=6) as out:
+        head = src.read(1 << 16)
+        at = head.index(b"{") + 1
+        out.write(head[:at] + member + head[at:])
+        shutil.copyfileobj(src, out, 1 << 20)
 
 
 def _l2_flush_buffer(device: int):

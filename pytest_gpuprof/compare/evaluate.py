@@ -14,12 +14,13 @@ from typing import Any, Mapping
 from ..metrics import health
 from ..metrics.measure import METRICS, Measurement
 from ..metrics.timeline import sample
+from .machine import explains, machine_differences
 from .rules import Rules, Threshold
-from .verdicts import Verdict, distribution, judge, stored_samples, test_status
+from .verdicts import Verdict, distribution, judge, pooled, same_program, stored_samples, test_status
 
 #: Statuses a test can end with, in the order reports list them (what needs a reviewer
 #: first); ``failed`` and ``error`` fail the test.
-STATUSES = ("error", "failed", "unstable", "undecided", "improved", "no baseline", "updated", "passed")
+STATUSES = ("error", "failed", "unconfirmed", "unstable", "undecided", "improved", "no baseline", "updated", "passed")
 
 
 @dataclass
@@ -43,26 +44,15 @@ class TestResult:
     baseline_entry: dict[str, Any] | None = None  # the whole stored entry (backend, environment, timeline)
     unstable: list[str] = field(default_factory=list)  # health.assess: why the times cannot be trusted
     per_step: dict[str, Any] | None = None  # this run's per-step samples as stored (verdicts.stored_samples)
-    distribution: dict[str, Any] | None = None  # summaries of this run's time series over all steps
+    distribution: dict[str, Any] | None = None  # summaries of this run's judged series over its usable steps
     step_source: str | None = None  # where the steps came from (Measurement.step_source)
+    notes: list[str] = field(default_factory=list)  # health facts that do not downgrade (host stalls left out)
+    machine: dict[str, Any] | None = None  # the session's machine probes (capture.probes)
+    confirmation: str = ""  # what re-measuring in fresh processes showed (--gpuprof-confirm)
 
     @property
     def failed(self) -> bool:
         return self.status in ("failed", "error")
-
-    def new_baseline_entry(self) -> dict[str, Any]:
-        """What ``--gpuprof-update-baseline`` stores for this run."""
-        entry = {
-            "backend": self.backend,
-            "environment": self.environment,
-            "metrics": self.metrics,
-            "per_step": self.per_step,
-            "distribution": self.distribution,
-            "step_source": self.step_source,
-        }
-        if self.timeline is not None:
-            entry["timeline"] = self.timeline
-        return entry
 
     def to_json(self) -> dict[str, Any]:
         """This test in the results document (docs/results.md); with both runs' per-step
@@ -86,8 +76,13 @@ class TestResult:
             "distribution": self.distribution,
             "baseline_per_step": stored,
             "baseline_distribution": distribution(stored, entry.get("distribution")) if stored else None,
+            "baseline_runs": [{k: r.get(k) for k in ("distribution", "machine", "environment")}
+                              for r in baseline_runs(entry)] or None,
             "verdicts": [v.to_json() for v in self.verdicts],
             "unstable": self.unstable,
+            "notes": self.notes,
+            "machine": self.machine,
+            "confirmation": self.confirmation,
             "timeline": self.timeline,
             "baseline_timeline": entry.get("timeline"),
         }
@@ -97,7 +92,7 @@ class TestResult:
         """A test of a results document read back; ``backend`` is the document's, for tests
         that do not name their own."""
         entry = {key: doc.get(f"baseline_{key}") for key in
-                 ("backend", "environment", "metrics", "per_step", "distribution", "timeline")}
+                 ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs")}
         return cls(
             nodeid=doc.get("nodeid"), status=doc.get("status") or "", gpu=doc.get("gpu"),
             metrics=doc.get("metrics"), baseline=doc.get("baseline_metrics"),
@@ -108,7 +103,8 @@ class TestResult:
             environment=doc.get("environment") or {}, timeline=doc.get("timeline"),
             baseline_entry=entry if any(v is not None for v in entry.values()) else None,
             unstable=list(doc.get("unstable") or []), per_step=doc.get("per_step"),
-            distribution=doc.get("distribution"),
+            distribution=doc.get("distribution"), notes=list(doc.get("notes") or []), machine=doc.get("machine"),
+            confirmation=doc.get("confirmation") or "",
         )
 
 
@@ -133,36 +129,102 @@ def of_measurement(nodeid: str | None, m: Measurement, backend: str | None, time
     )
 
 
+def baseline_runs(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The recorded runs of a baseline entry, oldest first; an entry written before runs
+    were kept is one run."""
+    if not entry:
+        return []
+    if entry.get("runs"):
+        return list(entry["runs"])
+    return [{key: entry.get(key) for key in ("per_step", "distribution", "environment") if entry.get(key)}]
+
+
 def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None, rules: Rules, *,
              update: bool, strict: bool) -> TestResult:
     """Judge an unjudged result (``of_measurement``) against its stored baseline entry.
 
     Recording (``update``) checks only the absolute thresholds.  Otherwise every metric
-    is judged; a run whose measurement is unhealthy (``metrics.health``) has its time and
-    ratio regressions downgraded to ``unstable``; with ``strict`` a missing baseline fails.
+    is judged, the times and ratios on the usable steps (host stalls left out) against
+    the samples of all the baseline's recorded runs; a run whose measurement is unhealthy
+    (``metrics.health``) has its time and ratio regressions downgraded to ``unstable``, and
+    so has each regression that a machine slower than the baseline's can explain
+    (``machine``); machine differences that explain no regression, host stalls and clock
+    moves are notes.  With ``strict`` a missing baseline fails.
     """
     result.baseline_entry = dict(entry) if entry else None
     result.baseline = entry["metrics"] if entry else None
+    note = health.stall_note(m.per_step)
+    result.notes = [note] if note else []
     if update:
-        result.verdicts = judge(result.metrics, None, rules)
+        result.verdicts = judge(result.metrics, None, rules, samples=(result.per_step, None),
+                                distributions=(result.distribution, None))
         result.status = "failed" if any(v.failed for v in result.verdicts) else "updated"
         return result
     same_backend = entry is None or entry.get("backend", "torch") == result.backend
     stored = entry or {}
+    runs = baseline_runs(entry)
     result.verdicts = judge(result.metrics, result.baseline, rules, same_backend,
                             (result.per_step, stored.get("per_step")),
-                            (result.distribution, stored.get("distribution")))
+                            (result.distribution, stored.get("distribution")),
+                            [r["distribution"] for r in runs if r.get("distribution")])
     result.status = test_status(result.verdicts, entry is not None)
-    result.unstable = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"))
-    if result.unstable:
-        for v in result.verdicts:
-            if v.status == "regressed" and METRICS.get(v.metric) and METRICS[v.metric].kind in ("time", "ratio"):
+    result.unstable = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"),
+                                    m.per_step.get("stalled"))
+    clock = health.clock_note(m.metadata.get("health"))
+    result.notes += [clock] if clock else []
+    differences = machine_differences(result.machine, [r.get("machine") for r in runs])
+    explaining: set[str] = set()
+    for v in result.verdicts:
+        if v.status == "regressed" and is_timing(v.metric):
+            by = {p for p in differences if explains(p, v.metric)}
+            if result.unstable or by:
                 v.status = "unstable"
-        if result.status != "no baseline":
-            result.status = test_status(result.verdicts, True)
-            if result.status == "passed":
-                result.status = "unstable"
+                explaining |= by
+    result.unstable += [differences[p] for p in differences if p in explaining]
+    result.notes += [differences[p] for p in differences if p not in explaining]
+    if result.unstable and result.status != "no baseline":
+        result.status = test_status(result.verdicts, True)
+        if result.status == "passed":
+            result.status = "unstable"
     if result.status == "no baseline" and strict:
         result.status = "failed"
         result.message = f"no baseline for {result.gpu} in {result.baseline_file} (--gpuprof-strict)"
     return result
+
+
+def is_timing(metric: str) -> bool:
+    """A verdict on a time or a ratio (a kernel name's time too): what a slow machine or an
+    unsteady measurement can move, unlike counts."""
+    spec = METRICS.get(metric)
+    return metric.endswith(".time_us") if spec is None else spec.kind in ("time", "ratio")
+
+
+def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, keep_runs: int) -> tuple[dict, str]:
+    """The entry ``--gpuprof-update-baseline`` stores for this run, and what it did: this run
+    is added to the previous entry's runs (the last ``keep_runs`` kept) when both did the
+    same GPU work per step, else it replaces them."""
+    run = {"per_step": result.per_step, "distribution": result.distribution, "environment": result.environment}
+    if result.machine:
+        run["machine"] = result.machine
+    runs = baseline_runs(previous)
+    if previous and keep_runs > 1 and same_program(previous["metrics"], result.metrics) \
+            and previous.get("backend", "torch") == result.backend:
+        runs = (runs + [run])[-keep_runs:]
+        how = f"run {len(runs)} of at most {keep_runs} recorded"
+    else:
+        how = "first run recorded" if not previous else (
+            "replaced: the GPU work per step changed" if keep_runs > 1 else "replaced (one run kept)")
+        runs = [run]
+    samples = pooled([r["per_step"] for r in runs])
+    entry = {
+        "backend": result.backend,
+        "environment": result.environment,
+        "metrics": result.metrics,
+        "per_step": samples,
+        "distribution": distribution(samples),
+        "runs": runs,
+        "step_source": result.step_source,
+    }
+    if result.timeline is not None:
+        entry["timeline"] = result.timeline
+    return entry, how

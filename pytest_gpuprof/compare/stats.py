@@ -23,13 +23,13 @@ EXACT_UP_TO = 30  # each sample size up to which the exact distribution is used
 MAX_STORED_SAMPLES = 200  # per-step values kept of each series in baselines and results
 
 
-def summarize(samples: list[float]) -> dict[str, float | int]:
+def summarize(samples: list[float], decimals: int = 3) -> dict[str, float | int]:
     """``n``, ``median``, quartiles ``q1`` and ``q3``, ``min`` and ``max`` of a non-empty
-    list of per-step values, rounded to 3 decimals (1 ns, like every microsecond value).
-    Quartiles are numpy's default percentiles: linear interpolation between the two
-    closest ranks (the value at position p * (n - 1) of the sorted values)."""
+    list of per-step values, rounded to ``decimals`` (3 for microseconds: 1 ns; ratios
+    keep their 6).  Quartiles are numpy's default percentiles: linear interpolation
+    between the two closest ranks (the value at position p * (n - 1) of the sorted values)."""
     x = np.asarray(samples, dtype=float)
-    low, q1, median, q3, high = (round(float(v), 3) for v in np.percentile(x, [0, 25, 50, 75, 100]))
+    low, q1, median, q3, high = (round(float(v), decimals) for v in np.percentile(x, [0, 25, 50, 75, 100]))
     return {"n": len(x), "median": median, "q1": q1, "q3": q3, "min": low, "max": high}
 
 
@@ -118,3 +118,49 @@ def _u_distribution(n1: int, n2: int) -> np.ndarray:
             dist[: len(other)] += other
             f[i][j] = dist
     return f[n1][n2]
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t distribution with ``df`` degrees of freedom (p > 0.5),
+    by bisection on its distribution function."""
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom: 1 - I_x(df/2, 1/2) / 2 with
+    x = df / (df + t^2), for t >= 0 (the regularized incomplete beta function I)."""
+    tail = _incomplete_beta(df / (df + t * t), df / 2, 0.5) / 2
+    return 1 - tail if t >= 0 else tail
+
+
+def _incomplete_beta(x: float, a: float, b: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction
+    (Lentz's method), evaluated on the side where it converges fast."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1) / (a + b + 2):
+        return 1 - _incomplete_beta(1 - x, b, a)
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 500):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1 + num * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1) < 1e-15:
+            break
+    return front * f / a

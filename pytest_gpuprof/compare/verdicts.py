@@ -25,13 +25,14 @@ A change in the good direction beyond the tolerance is reported as
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, NamedTuple
 
 from ..metrics.measure import METRICS, MetricSpec
 from ..numbers import format_change, format_number
 from .rules import Rules, Threshold, beyond_time_rule, same
-from .stats import evenly_spaced, mann_whitney_u, smallest_p, steps_for, summarize
+from .stats import evenly_spaced, mann_whitney_u, smallest_p, steps_for, summarize, t_quantile
 
 FAILING = ("regressed", "changed", "threshold")
 BROKEN = (*FAILING, "new", "vanished")  # statuses that fail a test (a new or vanished kernel too)
@@ -90,61 +91,110 @@ def stored_samples(per_step: Mapping[str, Any]) -> dict[str, Any]:
     return {k: stored_samples(v) if isinstance(v, Mapping) else evenly_spaced(v) for k, v in per_step.items()}
 
 
+def judged_series(spec: MetricSpec) -> bool:
+    """Metrics judged on their per-step samples: times, and ratios with a better direction."""
+    return spec.kind == "time" or (spec.kind == "ratio" and spec.better is not None)
+
+
+def usable(per_step: Mapping[str, Any], values: list) -> list[float]:
+    """The values of the steps that decide verdicts: steps the host stalled
+    (``per_step["stalled"]``, metrics.health) and steps without a value are left out."""
+    stalled = per_step.get("stalled") or ()
+    return [v for i, v in enumerate(values) if v is not None and not (i < len(stalled) and stalled[i])]
+
+
 def distribution(per_step: Mapping[str, Any], stored: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The summary (``stats.summarize``) of each per-step time series: every time metric
-    of ``per_step`` and, under ``kernels``, each kernel name.  Summaries found in
-    ``stored`` (a baseline's or a result's ``distribution``, made from all steps before
-    the samples were cut) are taken as they are; the others are made from the samples
-    (baselines written before distributions were stored)."""
+    """The summary (``stats.summarize``) of each judged per-step series over its usable
+    steps: every time and ratio metric of ``per_step`` and, under ``kernels``, each kernel
+    name.  Summaries found in ``stored`` (a baseline's or a result's ``distribution``, made
+    from all steps before the samples were cut) are taken as they are; the others are made
+    from the samples (baselines written before distributions were stored)."""
     stored = stored or {}
     kept = stored.get("kernels") or {}
-    out: dict[str, Any] = {name: stored.get(name) or summarize(values) for name, values in per_step.items()
-                           if name in METRICS and METRICS[name].kind == "time"}
-    out["kernels"] = {name: kept.get(name) or summarize(values)
-                      for name, values in (per_step.get("kernels") or {}).items()}
+    out: dict[str, Any] = {}
+    for name, values in per_step.items():
+        if name in METRICS and judged_series(METRICS[name]):
+            steps = usable(per_step, values)
+            if stored.get(name) or steps:
+                out[name] = stored.get(name) or summarize(steps, 6 if METRICS[name].kind == "ratio" else 3)
+    out["kernels"] = {name: kept.get(name) or summarize(usable(per_step, values))
+                      for name, values in (per_step.get("kernels") or {}).items() if usable(per_step, values)}
     return out
 
 
+def pooled(runs: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The per-step samples of several runs as one: each list is the runs' lists one after
+    the other, so the lists stay aligned step by step, then cut like any stored samples.
+    A kernel name absent from some run's heaviest has unknown steps there: it is left out."""
+    out: dict[str, Any] = {}
+    for name in runs[0]:
+        if name == "kernels":
+            common = set.intersection(*(set(r.get("kernels") or {}) for r in runs))
+            out["kernels"] = {k: [v for r in runs for v in r["kernels"][k]] for k in sorted(common)}
+        elif all(name in r for r in runs):
+            out[name] = [v for r in runs for v in r[name]]
+    return stored_samples(out)
+
+
 class Series(NamedTuple):
-    """One per-step time series of a run: the samples kept and the summary of all steps."""
+    """One per-step series of a run: the usable samples kept, the summary of all its usable
+    steps, and for a baseline the medians of its recorded runs."""
 
     samples: list[float]
     summary: Mapping[str, Any]
+    run_medians: tuple[float, ...] = ()
+
+
+def judged_values(metrics: Mapping[str, Any], summaries: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """``compared_values``, with every judged series at its median per step where the run
+    kept per-step samples: what thresholds and the summary tables hold."""
+    out = compared_values(metrics)
+    for name, summary in (summaries or {}).items():
+        if name in METRICS:
+            out[name] = summary["median"]
+    return out
 
 
 def judge(
     current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool = True,
     samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None,
     distributions: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None,
+    runs: list[Mapping[str, Any]] | None = None,
 ) -> list[Verdict]:
     """Every verdict for one test: thresholds first, then each metric against the baseline.
 
     ``samples`` are the (current, baseline) ``per_step`` objects and ``distributions``
-    their ``distribution`` objects: time series found in both ``per_step`` are judged
-    on them (see ``_compare_samples``); a side without a distribution is summarized
-    from its samples.  A baseline recorded with the other backend is compared on
-    counts and bytes only: times differ between profilers, and so do the spellings of
-    kernel names."""
-    now = compared_values(current)
+    their ``distribution`` objects: series found in both ``per_step`` are judged on them
+    (see ``_compare_samples``); a side without a distribution is summarized from its
+    samples.  ``runs`` are the distributions of the baseline's recorded runs, one each:
+    with two or more, a change must also lie outside what they show.  Thresholds apply
+    to the medians per step where the run kept samples.  A baseline recorded with the
+    other backend is compared on counts and bytes only: times differ between profilers,
+    and so do the spellings of kernel names."""
+    now_summaries = distribution(*(samples[0], (distributions or (None,))[0])) if samples and samples[0] else None
+    now = judged_values(current, now_summaries)
     verdicts = [_check_threshold(t, now.get(t.metric)) for t in rules.thresholds]
     if baseline is None:
         return verdicts
+    now = compared_values(current)
     before = compared_values(baseline)
-    paired = _paired_series(samples, distributions) if same_backend else {}
-    family = len(paired)  # the time series judged on samples: the Bonferroni correction's m
+    paired = _paired_series(samples, distributions, runs or []) if same_backend else {}
+    family = len(paired)  # the series judged on samples: the Bonferroni correction's m
+    shared = pooled_log_spread([before.run_medians for key, (before, _) in paired.items() if kernel_series(key)])
     for name, spec in METRICS.items():
         if spec.kind == "info" or (spec.kind == "ratio" and spec.better is None):
             continue
         if not same_backend and spec.kind not in ("count", "bytes"):
             continue
-        if spec.kind == "time" and name in paired:
-            verdicts.append(_compare_samples(spec, *paired[name], rules, family))
+        if name in paired:
+            verdicts.append(_compare_samples(spec, *paired[name], rules, family,
+                                             shared if kernel_series(name) else None))
         else:
             verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
     if not same_backend:
         return verdicts
     kernel_time = MetricSpec("kernel time", "time", "lower", True, "us")
-    verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules, family)
+    verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules, family, shared)
                  for key, pair in paired.items() if key.startswith("kernels[")]
     kernels = sorted(
         {k for k in list(now) + list(before) if k.startswith("kernels[")},
@@ -160,6 +210,16 @@ def judge(
     return verdicts
 
 
+def same_program(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """The two runs did the same GPU work per step: every count and byte total, and each
+    kernel name's count, equal."""
+    va, vb = compared_values(a), compared_values(b)
+    counted = [n for n, s in METRICS.items() if s.kind in ("count", "bytes")]
+    kernels = {k for k in list(va) + list(vb) if k.startswith("kernels[")}
+    return all(va.get(k) is not None and vb.get(k) is not None and same(va[k], vb[k])
+               or va.get(k) == vb.get(k) for k in [*counted, *kernels])
+
+
 def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
     """One word for the test: failed, improved, passed or no baseline (undecided time
     verdicts and unstable measurements are reported beside it, not failed)."""
@@ -167,6 +227,8 @@ def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
         return "failed"
     if not has_baseline:
         return "no baseline"
+    if any(v.status == "unconfirmed" for v in verdicts):
+        return "unconfirmed"
     if any(v.status == "undecided" for v in verdicts):
         return "undecided"
     if any(v.status == "improved" for v in verdicts):
@@ -195,68 +257,156 @@ def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -
     tol = rules.tolerance(spec)
     relative = spec.kind == "time"
     if relative:
-        floor_us = rules.time_floor_us
-        rule = f"within ±{tol:.0%}{per} (changes under {format_number(floor_us)} us ignored)"
-        delta = c - b
-        beyond = beyond_time_rule(delta, b, tol, floor_us)
+        rule = f"within ±{tol:.0%}{per} (changes under {format_number(rules.time_floor_us)} us ignored)"
     else:
         rule = f"must not {'drop' if spec.better == 'higher' else 'rise'} by more than {format_number(tol)}"
-        delta = c - b
-        beyond = abs(delta) > tol + 1e-12
-    if not beyond:
+    if not _beyond(spec, c - b, b, rules):
         return Verdict(spec.name, "ok", b, c, rule, relative)
+    return Verdict(spec.name, _direction(spec, c - b), b, c, rule, relative)
+
+
+def _beyond(spec: MetricSpec, delta: float, before: float, rules: Rules) -> bool:
+    """A change beyond the metric's tolerance: relative and past the floor for times,
+    absolute for ratios."""
+    if spec.kind == "time":
+        return beyond_time_rule(delta, before, rules.tolerance(spec), rules.time_floor_us)
+    return abs(delta) > rules.tolerance(spec) + 1e-12
+
+
+def _direction(spec: MetricSpec, delta: float) -> str:
     worse = delta > 0 if spec.better == "lower" else delta < 0
-    return Verdict(spec.name, "regressed" if worse else "improved", b, c, rule, relative)
+    return "regressed" if worse else "improved"
 
 
 def _paired_series(
     samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
     distributions: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
+    runs: list[Mapping[str, Any]],
 ) -> dict[str, tuple[Series, Series]]:
-    """(baseline, current) of every time series both runs kept, by the name its verdict
-    takes: the time metrics, then ``kernels[NAME].time_us`` by kernel name."""
+    """(baseline, current) of every judged series both runs kept, by the name its verdict
+    takes: the time and ratio metrics, then ``kernels[NAME].time_us`` by kernel name."""
     if not samples or not samples[0] or not samples[1]:
         return {}
     now, before = samples
     now_d, before_d = (distribution(p, d) for p, d in zip(samples, distributions or (None, None)))
-    out = {name: (Series(before[name], before_d[name]), Series(now[name], now_d[name]))
+
+    def medians(name: str, kernel: bool = False) -> tuple[float, ...]:
+        found = [(r.get("kernels") or {}).get(name) if kernel else r.get(name) for r in runs]
+        return tuple(s["median"] for s in found if s)
+
+    out = {name: (Series(usable(before, before[name]), before_d[name], medians(name)),
+                  Series(usable(now, now[name]), now_d[name]))
            for name in now_d if name != "kernels" and name in before_d}
     for name in sorted(set(now_d["kernels"]) & set(before_d["kernels"])):
-        out[f"kernels[{name}].time_us"] = (Series(before["kernels"][name], before_d["kernels"][name]),
-                                           Series(now["kernels"][name], now_d["kernels"][name]))
+        out[f"kernels[{name}].time_us"] = (
+            Series(usable(before, before["kernels"][name]), before_d["kernels"][name], medians(name, kernel=True)),
+            Series(usable(now, now["kernels"][name]), now_d["kernels"][name]))
     return out
 
 
-def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules, family: int) -> Verdict:
-    """A time metric on per-step samples: medians of all steps beyond the tolerance and
-    floor, and a Mann-Whitney U test on the samples kept that says the steps differ at
-    the test's corrected level, alpha / family."""
+#: Level of the prediction interval that the baseline's recorded runs give a run's median.
+RUNS_LEVEL = 0.01
+
+
+def kernel_series(name: str) -> bool:
+    """The series of GPU kernel time (the total and each kernel name's): they move together
+    between processes (clocks, memory placement), unlike copy times and the window, which
+    move with the host and the PCIe link, each in its own way."""
+    return name == "kernel_time_us" or name.startswith("kernels[")
+
+
+def pooled_log_spread(series: list[tuple[float, ...]]) -> tuple[float, int] | None:
+    """How much a test's kernel times move between processes, learnt from all its kernel
+    series at once: the pooled standard deviation of the logarithms of each series' run
+    medians (sum of squared deviations over sum of R - 1), and its degrees of freedom.
+    Three runs give one series 2 degrees of freedom, too few to bound a fourth; a test's
+    10 to 25 kernel series together give 20 to 50.  None without a series of two or more
+    positive medians."""
+    squares, freedom = 0.0, 0
+    for medians in series:
+        if len(medians) < 2 or min(medians) <= 0:
+            continue
+        logs = [math.log(m) for m in medians]
+        mean = sum(logs) / len(logs)
+        squares += sum((x - mean) ** 2 for x in logs)
+        freedom += len(logs) - 1
+    return (math.sqrt(squares / freedom), freedom) if freedom else None
+
+
+def run_spread(medians: tuple[float, ...], shared: tuple[float, int] | None = None) -> tuple[float, float] | None:
+    """The two-sided 1 - RUNS_LEVEL prediction interval of one more run's median, from the
+    medians of R >= 2 recorded runs; None with fewer.
+
+    A kernel series with ``shared`` (``pooled_log_spread``) is bounded on the log scale:
+    mean ± t(1 - RUNS_LEVEL/2, pooled df) · max(s, pooled s) · sqrt(1 + 1/R), s the
+    series' own standard deviation of log medians, so a series that moves more than the
+    test's others keeps its own wider spread.  Otherwise (copy times, the window, ratios):
+    mean ± t(1 - RUNS_LEVEL/2, R-1) · s · sqrt(1 + 1/R) on the values themselves."""
+    r = len(medians)
+    if r < 2:
+        return None
+    if shared is not None and min(medians) > 0:
+        spread, freedom = shared
+        logs = [math.log(m) for m in medians]
+        mean = sum(logs) / r
+        own = math.sqrt(sum((x - mean) ** 2 for x in logs) / (r - 1))
+        half = t_quantile(1 - RUNS_LEVEL / 2, freedom) * max(own, spread) * math.sqrt(1 + 1 / r)
+        return math.exp(mean - half), math.exp(mean + half)
+    mean = sum(medians) / r
+    s = math.sqrt(sum((m - mean) ** 2 for m in medians) / (r - 1))
+    half = t_quantile(1 - RUNS_LEVEL / 2, r - 1) * s * math.sqrt(1 + 1 / r)
+    return mean - half, mean + half
+
+
+def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules, family: int,
+                     shared: tuple[float, int] | None = None) -> Verdict:
+    """A time or ratio metric on per-step samples: the medians of all usable steps beyond the
+    tolerance (and, for times, the floor); a Mann-Whitney U test on the samples kept that
+    says the steps differ at the test's corrected level, alpha / family; and, when the
+    baseline recorded two or more runs, the current median outside the prediction
+    interval their medians give (``run_spread``; for kernel times, with the spread
+    ``shared`` by the test's kernel series)."""
     b, c = before.summary["median"], now.summary["median"]
     tol = rules.tolerance(spec)
     level = rules.alpha / max(family, 1)
-    rule = (f"median per step within ±{tol:.0%} (changes under {format_number(rules.time_floor_us)} us ignored) "
-            f"unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)} / {family} time series "
+    if spec.kind == "time":
+        within = f"median per step within ±{tol:.0%} (changes under {format_number(rules.time_floor_us)} us ignored)"
+    else:
+        within = f"median per step must not {'drop' if spec.better == 'higher' else 'rise'} by more than " \
+                 f"{format_number(tol)}"
+    rule = (f"{within} unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)} / {family} series "
             f"= {level:.2g})")
+    interval = run_spread(before.run_medians, shared)
+    if interval is not None:
+        rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
+    relative = spec.kind == "time"
     delta = c - b
-    if not beyond_time_rule(delta, b, tol, rules.time_floor_us):
-        return Verdict(spec.name, "ok", b, c, rule)
-    spreads = f"{_spread('median', now.summary)} vs {_spread('baseline', before.summary)}"
+    if not _beyond(spec, delta, b, rules):
+        return Verdict(spec.name, "ok", b, c, rule, relative)
+    unit = " us" if spec.kind == "time" else ""
+    spreads = f"{_spread('median', now.summary, unit)} vs {_spread('baseline', before.summary, unit)}"
     sizes = f"n={len(now.samples)}/{len(before.samples)}"
     if smallest_p(len(before.samples), len(now.samples)) >= level:
-        return Verdict(spec.name, "undecided", b, c, rule, evidence=(
+        return Verdict(spec.name, "undecided", b, c, rule, relative, evidence=(
             f"{spreads}; too few steps to tell a change from noise ({sizes}): no p-value can get under "
             f"{level:.2g}; measure at least {steps_for(level)} steps"))
     _, p = mann_whitney_u(before.samples, now.samples)
     evidence = f"{spreads}; Mann-Whitney U p={p:.2g} ({sizes})"
     if p >= level:
-        return Verdict(spec.name, "ok", b, c, rule, evidence=evidence + ": within noise")
-    worse = delta > 0 if spec.better == "lower" else delta < 0
-    return Verdict(spec.name, "regressed" if worse else "improved", b, c, rule, evidence=evidence)
+        return Verdict(spec.name, "ok", b, c, rule, relative, evidence=evidence + ": within noise")
+    if interval is not None:
+        spread = (f"{len(before.run_medians)} recorded runs' medians "
+                  f"{format_number(min(before.run_medians))}–{format_number(max(before.run_medians))}{unit}, "
+                  f"{1 - RUNS_LEVEL:.0%} prediction interval {format_number(interval[0])}–"
+                  f"{format_number(interval[1])}{unit}")
+        if interval[0] <= c <= interval[1]:
+            return Verdict(spec.name, "ok", b, c, rule, relative,
+                           evidence=f"{evidence}; within what the baseline's runs show ({spread})")
+        evidence += f"; outside what the baseline's runs show ({spread})"
+    return Verdict(spec.name, _direction(spec, delta), b, c, rule, relative, evidence=evidence)
 
 
-def _spread(label: str, summary: Mapping[str, Any]) -> str:
+def _spread(label: str, summary: Mapping[str, Any], unit: str) -> str:
     """``LABEL M us (IQR Q1–Q3, n=N)``: one run's median and interquartile range."""
-    return (f"{label} {format_number(summary['median'])} us "
+    return (f"{label} {format_number(summary['median'])}{unit} "
             f"(IQR {format_number(summary['q1'])}–{format_number(summary['q3'])}, n={summary['n']})")
-
-

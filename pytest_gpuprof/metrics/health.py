@@ -1,9 +1,16 @@
 """Measurement health: conditions that make a run's times meaningless.
 
-A test measured while the GPU clock dropped or throttled, while another process
-used the GPU, or whose first measured step was still warming up, gets the status
-"unstable": its time and ratio regressions are reported as such, not failed
-(counts are still judged; they do not depend on clocks).
+A test measured while the GPU was slowed down (NVML's thermal, hardware-slowdown or
+power-brake reasons), while another process used the GPU, or whose first measured
+step was still warming up, gets the status "unstable": its time and ratio
+regressions are reported as such, not failed (counts are still judged; they do not
+depend on clocks).  An SM clock that moved with no such reason is the GPU's own
+power management under the test's load (it lowers the clock while the SMs wait on
+copies): it is reported as a note, since the baseline's runs saw the same.
+
+Host stalls are judged step by step: a step that took far longer than the others
+while its GPU work was the same, the extra time being a pause of the launching
+threads, is left out of the time and ratio verdicts (``stalled_steps``).
 
 The clock and process readings come from the trace's metadata (``health``, written
 by ``capture.nvml``), so a saved trace reproduces the verdict.
@@ -15,17 +22,64 @@ from typing import Any
 
 import numpy as np
 
-CLOCK_DROP = 0.85  # lowest SM clock under this fraction of the highest: the clock dropped
+CLOCK_DROP = 0.85  # lowest SM clock under this fraction of the highest: the clock dropped (a note)
 WARMUP_RATIO = 1.5  # first measured step this many times the median of the others: still warming up
+STALL_EXCESS = 0.25  # a stalled step's slice of the window exceeds the median slice by this fraction of it,
+STALL_GAP_SHARE = 0.5  # and a pause of the launching threads is at least this share of the excess,
+STALL_KERNEL_TIME = 0.10  # while its kernel time is within this fraction of the median step's
+#: Counts that must equal the median step's for a slow step to count as stalled (same GPU work).
+STALL_SAME_COUNTS = ("kernel_count", "memcpy_htod_count", "memcpy_dtoh_count", "memcpy_dtod_count",
+                     "memcpy_ptop_count", "memset_count", "sync_count")
 
 
-def assess(kernel_time_per_step: list[float], readings: dict[str, Any] | None) -> list[str]:
+def stalled_steps(per_step: dict[str, Any]) -> list[int]:
+    """Per step, 1 when the host stalled it: its slice of the window (``window_us``) is
+    over ``1 + STALL_EXCESS`` times the median step's, a pause of the launching threads
+    (``host_gap_us``) makes up at least ``STALL_GAP_SHARE`` of the excess, and its GPU work
+    is the median step's (every count in ``STALL_SAME_COUNTS`` equal, kernel time within
+    ``STALL_KERNEL_TIME``).  A step slowed by more work, by a synchronization (time spent
+    inside a CUDA call is no pause) or in every step alike is not stalled."""
+    window = np.asarray(per_step["window_us"], dtype=float)
+    gaps = np.asarray(per_step["host_gap_us"], dtype=float)
+    if len(window) < 3:
+        return [0] * len(window)
+    excess = window - np.median(window)
+    stalled = (excess > STALL_EXCESS * np.median(window)) & (gaps >= STALL_GAP_SHARE * excess)
+    for name in STALL_SAME_COUNTS:
+        counts = np.asarray(per_step.get(name, [0] * len(window)))
+        stalled &= counts == np.median(counts)
+    kernel = np.asarray(per_step["kernel_time_us"], dtype=float)
+    stalled &= np.abs(kernel - np.median(kernel)) <= STALL_KERNEL_TIME * np.median(kernel)
+    return [int(s) for s in stalled]
+
+
+def stall_note(per_step: dict[str, Any]) -> str | None:
+    """``3 of 10 steps stalled on the host (pauses up to 25.1 ms)``, or None without stalls."""
+    flags = per_step.get("stalled") or []
+    if not any(flags):
+        return None
+    pauses = [g for g, s in zip(per_step["host_gap_us"], flags) if s]
+    return (f"{sum(flags)} of {len(flags)} steps stalled on the host (pauses up to {max(pauses) / 1000:.1f} ms): "
+            "left out of the time and ratio verdicts")
+
+
+def clock_note(readings: dict[str, Any] | None) -> str | None:
+    """``SM clock ranged 1560-1980 MHz ...`` when it dropped under CLOCK_DROP of its
+    highest with no slowdown reason (then ``assess`` says why the run is unstable)."""
+    clocks = (readings or {}).get("sm_clock_mhz")
+    if not clocks or not clocks[1] or clocks[0] >= CLOCK_DROP * clocks[1] or readings.get("slowdowns"):
+        return None
+    return (f"SM clock ranged {clocks[0]}-{clocks[1]} MHz during the steps, with no slowdown reason "
+            "from the GPU (its power management under this load)")
+
+
+def assess(kernel_time_per_step: list[float], readings: dict[str, Any] | None,
+           stalled: list[int] | None = None) -> list[str]:
     """Why this run's times cannot be trusted; empty when nothing is wrong."""
     reasons = []
+    if stalled and 2 * sum(stalled) > len(stalled):
+        reasons.append(f"{sum(stalled)} of {len(stalled)} steps stalled on the host: too few steady steps to judge")
     if readings:
-        clocks = readings.get("sm_clock_mhz")
-        if clocks and clocks[1] and clocks[0] < CLOCK_DROP * clocks[1]:
-            reasons.append(f"SM clock dropped to {clocks[0]} MHz from {clocks[1]} MHz during the steps")
         if readings.get("slowdowns"):
             reasons.append("GPU slowed down: " + ", ".join(readings["slowdowns"]))
         if readings.get("other_processes"):

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..capture.ranges import L2_FLUSH_RANGE, STEP_RANGE_PREFIX
 from ..trace.model import COPY_KINDS, Trace
+from .health import stalled_steps
 from .intervals import clip, covered_length, merge_intervals, union_length, union_length_per_group
 
 
@@ -166,27 +167,30 @@ def measure(trace: Trace) -> Measurement:
     metrics["memset_count"] = int(len(sets))
     per_step["memset_count"] = _bincount(s_step[s_step >= 0], n)
 
-    all_k = clip(*_bounds(trace.kernels), w_start, w_end)
-    all_c = clip(*_bounds(trace.copies), w_start, w_end)
-    metrics["gpu_utilization"] = _ratio(union_length(*all_k), width)
-    metrics["copy_utilization"] = _ratio(union_length(*all_c), width)
+    own_work = [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])]
+    slice_lo, slice_hi = _step_slices(step_start, step_end, own_work)
+    slices = slice_hi - slice_lo
+    kernel_busy = merge_intervals(*_bounds(trace.kernels))
+    copy_busy = merge_intervals(*_bounds(trace.copies))
+    metrics["gpu_utilization"] = _ratio(union_length(*clip(*_bounds(trace.kernels), w_start, w_end)), width)
+    per_step["gpu_utilization"] = _ratios(covered_length(kernel_busy, slice_lo, slice_hi), slices)
+    metrics["copy_utilization"] = _ratio(union_length(*clip(*_bounds(trace.copies), w_start, w_end)), width)
+    per_step["copy_utilization"] = _ratios(covered_length(copy_busy, slice_lo, slice_hi), slices)
+    overlapped = covered_length(kernel_busy, *_bounds(copies))
     copy_time = int(_dur(copies).sum())
-    if copy_time > 0:
-        overlapped = covered_length(merge_intervals(*_bounds(trace.kernels)), *_bounds(copies))
-        metrics["overlap_efficiency"] = _ratio(int(overlapped.sum()), copy_time)
-    else:
-        metrics["overlap_efficiency"] = None
+    metrics["overlap_efficiency"] = _ratio(int(overlapped.sum()), copy_time) if copy_time > 0 else None
+    per_step["overlap_efficiency"] = _ratios(np.asarray(_bincount(c_steps, n, overlapped)),
+                                             np.asarray(_bincount(c_steps, n, _dur(copies))))
     metrics["sync_count"] = int(len(syncs))
     per_step["sync_count"] = _bincount(r_step[sync_mask], n)
     metrics["sync_wait_fraction"] = _ratio(int(_dur(syncs).sum()), width)
+    per_step["sync_wait_fraction"] = _ratios(np.asarray(_bincount(r_step[sync_mask], n, _dur(syncs))), slices)
     metrics["window_us"] = _us(w_end - w_start)
-    per_step["window_us"] = _step_spans_us(
-        step_start, step_end, [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])]
-    )
+    per_step["window_us"] = [_us(v) for v in slices]
+    per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
+    per_step["stalled"] = stalled_steps(per_step)
     metrics["step_count"] = n
-    metrics["step_gpu_time_us"] = _step_busy_us(
-        [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])], n
-    )
+    metrics["step_gpu_time_us"] = _step_busy_us(own_work, n)
     peak = trace.metadata.get("peak_memory_allocated_bytes")
     metrics["peak_memory_allocated_bytes"] = int(peak) if peak is not None else None
     work = pd.concat([
@@ -312,16 +316,39 @@ def _step_us(steps: np.ndarray, n: int, dur_ns: np.ndarray) -> list[float]:
     return [_us(v) for v in _bincount(steps, n, dur_ns)]
 
 
-def _step_spans_us(step_start: np.ndarray, step_end: np.ndarray, pairs) -> list[float]:
-    """Per step, how far it moved the window's end: with e_i the later of step i's CPU end
-    and its own GPU work's last end (kept non-decreasing), e_i - e_(i-1), e_(-1) = W0.
-    The values add up to |W| exactly."""
+def _step_slices(step_start: np.ndarray, step_end: np.ndarray, pairs) -> tuple[np.ndarray, np.ndarray]:
+    """Each step's slice of the window, [e_(i-1), e_i): e_i is the later of step i's CPU end
+    and its own GPU work's last end, kept non-decreasing, and e_(-1) = W0.  The slices
+    tile W exactly; a step's slice is how far it moved the window's end."""
     end = step_end.copy()
     for table, steps in pairs:
         if len(table):
             np.maximum.at(end, steps, table["end"].to_numpy(np.int64))
     reach = np.maximum.accumulate(end)
-    return [_us(v) for v in np.diff(np.concatenate(([step_start[0]], reach)))]
+    return np.concatenate(([step_start[0]], reach[:-1])), reach
+
+
+def _launching_threads(trace: Trace) -> np.ndarray:
+    """The threads whose runtime calls launched GPU work in the trace."""
+    launched = np.concatenate([t["correlation"].to_numpy(np.int64) for t in (trace.kernels, trace.copies, trace.sets)])
+    calls = trace.runtime
+    return np.unique(calls["tid"].to_numpy(np.int64)[np.isin(calls["correlation"].to_numpy(np.int64), launched)])
+
+
+def _host_gaps(trace: Trace, step_start: np.ndarray, step_end: np.ndarray, threads: np.ndarray) -> np.ndarray:
+    """Per step, the longest time in which the launching threads made no CUDA call: within
+    [previous step's CPU end, this step's CPU end] (a stall between two steps delays the
+    second), counted from the first step's start for the first."""
+    calls = trace.runtime[np.isin(trace.runtime["tid"].to_numpy(np.int64), threads)]
+    seg_s, seg_e = merge_intervals(*_bounds(calls))
+    lo = np.concatenate(([step_start[0]], step_end[:-1]))
+    out = np.zeros(len(step_start), dtype=np.int64)
+    for i, (a, b) in enumerate(zip(lo.tolist(), step_end.tolist())):
+        inside = (seg_e > a) & (seg_s < b)
+        s, e = np.clip(seg_s[inside], a, b), np.clip(seg_e[inside], a, b)
+        edges = np.concatenate(([a], e)), np.concatenate((s, [b]))  # the gaps between the calls
+        out[i] = max(0, int((edges[1] - edges[0]).max()))
+    return out
 
 
 def _bincount(steps: np.ndarray, n: int, weights: np.ndarray | None = None) -> list[int]:
@@ -339,3 +366,8 @@ def _us(ns: int | np.integer) -> float:
 
 def _ratio(num: int, den: int) -> float:
     return round(num / den, 6) if den > 0 else 0.0
+
+
+def _ratios(num: np.ndarray, den: np.ndarray) -> list[float | None]:
+    """Per step, num / den rounded like every ratio; None where den is 0 (nothing to divide)."""
+    return [round(int(a) / int(b), 6) if b > 0 else None for a, b in zip(num, den)]

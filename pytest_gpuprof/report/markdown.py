@@ -21,6 +21,7 @@ from .words import (
     broken_header,
     broken_verdicts,
     change,
+    health_lines,
     verdict_line,
 )
 
@@ -88,9 +89,14 @@ def _values(metric: str, baseline: Mapping[str, Any] | None, now: float | None) 
 
 
 def _verdict(t: Mapping[str, Any]) -> str:
-    status = t["status"]
+    """The verdict cell: what broke or what stood out, then how the test was measured."""
     if t["message"]:
         return _text(t["message"])
+    return "; ".join([_outcome(t)] + [_text(line) for line in health_lines(t)])
+
+
+def _outcome(t: Mapping[str, Any]) -> str:
+    status = t["status"]
     broken = broken_verdicts(t["verdicts"])
     if broken:
         return f"{len(broken)} metric(s) broke: {_names(broken)}"
@@ -126,6 +132,7 @@ def _failure(t: Mapping[str, Any]) -> list[str]:
     for v in broken:
         words = verdict_line(v)[len(v["metric"]) + 2:]  # the line is "METRIC: WORDS"
         out.append(f"- {_code(v['metric'])}: {_text(words)}")
+    out += [f"- {_text(line)}" for line in health_lines(t)]
     return out + ["", UPDATE_HINT, ""]
 
 

@@ -8,7 +8,7 @@ from ..compare.verdicts import compared_values
 from ..metrics.measure import Measurement
 from ..numbers import format_number
 from ..trace.model import COPY_KINDS
-from .words import BACKEND_NAMES, SUMMARY_COLUMNS, change, shorten
+from .words import BACKEND_NAMES, SUMMARY_COLUMNS, change, health_lines, shorten
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),
@@ -32,6 +32,8 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
         lines.append(f"{len(doc['skipped'])} profiled test(s) skipped: {'; '.join(reasons)}")
     if not tests and not doc["skipped"] and not inside_nsys:
         lines.append("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
+    for t in tests:  # indented: not a row of the table above
+        lines += [f"  {t['nodeid']}: {line}" for line in health_lines(t)]
     lines += written
     if doc.get("traces_dir") and tests:
         lines.append(f"traces kept in {doc['traces_dir']}")

@@ -25,8 +25,19 @@ def failure_message(result: TestResult) -> str:
     broken = broken_verdicts(v.to_json() for v in result.verdicts)
     lines = [f"gpuprof: {broken_header(len(broken), result.gpu, f'baseline file {result.baseline_file}')}:"]
     lines += [f"  {verdict_line(v)}" for v in broken]
+    lines += [f"  ({line})" for line in health_lines(result.to_json())]
     lines.append(UPDATE_HINT)
     return "\n".join(lines)
+
+
+def health_lines(test: Mapping[str, Any]) -> list[str]:
+    """What to know about how a test was measured (a test of the results document): why its
+    times were not trusted, what its steps showed, what re-running it in fresh processes showed."""
+    out = [f"unstable: {why}" for why in test.get("unstable") or ()]
+    out += list(test.get("notes") or ())
+    if test.get("confirmation"):
+        out.append(test["confirmation"])
+    return out
 
 
 UPDATE_HINT = "If the change is intended, refresh the baseline with --gpuprof-update-baseline."

@@ -146,7 +146,9 @@ class NsysInnerBackend:
             torch.cuda.profiler.stop()
             self._capturing = False
 
-    def finish(self, tests: list[dict[str, Any]], exitstatus: int) -> None:
-        """Close the capture range and tell the outer session which profiled tests ran to the end."""
+    def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None) -> None:
+        """Close the capture range and tell the outer session which profiled tests ran to the
+        end, and the machine's probes."""
         self.close()
-        self._results.write_text(json.dumps({"tests": tests, "exitstatus": int(exitstatus)}, indent=2))
+        self._results.write_text(json.dumps({"tests": tests, "exitstatus": int(exitstatus), "machine": machine},
+                                            indent=2))

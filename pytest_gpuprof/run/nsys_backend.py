@@ -76,6 +76,7 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
         trace = load_nsys(export_sqlite(nsys, report))
     backend = NsysReportBackend(report, trace)
     session = GpuprofSession(settings, backend)
+    session.machine = inner.get("machine")
     for test in passed:
         session.judge(test["nodeid"], test["marker"], lambda nodeid=test["nodeid"]: backend.trace(nodeid))
     status = inner["exitstatus"]

@@ -9,6 +9,8 @@ at the end write the baselines recorded and the reports asked for.
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -18,7 +20,8 @@ import pytest
 from ..capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
 from ..capture.ranges import nvtx_range
 from ..compare import baseline
-from ..compare.evaluate import TestResult, evaluate, of_measurement
+from ..capture.probes import measure_machine
+from ..compare.evaluate import TestResult, evaluate, new_baseline_entry, of_measurement
 from ..compare.rules import Rules, Threshold, parse_threshold
 from ..errors import BaselineError, ConfigError, GpuprofError
 from ..metrics.measure import METRICS, measure
@@ -31,6 +34,7 @@ from ..report.writers import write_reports
 from ..trace.model import Trace
 from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
+from .confirm import CONFIRMING, apply, needs_confirmation, rerun
 
 BACKENDS = ("torch", "nsys")
 
@@ -51,6 +55,8 @@ class Settings:
     nsys_path: str | None = None
     nsys_inner: Path | None = None  # set inside the session nsys re-executes: where its results go
     timeline_events: int = default("timeline-events")  # events of the timeline sample kept with results, baselines
+    baseline_runs: int = default("baseline-runs")  # recorded runs a baseline entry keeps
+    confirm: int = default("confirm")  # fresh re-runs that must reproduce a time or ratio failure
     reports: dict[str, Path | None] = field(default_factory=dict)  # report kind -> path (report.writers.REPORTS)
 
 
@@ -72,8 +78,10 @@ class GpuprofSession:
         self.results: list[TestResult] = []
         self.skipped: dict[str, str] = {}  # nodeid -> reason
         self._pending: dict[Path, dict[str, dict[str, Any]]] = {}
+        self._recorded: dict[Path, list[str]] = {}  # per baseline file: what each update did to its runs
         self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
         self.deferred: list[dict[str, Any]] = []  # inside nsys: profiled tests, judged by the outer session
+        self.machine: dict[str, Any] | None = None  # this machine's probes, taken before the first profiled test
 
     @staticmethod
     def _backend(s: Settings) -> Backend:
@@ -123,14 +131,15 @@ class GpuprofSession:
             trace, kept = load()
             m = measure(trace)
             result = of_measurement(nodeid, m, s.backend, s.timeline_events)
-            result.trace = kept
+            result.trace, result.machine = kept, self.machine
             result.baseline_file = baseline.baseline_file(s.baseline_dir, nodeid)
             entry = baseline.lookup(baseline.read(result.baseline_file), nodeid, result.gpu)
             evaluate(result, m, entry, self.rules_for(nodeid, marker_kwargs), update=s.update_baseline,
                      strict=s.strict)
             if s.update_baseline:
-                self._pending.setdefault(result.baseline_file, {}).setdefault(nodeid, {})[result.gpu] = \
-                    result.new_baseline_entry()
+                new, how = new_baseline_entry(result, entry, s.baseline_runs)
+                self._pending.setdefault(result.baseline_file, {}).setdefault(nodeid, {})[result.gpu] = new
+                self._recorded.setdefault(result.baseline_file, []).append(how)
         except GpuprofError as exc:
             result = TestResult(nodeid, "error", message=str(exc))
         self.results.append(result)
@@ -147,6 +156,8 @@ class GpuprofSession:
             reason = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
             self.skipped[item.nodeid] = reason
             pytest.skip(reason)
+        if self.machine is None:
+            self.machine = measure_machine(torch.cuda.current_device())
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
@@ -181,7 +192,7 @@ class GpuprofSession:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if isinstance(self.backend, NsysInnerBackend):
-            self.backend.finish(self.deferred, exitstatus)
+            self.backend.finish(self.deferred, exitstatus, self.machine)
             return
         if not self.finish():
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -204,6 +215,10 @@ class GpuprofSession:
             self.deferred.append({"nodeid": item.nodeid, "marker": kwargs, "passed": prof.completed})
             return outcome
         result = item.stash[RESULT] if RESULT in item.stash else self.judge_test(item, prof)
+        if self.settings.confirm and isinstance(self.backend, TorchBackend) and needs_confirmation(result) \
+                and not os.environ.get(CONFIRMING):
+            apply(result, [rerun(item.nodeid, self._confirm_args(), item.config.rootpath)
+                           for _ in range(self.settings.confirm)])
         item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
         if result.failed:
             pytest.fail(failure_message(result), pytrace=False)
@@ -231,6 +246,16 @@ class GpuprofSession:
         item.funcargs["benchmark"] = GpuBenchmark(original, prof, metrics_of)
         return True
 
+    def _confirm_args(self) -> list[str]:
+        """This run's judging options, for a re-run in a fresh process (``confirm``)."""
+        s, r = self.settings, self.settings.rules
+        args = [f"--gpuprof-baseline-dir={s.baseline_dir}", f"--gpuprof-kernel-time-tolerance={r.kernel_time_tolerance}",
+                f"--gpuprof-time-tolerance={r.time_tolerance}", f"--gpuprof-time-floor-us={r.time_floor_us}",
+                f"--gpuprof-ratio-tolerance={r.ratio_tolerance}", f"--gpuprof-wait={s.plan.wait}",
+                f"--gpuprof-warmup={s.plan.warmup}", f"--gpuprof-active={s.plan.active}"]
+        args += [f"--gpuprof-threshold={t.text}" for t in r.thresholds]
+        return args + (["--gpuprof-flush-l2"] if s.plan.flush_l2 else [])
+
     # --- end of run -------------------------------------------------------------
     def document(self) -> dict[str, Any]:
         """The results document of the run so far (report.document)."""
@@ -255,7 +280,9 @@ class GpuprofSession:
                 self.written.append(f"not written, file left as it was: {exc}")
                 refused = True
                 continue
-            self.written.append(f"updated {len(entries)} test(s) in {file}")
+            hows = Counter(self._recorded.get(file, ()))
+            self.written.append(f"updated {len(entries)} test(s) in {file} ("
+                                + "; ".join(how if n == len(entries) else f"{n}: {how}" for how, n in hows.items()) + ")")
         self._pending.clear()
         self.written += write_reports(self.document(), self.settings.reports)
         return not refused

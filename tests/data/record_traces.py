@@ -1,6 +1,9 @@
 """Record the small real traces the metric tests read (run on a CUDA GPU).
 
     python tests/data/record_traces.py [WORKLOAD ...]   # writes tests/data/*.pt.trace.json.gz
+    python tests/data/record_traces.py --out tests/data/host host           # steady, stalled, slow_host
+    python tests/data/record_traces.py --out tests/data/host --tag p0 launch   # one process per tag
+    python tests/data/record_traces.py --out tests/data/host --tag busy --busy-cpu launch
     tests/data/record_nsys.sh                     # the same workloads under Nsight Systems
 
 Each workload has a structure known by construction, so the tests can check
@@ -18,6 +21,19 @@ graph     per step: a CUDA graph of 3 elementwise kernels (mul_, add_, sin),
 flush     recorded through the plugin's own capture (GpuProf) with
           flush_l2=True: per step one sum over a 16 MiB tensor (1 kernel),
           after the L2 flush in its gpuprof_l2_flush range (not measured).
+nested    per step: one long matmul (2048^3 fp32) on stream A while stream B
+          runs 6 short elementwise kernels and stream C copies 8 MiB from pinned
+          memory: kernels nested inside other kernels, on several streams.
+steady, stalled, slow_host
+          through the plugin's capture, 10 measured steps of 4 matmuls
+          (1024^3 fp32) and one add each, launched one by one; "stalled" makes
+          the host pause 20 ms in the middle of steps 3 and 7 (a stall of the
+          machine), "slow_host" 2 ms in every step (a real host-side slowdown).
+launch    through the plugin's capture: a small-batch decode loop, 6 layers of
+          Linear-GeLU-Linear at batch 8, 4 positions per step (about 100 small
+          kernels a step, launch-bound), 10 measured steps; recorded once per
+          process with --tag (--busy-cpu: a process spinning on the same CPU core,
+          a noisy neighbour), so the traces show what moves between processes.
 """
 
 import argparse
@@ -82,7 +98,7 @@ def graph_step(state):
 
 def record_flush(out: Path):
     """Through the plugin's capture, as ``@pytest.mark.gpuprof(flush_l2=True)`` runs it."""
-    from pytest_gpuprof.capture import GpuProf, StepPlan
+    from pytest_gpuprof.capture.profiler import GpuProf, StepPlan
 
     path = out / "flush.pt.trace.json.gz"
     x = torch.randn(4 * 1024 * 1024, device="cuda")
@@ -90,6 +106,92 @@ def record_flush(out: Path):
     for _ in prof.steps():
         x.sum()
     print(f"wrote {path} ({path.stat().st_size} bytes) on {torch.cuda.get_device_name()}")
+
+
+def nested_state():
+    a = torch.randn(2048, 2048, device="cuda")
+    small = torch.randn(256, 256, device="cuda")
+    host = torch.ones(2 * 1024 * 1024).pin_memory()
+    return a, small, host, torch.empty_like(host, device="cuda"), torch.cuda.Stream(), torch.cuda.Stream()
+
+
+def nested_step(state):
+    a, small, host, dev, side, copy = state
+    main = torch.cuda.current_stream()
+    side.wait_stream(main)
+    copy.wait_stream(main)
+    a @ a  # one long kernel on the main stream
+    with torch.cuda.stream(side):  # short kernels inside it, on another stream
+        for _ in range(6):
+            small.mul_(1.0001)
+    with torch.cuda.stream(copy):
+        dev.copy_(host, non_blocking=True)
+    main.wait_stream(side)
+    main.wait_stream(copy)
+
+
+def record_through_plugin(name: str, out: Path, step, plan) -> None:
+    """A workload captured by the plugin's own GpuProf, as ``@pytest.mark.gpuprof`` runs it."""
+    from pytest_gpuprof.capture.profiler import GpuProf
+
+    path = out / f"{name}.pt.trace.json.gz"
+    prof = GpuProf(plan, path)
+    for i in prof.steps():
+        step(i - plan.wait - plan.warmup)
+    torch.cuda.synchronize()
+    print(f"wrote {path} ({path.stat().st_size} bytes) on {torch.cuda.get_device_name()}")
+
+
+def record_host_family(out: Path) -> None:
+    """steady, stalled and slow_host: the same GPU work, the host pausing differently."""
+    import time
+
+    from pytest_gpuprof.capture.profiler import StepPlan
+
+    a = torch.randn(1024, 1024, device="cuda")
+    plan = StepPlan(wait=0, warmup=3, active=10)
+
+    def work(pause_s: float) -> None:
+        b = a
+        for k in range(4):
+            b = a @ b
+            if k == 1 and pause_s:
+                time.sleep(pause_s)  # the host stops launching mid-step; the GPU runs dry
+        b.add_(1)
+
+    record_through_plugin("steady", out, lambda i: work(0), plan)
+    record_through_plugin("stalled", out, lambda i: work(0.02 if i in (3, 7) else 0), plan)
+    record_through_plugin("slow_host", out, lambda i: work(0.002 if i >= 0 else 0), plan)
+
+
+def record_launch(out: Path, tag: str, busy_cpu: bool) -> None:
+    """The launch-bound decode loop, in this process (pinned to one core, with a spinning
+    neighbour on it when ``busy_cpu``)."""
+    import os
+    import subprocess
+    import sys
+
+    from pytest_gpuprof.capture.profiler import StepPlan
+
+    core = sorted(os.sched_getaffinity(0))[0]
+    os.sched_setaffinity(0, {core})
+    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"]) \
+        if busy_cpu else None
+    try:
+        layers = [(torch.nn.Linear(256, 1024).cuda(), torch.nn.Linear(1024, 256).cuda()) for _ in range(6)]
+        x = torch.randn(8, 256, device="cuda")
+
+        def step(i: int) -> None:
+            with torch.no_grad():
+                h = x
+                for _ in range(4):
+                    for up, down in layers:
+                        h = h + down(torch.nn.functional.gelu(up(h)))
+
+        record_through_plugin(f"launch_{tag}", out, step, StepPlan(wait=0, warmup=5, active=10))
+    finally:
+        if hog is not None:
+            hog.kill()
 
 
 def record_nvtx(name, step, state, out: Path):
@@ -133,15 +235,22 @@ def main():
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
     parser.add_argument("--nvtx", metavar="WORKLOAD", choices=("overlap", "sync", "graph"),
                         help="emit NVTX ranges for nsys instead of recording with torch.profiler")
+    parser.add_argument("--tag", default="p0", help="launch: the name of this process's trace (launch_TAG)")
+    parser.add_argument("--busy-cpu", action="store_true", help="launch: a process spinning on the same core")
     parser.add_argument("only", nargs="*", metavar="WORKLOAD",
-                        help="record only these of overlap, sync, graph, flush (default: all)")
+                        help="record only these of overlap, sync, graph, nested, flush, host, launch "
+                        "(default: overlap, sync, graph, nested, flush)")
     args = parser.parse_args()
-    unknown = set(args.only) - {"overlap", "sync", "graph", "flush"}
+    unknown = set(args.only) - {"overlap", "sync", "graph", "nested", "flush", "host", "launch"}
     if unknown:
         parser.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
     torch.manual_seed(0)
+    if "host" in args.only:
+        record_host_family(args.out)
+    if "launch" in args.only:
+        record_launch(args.out, args.tag, args.busy_cpu)
     workloads = {"overlap": (overlap_step, overlap_state), "sync": (sync_step, list),
-                 "graph": (graph_step, graph_state)}
+                 "graph": (graph_step, graph_state), "nested": (nested_step, nested_state)}
     if args.nvtx:
         step, state = workloads[args.nvtx]
         record_nvtx(args.nvtx, step, state(), args.out)

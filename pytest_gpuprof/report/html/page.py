@@ -28,7 +28,7 @@ from ...compare.verdicts import BROKEN, compared_values
 from ...files import write_atomic
 from ...metrics.measure import METRICS
 from ...numbers import format_number
-from ..words import change, verdict_line
+from ..words import change, health_lines, verdict_line
 from .svg import KIND_COLORS, bar, escape, kinds_css, timelines, unit_of, value_text
 
 #: Colors of test statuses and verdicts (the failure color is the one tests look for).
@@ -167,6 +167,7 @@ def _test_section(i: int, t: dict[str, Any]) -> str:
            f'<p class="sub">{" · ".join(bits)}</p>']
     if t.get("message"):
         out.append(f'<pre class="message">{escape(t["message"])}</pre>')
+    out += [f'<p class="note">{escape(line)}</p>' for line in health_lines(t)]
     out.append(_environment(t))
     out.append(_broke(t))
     if t.get("metrics") is not None:

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The device runs behind the gate's figures in docs/benchmarks.md, stage by stage (each
+# fits one 10-minute device call).  Every stage writes under OUT; nothing is judged here
+# that cannot be judged again from OUT on a CPU (benchmarks/gate_noise.py table).
+#
+#   benchmarks/gate_proof.sh machine  OUT         probes in 5 fresh processes; the observer effect
+#   benchmarks/gate_proof.sh fixtures OUT         the small traces tests/ replays (record_traces.py)
+#   benchmarks/gate_proof.sh aa OUT RUNS          baselines in 3 fresh processes (unless OUT/aa/baselines
+#                                                 exists), one run keeping its traces, then RUNS runs
+#   benchmarks/gate_proof.sh planted OUT          each planted bug once against OUT/aa/baselines
+#   benchmarks/gate_proof.sh nsys OUT             the launch-bound test under Nsight Systems, recorded
+#                                                 in 2 processes and judged in a third ($GPUPROF_NSYS)
+#   benchmarks/gate_proof.sh sweep OUT RUNS S...  baselines with the slowdown code, RUNS runs per slowdown S
+set -u
+cd "$(dirname "$0")/.."
+stage=$1 out=$2
+shift 2
+mkdir -p "$out"
+py=${PYTHON:-python3}
+suite=(-m pytest example_suite -p no:cacheprovider -q)
+
+case $stage in
+machine)
+  for i in 1 2 3 4 5; do
+    $py -c 'import json; from pytest_gpuprof.capture.probes import measure_machine; print(json.dumps(measure_machine()))' \
+      | tee -a "$out/probes.jsonl"
+  done
+  $py benchmarks/observer_effect.py --json "$out/observer.json"
+  ;;
+fixtures)
+  mkdir -p "$out/fixtures"
+  $py tests/data/record_traces.py --out "$out/fixtures" nested host
+  for i in 0 1 2 3; do $py tests/data/record_traces.py --out "$out/fixtures" --tag "p$i" launch; done
+  $py tests/data/record_traces.py --out "$out/fixtures" --tag busy --busy-cpu launch
+  ls -la "$out/fixtures"
+  ;;
+aa)
+  runs=$1
+  if [ ! -d "$out/aa/baselines" ]; then
+    for i in 1 2 3; do
+      $py "${suite[@]}" --gpuprof-update-baseline --gpuprof-baseline-dir="$out/aa/baselines" >"$out/aa-record$i.log" 2>&1
+      echo "baseline run $i: exit $? ($(tail -1 "$out/aa-record$i.log"))"
+    done
+    $py "${suite[@]}" --gpuprof --gpuprof-baseline-dir="$out/aa/baselines" --gpuprof-keep-traces \
+      --gpuprof-output-dir="$out/ship" --gpuprof-json="$out/aa/ship.json" >"$out/aa-ship.log" 2>&1
+    echo "run keeping traces: exit $? ($(tail -1 "$out/aa-ship.log"))"
+  fi
+  $py benchmarks/gate_noise.py aa --runs "$runs" --out "$out/aa" --budget-s "${BUDGET_S:-500}"
+  ;;
+planted)
+  for bug in item compute_stream pageable extra_kernel fp32; do
+    GPUPROF_EXAMPLE_BUG=$bug $py "${suite[@]}" --gpuprof --gpuprof-baseline-dir="$out/aa/baselines" \
+      --gpuprof-keep-traces --gpuprof-output-dir="$out/planted/$bug" --gpuprof-json="$out/planted/$bug.json" \
+      >"$out/planted-$bug.log" 2>&1
+    echo "bug $bug: exit $? ($(tail -1 "$out/planted-$bug.log"))"
+    grep -E "^(FAILED|  [a-z_]+(\[.*\])?(\.count|\.time_us)?:)" "$out/planted-$bug.log" | cut -c1-160 | head -6
+  done
+  ;;
+nsys)
+  nsys=(--gpuprof-nsys --gpuprof-nsys-path="${GPUPROF_NSYS:?set GPUPROF_NSYS to the nsys binary}"
+        --gpuprof-baseline-dir="$out/nsys/baselines" --gpuprof-output-dir="$out/nsys/output")
+  for i in $(seq 1 "${NSYS_RECORDS:-2}"); do
+    $py -m pytest example_suite/test_launch_bound.py -p no:cacheprovider -q "${nsys[@]}" --gpuprof-update-baseline \
+      >"$out/nsys-record$i.log" 2>&1
+    echo "nsys baseline run $i: exit $?"
+  done
+  $py -m pytest example_suite/test_launch_bound.py -p no:cacheprovider -q "${nsys[@]}" \
+    --gpuprof-json="$out/nsys/judged.json" >"$out/nsys-judge.log" 2>&1
+  echo "nsys judged run: exit $?"; tail -4 "$out/nsys-judge.log"
+  rm -f "$out"/nsys/output/nsys/*.nsys-rep "$out"/nsys/output/nsys/*.sqlite  # they hold the environment
+  ;;
+sweep)
+  runs=$1
+  shift
+  args=()
+  for s in "$@"; do args+=(--slowdown "$s"); done
+  $py benchmarks/gate_noise.py sweep --runs "$runs" "${args[@]}" --out "${SWEEP_DIR:-$out/sweep}" --budget-s "${BUDGET_S:-540}"
+  ;;
+*)
+  echo "unknown stage $stage" >&2
+  exit 2
+  ;;
+esac

@@ -1,0 +1,104 @@
+"""Machine probes: a few fixed micro-measurements taken once per session, before any test.
+
+They describe the machine rather than the code under test: a baseline keeps the
+probes of each run that recorded it, every result the probes of its session, and
+``compare.machine`` says when today's machine differs from the baseline's beyond
+their noise (a slower PCIe link, a lower clock, a busier host), so that time
+verdicts are ``unstable`` rather than ``regressed``.  Each probe is the best of
+several repetitions timed with CUDA events (the launch probe with the host clock):
+what the machine can do, which a passing hiccup of one repetition does not move
+(medians of 7 moved a GEMM's time by up to 22% between processes of one H200).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+#: name -> (what it is, unit, which way is better)
+PROBES: dict[str, tuple[str, str, str]] = {
+    "h2d_pinned_gbps": ("host-to-device bandwidth (pinned)", "GB/s", "higher"),
+    "h2d_pageable_gbps": ("host-to-device bandwidth (pageable)", "GB/s", "higher"),
+    "gemm_us": ("a 4096x4096x4096 bf16 GEMM's time", "us", "lower"),
+    "launch_us": ("the host time of one kernel launch", "us", "lower"),
+    "sm_clock_mhz": ("the SM clock under load", "MHz", "higher"),
+}
+COPY_BYTES = 64 << 20
+REPEATS = 7
+WARMUP_S = 0.2
+
+
+def measure_machine(device: int = 0) -> dict[str, Any]:
+    """Every probe of ``PROBES`` on this GPU, in its unit (about half a second)."""
+    import torch
+
+    with torch.cuda.device(device):
+        dev = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
+        pinned = torch.empty(COPY_BYTES, dtype=torch.uint8).pin_memory()
+        pageable = torch.empty(COPY_BYTES, dtype=torch.uint8)
+        a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        tiny = torch.zeros(1, device="cuda")
+        out = {
+            "h2d_pinned_gbps": COPY_BYTES / 1e3 / _gpu_us(lambda: dev.copy_(pinned, non_blocking=True)),
+            "h2d_pageable_gbps": COPY_BYTES / 1e3 / _gpu_us(lambda: dev.copy_(pageable)),
+            "gemm_us": _gpu_us(lambda: a @ a),
+            "launch_us": _launch_us(tiny),
+            "sm_clock_mhz": _sm_clock(device, lambda: a @ a),
+        }
+    return {name: round(value, 3) for name, value in out.items() if value is not None}
+
+
+def _gpu_us(work) -> float:
+    """Shortest GPU time of ``work`` in microseconds, after the clock has ramped up (an idle
+    GPU runs its first kernels at a low clock)."""
+    import torch
+
+    start = time.perf_counter()
+    while time.perf_counter() - start < WARMUP_S:
+        work()
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(REPEATS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        work()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1000)
+    return min(times)
+
+
+def _launch_us(tiny, launches: int = 500) -> float:
+    """Shortest host time per launch of a one-element kernel, over batches of ``launches``."""
+    import torch
+
+    times = []
+    for _ in range(REPEATS):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(launches):
+            tiny.add_(1)
+        times.append((time.perf_counter() - start) / launches * 1e6)
+    torch.cuda.synchronize()
+    return min(times)
+
+
+def _sm_clock(device: int, work) -> float | None:
+    """The SM clock NVML reads while the GPU works (nvidia-ml-py; None without it)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+        for _ in range(20):
+            work()
+        clock = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        import torch
+
+        torch.cuda.synchronize()
+        return float(clock)
+    finally:
+        pynvml.nvmlShutdown()

@@ -1,0 +1,74 @@
+"""Is today's machine the baseline's?  The session's probes against those of the runs
+that recorded the baseline (``capture.probes``).
+
+A probe differs when it lies on the slower side of the range of the baseline runs'
+values widened by its tolerance: the noise of the probe between processes and
+machines of one GPU model, measured on H200s (docs/benchmarks.md).  A difference
+makes the regressions it can explain ``unstable`` (``explains``): they may be the
+machine's, not the code's.  A faster machine explains no regression.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..capture.probes import PROBES
+from ..metrics.measure import METRICS
+from ..numbers import format_number
+
+#: Relative change of each probe that is beyond its noise.
+TOLERANCE = {
+    "h2d_pinned_gbps": 0.10,
+    "h2d_pageable_gbps": 0.25,
+    "gemm_us": 0.15,
+    "launch_us": 0.60,
+    "sm_clock_mhz": 0.05,
+}
+
+
+#: What a slower reading of each probe can move: copy times, kernel times, or only what
+#: the host's pace sets (every probe moves the window and the ratios, see ``explains``).
+MOVES = {
+    "h2d_pinned_gbps": "copy",
+    "h2d_pageable_gbps": "copy",
+    "gemm_us": "kernel",
+    "sm_clock_mhz": "kernel",
+    "launch_us": "host",
+}
+
+
+def explains(probe: str, metric: str) -> bool:
+    """Whether a slower ``probe`` can move the verdict on ``metric``: the window and the
+    ratios move with anything; a kernel's time only with the GPU's speed; a copy's time
+    only with the link's."""
+    spec = METRICS.get(metric)
+    if metric == "window_us" or (spec is not None and spec.kind == "ratio"):
+        return True
+    if MOVES[probe] == "kernel":
+        return metric == "kernel_time_us" or metric.startswith("kernels[")
+    return MOVES[probe] == "copy" and metric.startswith("memcpy_") and metric.endswith("_time_us")
+
+
+def machine_differences(current: Mapping[str, Any] | None,
+                        baseline: list[Mapping[str, Any] | None]) -> dict[str, str]:
+    """Probe name -> a sentence, for each probe on which this machine is slower than every
+    run of the baseline beyond the probe's tolerance, e.g. ``host-to-device bandwidth
+    (pinned) is 24% below the baseline machine's (41.2 GB/s; baseline 54.3 GB/s)``."""
+    known = [b for b in baseline if b]
+    if not current or not known:
+        return {}
+    out = {}
+    for name, (what, unit, better) in PROBES.items():
+        values = [b[name] for b in known if b.get(name)]
+        now = current.get(name)
+        if not values or not now:
+            continue
+        slower = now < min(values) * (1 - TOLERANCE[name]) if better == "higher" else \
+            now > max(values) * (1 + TOLERANCE[name])
+        if not slower:
+            continue
+        reference = sorted(values)[len(values) // 2]
+        change = now / reference - 1
+        out[name] = (f"{what} is {abs(change):.0%} {'above' if change > 0 else 'below'} the baseline machine's "
+                     f"({format_number(now)} {unit}; baseline {format_number(reference)} {unit})")
+    return out

@@ -1,0 +1,69 @@
+"""Confirm before failing (``--gpuprof-confirm N``): a test whose only failures are times
+or ratios is measured again, N times, each in a fresh pytest process, and fails only if
+every re-run fails the same metrics.
+
+Where pinned memory lands, the clocks a process gets and its CPU placement are fixed
+for the life of a process: the steps of one run are not independent samples of the
+machine, and a shift between processes can look significant within one.  A fresh
+process draws them again; a real regression fails in every one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..compare.evaluate import TestResult, is_timing
+from ..compare.verdicts import BROKEN, test_status
+from ..numbers import format_number
+
+#: Set in the re-runs, which judge but never confirm again.
+CONFIRMING = "GPUPROF_CONFIRMING"
+
+
+def needs_confirmation(result: TestResult) -> bool:
+    """Failed on times or ratios alone (a count, a threshold or a kernel change needs none)."""
+    broken = [v for v in result.verdicts if v.status in BROKEN]
+    return (result.status == "failed" and not result.message and bool(broken)
+            and all(v.status == "regressed" and is_timing(v.metric) for v in broken))
+
+
+def rerun(nodeid: str, args: list[str], rootdir: Path) -> TestResult | str:
+    """The test measured again in a fresh pytest process with these gpuprof options; its
+    result, or why there is none."""
+    with tempfile.TemporaryDirectory(prefix="gpuprof-confirm-") as tmp:
+        out = Path(tmp) / "results.json"
+        cmd = [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-q", "--rootdir", str(rootdir),
+               *args, f"--gpuprof-json={out}", "--gpuprof-confirm=0", "--gpuprof-timeline-events=0"]
+        done = subprocess.run(cmd, cwd=rootdir, env={**os.environ, CONFIRMING: "1"}, capture_output=True, text=True)
+        if not out.is_file():
+            return f"the re-run wrote no results (exit {done.returncode})"
+        tests = [t for t in json.loads(out.read_text())["tests"] if t["nodeid"] == nodeid]
+        return TestResult.from_json(tests[0]) if tests else "the re-run did not measure the test"
+
+
+def apply(result: TestResult, reruns: list[TestResult | str]) -> None:
+    """Keep the failures every re-run reproduced; the others become ``unconfirmed``.  Each
+    verdict's evidence and the result's ``confirmation`` say what the re-runs showed."""
+    failed_again = [{v.metric: v for v in r.verdicts if v.status == "regressed"} if isinstance(r, TestResult)
+                    else None for r in reruns]
+    for v in result.verdicts:
+        if v.status != "regressed":
+            continue
+        seen = [again.get(v.metric) if again is not None else None for again in failed_again]
+        changes = ", ".join(f"{again.change() or format_number(again.current)}" for again in seen if again)
+        if all(seen):
+            v.evidence += f"; confirmed in {len(seen)} fresh process(es): {changes}"
+        else:
+            v.status = "unconfirmed"
+            v.evidence += f"; not reproduced in {sum(1 for s in seen if not s)} of {len(seen)} fresh process(es)"
+    reasons = [r for r in reruns if isinstance(r, str)]
+    kept = sum(1 for v in result.verdicts if v.status == "regressed")
+    result.confirmation = (f"{len(reruns)} re-run(s) in fresh processes: "
+                           + (f"{kept} failure(s) reproduced in every one" if kept else "the failures did not reproduce")
+                           + (f" ({'; '.join(reasons)})" if reasons else ""))
+    result.status = test_status(result.verdicts, True)

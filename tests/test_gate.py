@@ -1,0 +1,216 @@
+"""The gate on real traces of host stalls and of shifts between processes (recorded on an
+H200 by tests/data/record_traces.py: ``host`` and ``launch``), and the rules that keep it
+from crying wolf: the spread of the baseline's runs, machine probes, confirmation.
+
+The stalled trace's host paused 20 ms in the middle of measured steps 3 and 7; the
+slow_host trace's 2 ms in every step.  The launch traces are one launch-bound decode
+loop recorded in four processes (p0 to p3; p3's host ran about 55% slower all along)
+and once beside a process spinning on the same CPU core (busy)."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprof.compare.evaluate import TestResult, evaluate, new_baseline_entry, of_measurement
+from pytest_gpuprof.compare.machine import explains, machine_differences
+from pytest_gpuprof.compare.rules import Rules
+from pytest_gpuprof.compare.stats import t_quantile
+from pytest_gpuprof.compare.verdicts import Verdict, pooled_log_spread, run_spread
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.run import confirm
+from pytest_gpuprof.trace.kineto import load_kineto
+
+HOST = Path(__file__).parent / "data" / "host"
+NODE = "tests/test_gate.py::fixture"
+
+
+def measured(name: str, kernel_scale: float = 1.0):
+    trace = load_kineto(HOST / f"{name}.pt.trace.json.gz")
+    if kernel_scale != 1.0:  # every kernel runs longer: a real GPU-side regression
+        k = trace.kernels
+        k["end"] = k["start"] + ((k["end"] - k["start"]) * kernel_scale).round().astype("int64")
+    return measure(trace)
+
+
+def baseline(*names: str) -> dict:
+    """The entry --gpuprof-update-baseline leaves after one run per name, in turn."""
+    entry = None
+    for name in names:
+        m = measured(name)
+        entry, _ = new_baseline_entry(of_measurement(NODE, m, "torch"), entry, keep_runs=5)
+    return entry
+
+
+def judged(name: str, entry: dict, kernel_scale: float = 1.0) -> TestResult:
+    m = measured(name, kernel_scale)
+    return evaluate(of_measurement(NODE, m, "torch"), m, entry, Rules(), update=False, strict=False)
+
+
+def regressed(result: TestResult) -> list[str]:
+    return [v.metric for v in result.verdicts if v.status == "regressed"]
+
+
+# --- host stalls --------------------------------------------------------------
+
+def test_the_planted_stalls_are_found_and_nothing_else_but_the_first_step():
+    stalled = measured("stalled").per_step["stalled"]
+    # steps 3 and 7: the planted pauses; step 0: the host's start of the measured steps,
+    # slow in the steady trace too, where nothing else is flagged
+    assert [i for i, s in enumerate(stalled) if s] == [0, 3, 7]
+    assert [i for i, s in enumerate(measured("steady").per_step["stalled"]) if s] == [0]
+    assert not any(measured("slow_host").per_step["stalled"])  # slow in every step alike: no stall
+
+
+def test_stalled_steps_raise_no_alarm_and_are_reported():
+    result = judged("stalled", baseline("steady"))
+    assert result.status == "passed", [(v.metric, v.status, v.evidence) for v in result.verdicts if v.status != "ok"]
+    assert result.notes[0].startswith("3 of 10 steps stalled on the host (pauses up to 20.")
+    window = next(v for v in result.verdicts if v.metric == "window_us")
+    # the median step of the usable ones: no 20 ms pause in it
+    assert window.current < 1.1 * window.baseline
+
+
+def test_a_host_that_is_slow_in_every_step_still_fails():
+    result = judged("slow_host", baseline("steady"))
+    assert result.status == "failed" and "window_us" in regressed(result)
+    assert "gpu_utilization" in regressed(result)
+    assert not any(v.metric == "kernel_time_us" and v.status != "ok" for v in result.verdicts)
+
+
+# --- shifts between processes --------------------------------------------------
+
+def test_two_recorded_runs_cannot_bound_a_third_so_the_shift_passes():
+    # t(0.995, 1) = 63.7: two runs' medians say little about a third process
+    assert judged("launch_p3", baseline("launch_p0", "launch_p1")).status == "passed"
+
+
+def test_a_host_shift_between_processes_fails_only_on_times_and_the_rerun_does_not_confirm_it():
+    entry = baseline("launch_p0", "launch_p1", "launch_p2")
+    shifted = judged("launch_p3", entry)
+    assert shifted.status == "failed" and "window_us" in regressed(shifted)
+    assert not [m for m in regressed(shifted) if m == "kernel_time_us" or m.startswith("kernels[")]
+    assert confirm.needs_confirmation(shifted)  # times and ratios only: re-measure before failing
+    rerun = judged("launch_p0", entry)  # stands in for a fresh process without the shift
+    assert rerun.status == "passed"
+    confirm.apply(shifted, [rerun])
+    assert shifted.status == "unconfirmed" and not regressed(shifted)
+    assert shifted.confirmation == "1 re-run(s) in fresh processes: the failures did not reproduce"
+
+
+def test_a_noisy_neighbour_is_not_confirmed_either():
+    entry = baseline("launch_p0", "launch_p1", "launch_p2")
+    busy = judged("launch_busy", entry)
+    assert confirm.needs_confirmation(busy)
+    confirm.apply(busy, [judged("launch_p3", baseline("launch_p0", "launch_p1", "launch_p2", "launch_busy"))])
+    assert busy.status in ("unconfirmed", "passed")
+
+
+def test_slower_kernels_fail_and_the_rerun_confirms_them():
+    entry = baseline("launch_p0", "launch_p1", "launch_p2")
+    slow = judged("launch_p3", entry, kernel_scale=1.2)
+    assert "kernel_time_us" in regressed(slow)
+    confirm.apply(slow, [judged("launch_p2", baseline("launch_p0", "launch_p1"), kernel_scale=1.2)])
+    assert slow.status == "failed" and "kernel_time_us" in regressed(slow)
+    v = next(v for v in slow.verdicts if v.metric == "kernel_time_us")
+    assert "; confirmed in 1 fresh process(es): +" in v.evidence
+
+
+def test_kernel_times_of_three_processes_agree_within_their_pooled_spread():
+    """No kernel series of p3 or of the busy run falls outside what p0-p2 show: the GPU side
+    does not move between processes, however slow the host."""
+    entry = baseline("launch_p0", "launch_p1", "launch_p2")
+    for name in ("launch_p3", "launch_busy"):
+        result = judged(name, entry)
+        assert not [m for m in regressed(result) if m == "kernel_time_us" or m.startswith("kernels[")], name
+
+
+# --- the statistic ------------------------------------------------------------
+
+def test_pooled_log_spread_pools_the_squared_deviations_of_the_log_medians():
+    a, b = (100.0, 102.0, 98.0), (50.0, 50.5, 49.5)
+    ss = sum((math.log(x) - sum(map(math.log, s)) / 3) ** 2 for s in (a, b) for x in s)
+    spread, freedom = pooled_log_spread([a, b, (7.0,), (0.0, 3.0)])  # one run, a zero: left out
+    assert freedom == 4 and spread == pytest.approx(math.sqrt(ss / 4), rel=1e-12)
+    assert pooled_log_spread([(5.0,)]) is None
+
+
+def test_run_spread_by_hand():
+    # on the values: mean 100, s = 2, t(0.995, 2) = 9.9248 (SciPy), sqrt(1 + 1/3)
+    low, high = run_spread((98.0, 100.0, 102.0))
+    half = 9.924843 * 2 * math.sqrt(4 / 3)
+    assert (low, high) == (pytest.approx(100 - half, rel=1e-6), pytest.approx(100 + half, rel=1e-6))
+    # on the log scale with a pooled spread larger than the series' own: the pooled one, its df
+    logs = [math.log(x) for x in (99.0, 100.0, 101.0)]
+    mean = sum(logs) / 3
+    low, high = run_spread((99.0, 100.0, 101.0), shared=(0.02, 40))
+    half = t_quantile(0.995, 40) * 0.02 * math.sqrt(4 / 3)
+    assert t_quantile(0.995, 40) == pytest.approx(2.704459, rel=1e-6)  # SciPy
+    assert (low, high) == (pytest.approx(math.exp(mean - half)), pytest.approx(math.exp(mean + half)))
+    # a series that moves more than the pooled spread keeps its own
+    wide = run_spread((80.0, 100.0, 120.0), shared=(0.001, 40))
+    own = math.sqrt(sum((math.log(x) - sum(math.log(y) for y in (80, 100, 120)) / 3) ** 2 for x in (80, 100, 120)) / 2)
+    assert math.log(wide[1]) - math.log(wide[0]) == pytest.approx(2 * t_quantile(0.995, 40) * own * math.sqrt(4 / 3))
+    assert run_spread((100.0,)) is None
+
+
+# --- machine probes -------------------------------------------------------------
+
+PROBES = {"h2d_pinned_gbps": 55.0, "h2d_pageable_gbps": 18.0, "gemm_us": 190.0, "launch_us": 7.0,
+          "sm_clock_mhz": 1980.0}
+
+
+def test_only_a_slower_machine_beyond_the_tolerance_differs():
+    runs = [PROBES, {**PROBES, "gemm_us": 200.0}]
+    assert machine_differences({**PROBES, "gemm_us": 229.0}, runs) == {}  # 200 * 1.15 = 230
+    found = machine_differences({**PROBES, "gemm_us": 231.0, "h2d_pinned_gbps": 49.0}, runs)
+    assert set(found) == {"gemm_us", "h2d_pinned_gbps"}
+    assert found["h2d_pinned_gbps"] == ("host-to-device bandwidth (pinned) is 11% below the baseline machine's "
+                                        "(49 GB/s; baseline 55 GB/s)")
+    # faster explains nothing
+    assert machine_differences({**PROBES, "gemm_us": 100.0, "h2d_pinned_gbps": 80.0}, runs) == {}
+    assert machine_differences(PROBES, [None]) == {} and machine_differences(None, runs) == {}
+
+
+@pytest.mark.parametrize("probe, metric, moves", [
+    ("gemm_us", "kernel_time_us", True), ("gemm_us", "kernels[k].time_us", True),
+    ("gemm_us", "memcpy_htod_time_us", False), ("h2d_pinned_gbps", "memcpy_htod_time_us", True),
+    ("h2d_pinned_gbps", "kernel_time_us", False), ("launch_us", "kernel_time_us", False),
+    ("launch_us", "window_us", True), ("sm_clock_mhz", "gpu_utilization", True),
+    ("h2d_pageable_gbps", "overlap_efficiency", True),
+])
+def test_a_probe_explains_what_it_can_move(probe, metric, moves):
+    assert explains(probe, metric) is moves
+
+
+def test_a_slower_link_makes_copy_regressions_unstable_and_leaves_kernel_ones_failed():
+    entry = baseline("launch_p0", "launch_p1", "launch_p2")
+    for run in entry["runs"]:
+        run["machine"] = PROBES
+    m = measured("launch_p2", kernel_scale=1.2)
+    result = of_measurement(NODE, m, "torch")
+    result.machine = {**PROBES, "h2d_pinned_gbps": 30.0}
+    result = evaluate(result, m, entry, Rules(), update=False, strict=False)
+    assert result.status == "failed" and "kernel_time_us" in regressed(result)  # a slow link explains no kernel
+    assert any(n.startswith("host-to-device bandwidth (pinned) is 45% below") for n in result.notes + result.unstable)
+    result = of_measurement(NODE, m, "torch")
+    result.machine = {**PROBES, "gemm_us": 300.0}
+    result = evaluate(result, m, entry, Rules(), update=False, strict=False)
+    assert result.status == "unstable" and not regressed(result)
+    assert result.unstable == ["a 4096x4096x4096 bf16 GEMM's time is 58% above the baseline machine's "
+                               "(300 us; baseline 190 us)"]
+
+
+def test_counts_and_thresholds_are_never_sent_to_confirmation():
+    def result(*verdicts):
+        r = TestResult(NODE, "failed", "NVIDIA H200", {}, verdicts=list(verdicts))
+        return r
+    timing = Verdict("window_us", "regressed", 1.0, 2.0, "rule")
+    assert confirm.needs_confirmation(result(timing))
+    assert not confirm.needs_confirmation(result(timing, Verdict("sync_count", "regressed", 0, 8, "rule")))
+    assert not confirm.needs_confirmation(result(Verdict("kernels[k]", "new", None, 1, "rule")))
+    partly = result(timing, Verdict("kernel_time_us", "regressed", 1.0, 2.0, "rule"))
+    confirm.apply(partly, [result(Verdict("kernel_time_us", "regressed", 1.0, 2.1, "rule")), "the re-run wrote no results (exit 2)"])
+    assert [v.status for v in partly.verdicts] == ["unconfirmed", "unconfirmed"]  # every re-run must reproduce
+    assert partly.status == "unconfirmed"
+    assert partly.confirmation.endswith("the failures did not reproduce (the re-run wrote no results (exit 2))")
