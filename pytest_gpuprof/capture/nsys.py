@@ -173,28 +173,14 @@ def split_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[
 
 #: Names the private file (mode 0600) holding the variables kept out of nsys's sight.
 HELD_ENV = "GPUPROF_NSYS_HELD"
-#: The command nsys runs: ``python -m pytest ARGS``, once the held variables are back.
-INNER_LAUNCH = "import sys; from pytest_gpuprof.capture.nsys import run_inner; sys.exit(run_inner(sys.argv[1:]))"
 
 
 def hold(held: Mapping[str, str]) -> Path:
-    """Write the held variables to a file only this user can read; ``run_inner`` deletes it."""
+    """Write the held variables to a file only this user can read; ``run.nsys_backend.run_inner`` deletes it."""
     fd, name = tempfile.mkstemp(prefix="gpuprof-env-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(dict(held), fh)
     return Path(name)
-
-
-def run_inner(args: list[str]) -> int:
-    """Inside nsys: put the held variables back into this process (never into its
-    launch environment, which nsys has recorded by now), then run pytest."""
-    import pytest
-
-    held = os.environ.pop(HELD_ENV, None)
-    if held:
-        os.environ.update(json.loads(Path(held).read_text(encoding="utf-8")))
-        Path(held).unlink()
-    return int(pytest.main(args))
 
 
 #: What replaces a scrubbed string.

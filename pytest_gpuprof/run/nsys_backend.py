@@ -27,7 +27,6 @@ import pytest
 
 from ..capture.nsys import (
     HELD_ENV,
-    INNER_LAUNCH,
     check_report,
     export_sqlite,
     find_nsys,
@@ -44,6 +43,19 @@ from ..trace.model import Trace
 from ..trace.nsys_sqlite import for_range, load_nsys
 from .backends import INNER_ENV
 from .session import GpuprofSession, Settings
+
+#: The command nsys runs: ``python -m pytest ARGS``, once the held variables are back.
+INNER_LAUNCH = "import sys; from pytest_gpuprof.run.nsys_backend import run_inner; sys.exit(run_inner(sys.argv[1:]))"
+
+
+def run_inner(args: list[str]) -> int:
+    """Inside nsys: put the held variables back into this process (never into its launch
+    environment, which nsys has recorded by now), then run pytest."""
+    held = os.environ.pop(HELD_ENV, None)
+    if held:
+        os.environ.update(json.loads(Path(held).read_text(encoding="utf-8")))
+        Path(held).unlink()
+    return int(pytest.main(args))
 
 
 class NsysReportBackend:
