@@ -176,7 +176,7 @@ HELD_ENV = "GPUPROF_NSYS_HELD"
 
 
 def hold(held: Mapping[str, str]) -> Path:
-    """Write the held variables to a file only this user can read; ``run.nsys_backend.run_inner`` deletes it."""
+    """Write the held variables to a file only this user can read (``run_inner`` deletes it)."""
     fd, name = tempfile.mkstemp(prefix="gpuprof-env-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(dict(held), fh)
@@ -218,27 +218,29 @@ def scrub_sqlite(path: Path, environ: Iterable[str] = ()) -> Scrubbed:
     nsys stores the profiled processes' whole environments (and the machine's) in its
     report.  The environment rows and strings go, the rows naming the machine are blanked,
     and every value of those environments or of ``environ`` (values) is replaced wherever
-    else it occurs, except in the names the trace loader reads.  The file is vacuumed so
-    that no freed page keeps the old text.
+    else it occurs, except in the names the trace loader reads.
     """
+    if not path.is_file():
+        raise GpuprofError(f"cannot scrub {path}: no such file")
     try:
         con = sqlite3.connect(path, isolation_level=None)
-        con.text_factory = bytes
-        tables = {r[0].decode() for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "StringIds" not in tables:
-            raise GpuprofError(f"cannot scrub {path}: not an Nsight Systems SQLite export (no StringIds table)")
-        con.execute("PRAGMA secure_delete=ON")
-        con.execute("BEGIN")
-        done = Scrubbed()
-        values = {v.encode() for v in environ}
-        values |= _drop_environment(con, tables, done)
-        _blank_machine(con, tables, done)
-        values = {v for v in values if len(v) >= MIN_SCRUBBED_LEN}
-        done.values = len(values)
-        _replace_values(con, tables, values, done)
-        con.execute("COMMIT")
-        con.execute("VACUUM")
-        con.close()
+        try:
+            con.text_factory = bytes
+            tables = {r[0].decode() for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "StringIds" not in tables:
+                raise GpuprofError(f"cannot scrub {path}: not an Nsight Systems SQLite export (no StringIds table)")
+            con.execute("PRAGMA secure_delete=ON")
+            con.execute("BEGIN")
+            done = Scrubbed()
+            values = {v.encode() for v in environ} | _drop_environment(con, tables, done)
+            _blank_machine(con, tables, done)
+            values = {v for v in values if len(v) >= MIN_SCRUBBED_LEN}
+            done.values = len(values)
+            _replace_values(con, tables, values, done)
+            con.execute("COMMIT")
+            con.execute("VACUUM")  # no freed page keeps the old text
+        finally:
+            con.close()
     except sqlite3.Error as exc:
         raise GpuprofError(f"cannot scrub {path}: not a readable SQLite file: {exc}") from None
     return done
@@ -266,6 +268,7 @@ def _drop_environment(con: sqlite3.Connection, tables: set[str], done: Scrubbed)
 
 
 def _blank_machine(con: sqlite3.Connection, tables: set[str], done: Scrubbed) -> None:
+    """Blank the rows naming the machine and the launch, and the GPUs' UUIDs."""
     if "META_DATA_CAPTURE" in tables:
         for pattern in _LAUNCH_ROWS:
             done.machine_rows += con.execute("UPDATE META_DATA_CAPTURE SET value = ? WHERE name LIKE ? AND value != ''",
