@@ -191,7 +191,7 @@ FAKE_NSYS = textwrap.dedent("""\
     args = sys.argv[1:]
     assert args[0] == "profile", args
     command = args[args.index("-o") + 2:]
-    with open(os.environ["FAKE_NSYS_LOG"], "a") as log:
+    with open(os.environ["NSYS_FAKE_LOG"], "a") as log:
         log.write(" ".join(args) + "\\n")
     sys.exit(subprocess.call(command))
 """)
@@ -224,7 +224,7 @@ def suite(pytester, tmp_path):
     pytester.makepyfile(test_suite=SUITE)
     fake = executable(tmp_path / "bin" / "nsys", FAKE_NSYS.format(python=sys.executable))
     log = tmp_path / "nsys.log"
-    env = {"FAKE_NSYS_LOG": str(log)}
+    env = {"NSYS_FAKE_LOG": str(log)}
     return pytester, fake, log, env
 
 

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import collections
 import glob
+import json
 import os
+import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Mapping, Sequence
 
 from ..errors import GpuprofError
 
@@ -142,3 +147,164 @@ def export_sqlite(nsys: Path, report: Path) -> Path:
     if done.returncode != 0 or not target.is_file():
         raise GpuprofError(f"nsys export of {report} failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
     return target
+
+
+# --- the environment: nsys records it, so it is kept out of what nsys sees, and scrubbed ---
+
+#: Variables nsys and the session under it are started with, because a process needs them
+#: before Python runs (interpreter, libraries, locale, GPUs; nsys's own settings).  nsys
+#: stores this launch environment in its report; every other variable reaches the session
+#: through a private file.
+LAUNCH_VARIABLES = re.compile(
+    r"PATH|HOME|USER|LOGNAME|SHELL|TERM|TZ|TMPDIR|LANG|LANGUAGE|LC_\w+|LD_LIBRARY_PATH|LD_PRELOAD"
+    r"|PYTHON\w*|VIRTUAL_ENV|CONDA_PREFIX|CUDA_\w+|NVIDIA_\w+|NSYS_\w+|GPUPROF_\w+")
+#: Names that look like a secret never go into the launch environment, whatever their prefix.
+SECRET_NAMES = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|PRIVATE|SESSION", re.IGNORECASE)
+
+
+def split_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(launch, held): the variables nsys may see, and those the session gets another way."""
+    launch, held = {}, {}
+    for name, value in environ.items():
+        seen = LAUNCH_VARIABLES.fullmatch(name) and not SECRET_NAMES.search(name)
+        (launch if seen else held)[name] = value
+    return launch, held
+
+
+#: Names the private file (mode 0600) holding the variables kept out of nsys's sight.
+HELD_ENV = "GPUPROF_NSYS_HELD"
+
+
+def hold(held: Mapping[str, str]) -> Path:
+    """Write the held variables to a file only this user can read (``run_inner`` deletes it)."""
+    fd, name = tempfile.mkstemp(prefix="gpuprof-env-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(dict(held), fh)
+    return Path(name)
+
+
+#: What replaces a scrubbed string.
+SCRUBBED = "[scrubbed]"
+#: Values shorter than this ("1", "x86_64", "CUDA") occur everywhere in a report and are
+#: no secret; longer ones are replaced wherever the trace loader does not read.
+MIN_SCRUBBED_LEN = 8
+#: META_DATA_CAPTURE rows of the launched process that say where and how it ran (blanked).
+_LAUNCH_ROWS = ("%:WORKING_DIR", "%:COMMAND", "%:ARGUMENT_%", "%:USER_NAME")
+#: TARGET_INFO_SYSTEM_ENV rows that describe the machine: its environment, name, install
+#: directory and GPU UUIDs (blanked).
+_MACHINE_ROWS = ("DeviceEnvironment", "Hostname", "TargetInstallDir", "GpuInfo", "SystemUID", "NicInfo")
+#: Text the trace loader reads, never rewritten: kernel, runtime and NVTX names, GPU names.
+_READ_TABLES = ("NVTX_EVENTS", "TARGET_INFO_GPU")
+_READ_STRING_IDS = (("CUPTI_ACTIVITY_KIND_KERNEL", ("demangledName", "shortName", "mangledName")),
+                    ("CUPTI_ACTIVITY_KIND_RUNTIME", ("nameId",)), ("NVTX_EVENTS", ("textId",)))
+_ASSIGNMENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+@dataclass
+class Scrubbed:
+    """What ``scrub_sqlite`` removed from one export."""
+
+    environment_rows: int = 0  # META_DATA_CAPTURE ...:ENVIRONMENT_VARIABLE rows deleted
+    environment_blocks: int = 0  # StringIds holding a process's whole environment, blanked
+    machine_rows: int = 0  # TARGET_INFO_SYSTEM_ENV and launch rows blanked
+    uuids: int = 0  # GPU UUID cells blanked
+    values: int = 0  # distinct environment values (of MIN_SCRUBBED_LEN or more) looked for
+    replaced: int = 0  # other text cells in which such a value was replaced
+
+
+def scrub_sqlite(path: Path, environ: Iterable[str] = ()) -> Scrubbed:
+    """Remove the environment and machine identity from an nsys SQLite export, in place.
+
+    nsys stores the profiled processes' whole environments (and the machine's) in its
+    report.  The environment rows and strings go, the rows naming the machine are blanked,
+    and every value of those environments or of ``environ`` (values) is replaced wherever
+    else it occurs, except in the names the trace loader reads.
+    """
+    if not path.is_file():
+        raise GpuprofError(f"cannot scrub {path}: no such file")
+    try:
+        con = sqlite3.connect(path, isolation_level=None)
+        try:
+            con.text_factory = bytes
+            tables = {r[0].decode() for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "StringIds" not in tables:
+                raise GpuprofError(f"cannot scrub {path}: not an Nsight Systems SQLite export (no StringIds table)")
+            con.execute("PRAGMA secure_delete=ON")
+            con.execute("BEGIN")
+            done = Scrubbed()
+            values = {v.encode() for v in environ} | _drop_environment(con, tables, done)
+            _blank_machine(con, tables, done)
+            values = {v for v in values if len(v) >= MIN_SCRUBBED_LEN}
+            done.values = len(values)
+            _replace_values(con, tables, values, done)
+            con.execute("COMMIT")
+            con.execute("VACUUM")  # no freed page keeps the old text
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise GpuprofError(f"cannot scrub {path}: not a readable SQLite file: {exc}") from None
+    return done
+
+
+def _drop_environment(con: sqlite3.Connection, tables: set[str], done: Scrubbed) -> set[bytes]:
+    """Delete the environment rows and strings; returns the values they held."""
+    values: set[bytes] = set()
+    if "META_DATA_CAPTURE" in tables:
+        where = "FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT_VARIABLE%'"
+        for (row,) in con.execute(f"SELECT value {where}"):
+            value = (row or b"").partition(b"=")[2]
+            values.add(value[1:-1] if value[:1] == value[-1:] == b'"' else value)
+        done.environment_rows = con.execute(f"DELETE {where}").rowcount
+    if "TARGET_INFO_SYSTEM_ENV" in tables:
+        for (row,) in con.execute("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'DeviceEnvironment'"):
+            values |= {part.partition(b"=")[2] for part in (row or b"").split(b";")}
+    for string_id, row in con.execute("SELECT id, value FROM StringIds WHERE instr(value, char(0)) > 0").fetchall():
+        parts = [p for p in row.split(b"\0") if p]
+        if 2 * sum(bool(_ASSIGNMENT.match(p)) for p in parts) >= len(parts):
+            values |= {p.partition(b"=")[2] for p in parts}
+            con.execute("UPDATE StringIds SET value = '' WHERE id = ?", (string_id,))
+            done.environment_blocks += 1
+    return values
+
+
+def _blank_machine(con: sqlite3.Connection, tables: set[str], done: Scrubbed) -> None:
+    """Blank the rows naming the machine and the launch, and the GPUs' UUIDs."""
+    if "META_DATA_CAPTURE" in tables:
+        for pattern in _LAUNCH_ROWS:
+            done.machine_rows += con.execute("UPDATE META_DATA_CAPTURE SET value = ? WHERE name LIKE ? AND value != ''",
+                                             (SCRUBBED, pattern)).rowcount
+    if "TARGET_INFO_SYSTEM_ENV" in tables:
+        marks = ",".join("?" * len(_MACHINE_ROWS))
+        done.machine_rows += con.execute(f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name IN ({marks}) "
+                                         "AND value != ''", (SCRUBBED, *_MACHINE_ROWS)).rowcount
+    for table in sorted(tables):
+        for column in _columns(con, table):
+            if column.lower() in ("uuid", "guid"):
+                done.uuids += con.execute(f'UPDATE "{table}" SET "{column}" = NULL WHERE "{column}" IS NOT NULL '
+                                          f"AND \"{column}\" != ''").rowcount
+
+
+def _replace_values(con: sqlite3.Connection, tables: set[str], values: set[bytes], done: Scrubbed) -> None:
+    """Replace each value wherever it occurs, outside the text the trace loader reads."""
+    if not values:
+        return
+    pattern = re.compile(b"|".join(re.escape(v) for v in sorted(values, key=len, reverse=True)))
+    read: set[int] = set()
+    for table, columns in _READ_STRING_IDS:
+        for column in set(columns) & set(_columns(con, table) if table in tables else ()):
+            read |= {r[0] for r in con.execute(f'SELECT DISTINCT "{column}" FROM "{table}"')}
+    for table in sorted(tables - set(_READ_TABLES)):
+        if table.startswith("ENUM_"):
+            continue
+        key = "id" if table == "StringIds" else "rowid"
+        for column in _columns(con, table):
+            cells = con.execute(f'SELECT {key}, "{column}" FROM "{table}" WHERE typeof("{column}") = \'text\'')
+            for row, old in cells.fetchall():
+                new = pattern.sub(SCRUBBED.encode(), old)
+                if new != old and not (table == "StringIds" and row in read):
+                    con.execute(f'UPDATE "{table}" SET "{column}" = CAST(? AS TEXT) WHERE {key} = ?', (new, row))
+                    done.replaced += 1
+
+
+def _columns(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1].decode() for r in con.execute(f'PRAGMA table_info("{table}")')]

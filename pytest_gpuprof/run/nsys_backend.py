@@ -8,6 +8,11 @@ the end.  Once nsys has written the report, the outer session exports it to
 SQLite, cuts out each test's NVTX range (``NsysReportBackend``), judges it like the
 torch backend does, prints the same summary and exits with the status a direct
 run would have had.
+
+nsys stores the environment of every process it traces in its report.  So the
+session is launched with only the variables a process needs before Python runs
+(the others reach it through a private file), the SQLite export is scrubbed, and
+both files are deleted unless ``--gpuprof-keep-traces`` asks to keep them.
 """
 
 from __future__ import annotations
@@ -20,7 +25,17 @@ from pathlib import Path
 
 import pytest
 
-from ..capture.nsys import check_report, export_sqlite, find_nsys, profile_command, run_streamed
+from ..capture.nsys import (
+    HELD_ENV,
+    check_report,
+    export_sqlite,
+    find_nsys,
+    hold,
+    profile_command,
+    run_streamed,
+    scrub_sqlite,
+    split_environment,
+)
 from ..capture.profiler import GpuProf, StepPlan
 from ..errors import GpuprofError, TraceError
 from ..report.words import failure_message
@@ -29,15 +44,29 @@ from ..trace.nsys_sqlite import for_range, load_nsys
 from .backends import INNER_ENV
 from .session import GpuprofSession, Settings
 
+#: The command nsys runs: ``python -m pytest ARGS``, once the held variables are back.
+INNER_LAUNCH = "import sys; from pytest_gpuprof.run.nsys_backend import run_inner; sys.exit(run_inner(sys.argv[1:]))"
+
+
+def run_inner(args: list[str]) -> int:
+    """Inside nsys: put the held variables back into this process (never into its launch
+    environment, which nsys has recorded by now), then run pytest."""
+    held = os.environ.pop(HELD_ENV, None)
+    if held:
+        os.environ.update(json.loads(Path(held).read_text(encoding="utf-8")))
+        Path(held).unlink()
+    return int(pytest.main(args))
+
 
 class NsysReportBackend:
     """The tests of one nsys session report, each cut out by its NVTX range."""
 
     name, runs_tests, needs_gpu = "nsys", False, False
 
-    def __init__(self, report: Path, trace: Trace | None) -> None:
+    def __init__(self, report: Path, trace: Trace | None, kept: Path | None) -> None:
         self.report = report
         self._trace = trace
+        self._kept = kept  # the scrubbed export, when kept
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
@@ -45,9 +74,9 @@ class NsysReportBackend:
     def start(self) -> None:
         pass
 
-    def trace(self, nodeid: str, prof: GpuProf | None = None) -> tuple[Trace, Path]:
+    def trace(self, nodeid: str, prof: GpuProf | None = None) -> tuple[Trace, Path | None]:
         try:
-            return for_range(self._trace, nodeid), self.report
+            return for_range(self._trace, nodeid), self._kept
         except TraceError as exc:
             raise TraceError(f"{self.report}: {exc}") from None
 
@@ -63,18 +92,30 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
     stem = f"session-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     report = folder / f"{stem}.nsys-rep"
     results = folder / f"{stem}.tests.json"
-    cmd = profile_command(nsys, report, [sys.executable, "-m", "pytest", *args])
+    cmd = profile_command(nsys, report, [sys.executable, "-c", INNER_LAUNCH, *args])
     print(f"gpuprof: re-running this session under Nsight Systems ({nsys})")
-    status, tail = run_streamed(cmd, env={**os.environ, INNER_ENV: str(results)}, cwd=cwd)
-    if not results.is_file():
-        raise GpuprofError(f"the session under nsys ended (exit {status}) before writing {results}:\n{tail}")
-    inner = json.loads(results.read_text())
-    passed = [t for t in inner["tests"] if t["passed"]]
-    trace = None
-    if passed:
-        check_report(report, tail)
-        trace = load_nsys(export_sqlite(nsys, report))
-    backend = NsysReportBackend(report, trace)
+    launch, held = split_environment(os.environ)
+    held_file = hold(held)
+    try:
+        status, tail = run_streamed(cmd, env={**launch, INNER_ENV: str(results), HELD_ENV: str(held_file)}, cwd=cwd)
+        if not results.is_file():
+            raise GpuprofError(f"the session under nsys ended (exit {status}) before writing {results}:\n{tail}")
+        inner = json.loads(results.read_text())
+        passed = [t for t in inner["tests"] if t["passed"]]
+        trace = None
+        if passed:
+            check_report(report, tail)
+            export = export_sqlite(nsys, report)
+            try:
+                scrub_sqlite(export, os.environ.values())
+            except GpuprofError:
+                export.unlink()  # never kept unscrubbed
+                raise
+            trace = load_nsys(export)
+    finally:
+        held_file.unlink(missing_ok=True)
+        kept = keep_or_delete(report, settings.keep_traces)
+    backend = NsysReportBackend(report, trace, kept)
     session = GpuprofSession(settings, backend)
     session.machine = inner.get("machine")
     for test in passed:
@@ -83,6 +124,21 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
     if status == 0 and any(r.failed for r in session.results):
         status = 1
     return status, session
+
+
+def keep_or_delete(report: Path, keep: bool) -> Path | None:
+    """Keep the report and its scrubbed export when asked (saying what the report holds), or
+    delete every file nsys wrote; returns the kept export."""
+    written = [report.with_suffix(suffix) for suffix in (".nsys-rep", ".qdstrm", ".sqlite")]
+    if not keep:
+        for path in written:
+            path.unlink(missing_ok=True)
+        return None
+    export = report.with_suffix(".sqlite")
+    if report.is_file():
+        print(f"gpuprof: kept {report}: nsys recorded in it the environment of every process the session "
+              "started, which cannot be scrubbed there" + (f"; share the scrubbed {export}" if export.is_file() else ""))
+    return export if export.is_file() else None
 
 
 def main(settings: Settings, config: pytest.Config) -> int:

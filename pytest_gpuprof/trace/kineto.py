@@ -298,10 +298,9 @@ def _build(columns: _Columns, header: dict) -> Trace:
     copy["kind"] = pd.Categorical([_copy_kind(n) for n in copy.get("name", [])])
     copies = make_table(COPY_COLUMNS, copy)
     sets = make_table(SET_COLUMNS, cat["gpu_memset"])
-    runtime = pd.concat(
-        [make_table(RUNTIME_COLUMNS, cat["cuda_runtime"]), make_table(RUNTIME_COLUMNS, cat["cuda_driver"])],
-        ignore_index=True,
-    )
+    calls = [make_table(RUNTIME_COLUMNS, cat[c]) for c in ("cuda_runtime", "cuda_driver")]
+    # empty tables left out: pandas 2.1-2.3 warn that concatenating them will change dtypes
+    runtime = pd.concat([t for t in calls if len(t)] or calls[:1], ignore_index=True)
     runtime["name"] = runtime["name"].astype("category")
     ranges = make_table(RANGE_COLUMNS, cat["user_annotation"])
 
