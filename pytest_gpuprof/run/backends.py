@@ -8,6 +8,7 @@ outer session judges the tests from nsys's report once it is written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -32,9 +33,22 @@ def inner_results_path() -> Path | None:
     return Path(value) if value else None
 
 
+TRACE_SUFFIX = ".pt.trace.json.gz"
+READABLE_CHARS = 160  # of a trace name's node-id part: the whole name stays under 255 bytes
+
+
+def legacy_trace_name(nodeid: str) -> str:
+    """The node id with every run of unsafe characters replaced by ``_``: readable, but
+    ``a/b``, ``a_b`` and ``a b`` share it.  Traces named so (example_suite/traces) still replay."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_") + TRACE_SUFFIX
+
+
 def trace_name(nodeid: str) -> str:
-    """File name of a test's trace: the node id with every unsafe character replaced."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_") + ".pt.trace.json.gz"
+    """File name of a test's trace: the legacy name, not hidden and cut to a length every file
+    system takes, with a digest of the node id, so that no two node ids share it."""
+    readable = legacy_trace_name(nodeid).removesuffix(TRACE_SUFFIX).lstrip("._")[:READABLE_CHARS]
+    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{readable}.{digest}{TRACE_SUFFIX}".lstrip(".")
 
 
 class Backend(Protocol):
@@ -98,6 +112,31 @@ class ReplayBackend:
 
     def __init__(self, replay_dir: Path) -> None:
         self.replay_dir = replay_dir
+        self._legacy: dict[str, list[str]] = {}  # legacy trace name -> the profiled tests that share it
+
+    def expect(self, nodeids: list[str]) -> None:
+        """The profiled tests of the run: a legacy-named trace two of them share is replayed for neither."""
+        self._legacy = {}
+        for nodeid in nodeids:
+            self._legacy.setdefault(legacy_trace_name(nodeid), []).append(nodeid)
+
+    def missing(self, nodeid: str) -> str | None:
+        """Why the test cannot be replayed (no trace of it here), or None."""
+        own, legacy = self.replay_dir / trace_name(nodeid), self.replay_dir / legacy_trace_name(nodeid)
+        if own.exists() or legacy.exists():
+            return None
+        return f"gpuprof: no trace to replay: {own} does not exist (nor {legacy.name})"
+
+    def path(self, nodeid: str) -> Path:
+        """The test's trace: its own name, else its legacy name unless another test shares that."""
+        own, legacy = self.replay_dir / trace_name(nodeid), self.replay_dir / legacy_trace_name(nodeid)
+        if own.exists() or not legacy.exists():
+            return own
+        others = [n for n in self._legacy.get(legacy.name, ()) if n != nodeid]
+        if others:
+            raise GpuprofError(f"trace {legacy} could be the trace of {nodeid} or of {', '.join(others)}: "
+                               f"rename it {own.name}")
+        return legacy
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
@@ -106,7 +145,7 @@ class ReplayBackend:
         pass
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path]:
-        path = self.replay_dir / trace_name(nodeid)
+        path = self.path(nodeid)
         return load_kineto(path), path
 
     def close(self) -> None:
