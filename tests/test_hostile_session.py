@@ -314,12 +314,15 @@ def test_a_strict_gate_without_a_gpu_fails(pytester):
     if torch.cuda.is_available():
         pytest.skip("checks the no-GPU path")
     shipped_suite(pytester)
-    result = pytester.runpytest("-p", "no:cacheprovider", "--gpuprof", "--gpuprof-strict", "--gpuprof-json=r.json")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--gpuprof", "--gpuprof-strict", "--gpuprof-json=r.json",
+                                "--gpuprof-html=r.html")
     result.assert_outcomes(skipped=5)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert f"5 profiled test(s) skipped: {NO_GPU}" in section(result)
     doc = json.loads((pytester.path / "r.json").read_text())
     assert doc["tests"] == [] and len(doc["skipped"]) == 5
+    html = (pytester.path / "r.html").read_text()
+    assert "nothing was measured" in html and "no GPU performance regression" not in html
 
 
 def test_example_suite_runs_with_the_plugin_disabled():
