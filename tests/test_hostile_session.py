@@ -18,11 +18,11 @@ import pytest
 
 from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.files import JOURNAL
-from pytest_gpuprof.run.backends import legacy_trace_name, trace_name
+from pytest_gpuprof.run.backends import trace_name, unique_trace_name
 from test_plugin import NO_GPU, ROOT, TRACES, fixture_test, replay_dir, section, write_module
 
-SHIPPED = {  # node id -> its shipped trace (legacy name)
-    nodeid: TRACES / legacy_trace_name(nodeid) for nodeid in (
+SHIPPED = {  # node id -> its shipped trace (named by trace_name, without a digest)
+    nodeid: TRACES / trace_name(nodeid) for nodeid in (
         "example_suite/test_cnn.py::test_cnn_train_step",
         "example_suite/test_launch_bound.py::test_small_batch_decode",
         "example_suite/test_moe.py::test_moe_forward",
@@ -222,12 +222,12 @@ def test_a_steps_loop_held_in_a_variable_stops_profiling_when_its_test_raises(py
 # --- node ids and rootdirs -------------------------------------------------------------
 
 def test_node_ids_that_differ_only_in_unsafe_characters_get_distinct_traces():
-    names = {trace_name(n) for n in ("a/b", "a_b", "a b", "a::b", "a?b")}
+    names = {unique_trace_name(n) for n in ("a/b", "a_b", "a b", "a::b", "a?b")}
     assert len(names) == 5
     assert all(name.startswith("a_b.") and name.endswith(".pt.trace.json.gz") for name in names)
 
 
-def test_tests_with_one_legacy_name_replay_their_own_traces(pytester):
+def test_tests_sharing_a_trace_name_replay_their_own_traces(pytester):
     """Ids ``a b``, ``a_b`` and ``a/b`` of one test: each replays its own trace; a trace under
     the name they share is replayed for none of them."""
     pytester.makefile(".ini", pytest="[pytest]\n")
@@ -240,21 +240,23 @@ def test_tests_with_one_legacy_name_replay_their_own_traces(pytester):
             pass
     ''')
     nodeids = [f"test_ids.py::test_x[{i}]" for i in ("a b", "a_b", "a/b")]
-    sources = dict(zip(nodeids, list(SHIPPED.values())[:3]))
-    folder = replay_dir(pytester, sources)
+    folder = pytester.path / "replay"
+    folder.mkdir()
+    for nodeid, source in zip(nodeids, SHIPPED.values()):
+        shutil.copyfile(source, folder / unique_trace_name(nodeid))
     result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}", "--gpuprof-json=r.json")
     assert result.ret == 0, result.stdout.str()
     doc = json.loads((pytester.path / "r.json").read_text())
-    assert {t["nodeid"]: Path(t["trace"]).name for t in doc["tests"]} == {n: trace_name(n) for n in nodeids}
-    shared = folder / legacy_trace_name(nodeids[0])
-    assert all(legacy_trace_name(n) == shared.name for n in nodeids)
+    assert {t["nodeid"]: Path(t["trace"]).name for t in doc["tests"]} == {n: unique_trace_name(n) for n in nodeids}
+    shared = folder / trace_name(nodeids[0])
+    assert all(trace_name(n) == shared.name for n in nodeids)
     for n in nodeids:
-        (folder / trace_name(n)).rename(shared)  # the last one stays, under the shared name
+        (folder / unique_trace_name(n)).rename(shared)  # the last one stays, under the shared name
     result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}")
     result.assert_outcomes(failed=3)
     for n in nodeids:
         others = ", ".join(o for o in nodeids if o != n)
-        assert f"gpuprof: trace {shared} could be the trace of {n} or of {others}: rename it {trace_name(n)}" \
+        assert f"gpuprof: trace {shared} could be the trace of {n} or of {others}: rename it {unique_trace_name(n)}" \
             in result.outlines
 
 
@@ -268,7 +270,7 @@ def test_a_test_outside_the_rootdir_is_judged_and_recorded(pytester):
     (outside / "test_far.py").write_text(fixture_test("test_moe_forward"))
     traces = project / "traces"
     traces.mkdir()
-    shutil.copyfile(SHIPPED["example_suite/test_moe.py::test_moe_forward"], traces / trace_name("::test_moe_forward"))
+    shutil.copyfile(SHIPPED["example_suite/test_moe.py::test_moe_forward"], traces / unique_trace_name("::test_moe_forward"))
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir=.",
                              f"--gpuprof-replay={traces}", "--gpuprof-update-baseline", "../outside/test_far.py"],
                             cwd=project, capture_output=True, text=True)
@@ -300,7 +302,7 @@ def test_replaying_a_folder_without_some_traces_skips_those_tests_naming_the_fil
     [absent] = list(SHIPPED)[:1]
     result = pytester.runpytest("-p", "no:cacheprovider", "-rs", f"--gpuprof-replay={folder}")
     result.assert_outcomes(passed=4, skipped=1)
-    reason = f"gpuprof: no trace to replay: {folder / trace_name(absent)} does not exist (nor {legacy_trace_name(absent)})"
+    reason = f"gpuprof: no trace to replay: {folder / unique_trace_name(absent)} does not exist (nor {trace_name(absent)})"
     assert f"1 profiled test(s) skipped: {reason}" in section(result)
     result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}", "--gpuprof-strict",
                                 "--gpuprof-update-baseline")  # (a strict gate needs baselines; record them)

@@ -29,7 +29,7 @@ from pytest_gpuprof.options import OPTIONS as ALL_OPTIONS
 # These two re-run the session under nsys instead of running it: tests/test_nsys_backend.py
 SWITCHES_BACKEND = ("gpuprof_backend", "gpuprof_nsys")
 OPTIONS = tuple((o.flag, o.ini, o.kind, o.default, o.help) for o in ALL_OPTIONS if o.ini not in SWITCHES_BACKEND)
-from pytest_gpuprof.run.backends import legacy_trace_name, trace_name
+from pytest_gpuprof.run.backends import trace_name
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "example_suite" / "traces"
@@ -198,11 +198,9 @@ def judged(trace, metric):
     return round(statistics.median(steps[metric]), 6)
 
 
-def test_shipped_traces_carry_their_legacy_names():
-    """Shipped traces keep the names of the time before names carried a digest (replay
-    still finds them; tests/test_hostile_session.py replays them)."""
+def test_trace_names_match_the_shipped_traces():
     for nodeid, path in TRACE.items():
-        assert legacy_trace_name(nodeid) == path.name
+        assert trace_name(nodeid) == path.name
         assert path.is_file()
 
 
@@ -666,7 +664,7 @@ def test_baseline_spoiled_during_an_update_run_is_not_written_and_fails_the_run(
     moe_file = baseline_path(suite, "test_moe")
     assert moe_file.read_text() == "{ spoiled"
     assert not baseline_path(suite, "test_cnn").exists()
-    lines = [line for line in section(result) if "test(s) in" in line or "written" in line]
+    lines = [line for line in section(result) if "test(s) in" in line or line.startswith("no baseline written")]
     assert len(lines) == 1
     assert lines[0].startswith(f"no baseline written, every file left as it was: baseline file {moe_file} "
                                "is not valid JSON")

@@ -37,16 +37,16 @@ TRACE_SUFFIX = ".pt.trace.json.gz"
 READABLE_CHARS = 160  # of a trace name's node-id part: the whole name stays under 255 bytes
 
 
-def legacy_trace_name(nodeid: str) -> str:
+def trace_name(nodeid: str) -> str:
     """The node id with every run of unsafe characters replaced by ``_``: readable, but
-    ``a/b``, ``a_b`` and ``a b`` share it.  Traces named so (example_suite/traces) still replay."""
+    ``a/b``, ``a_b`` and ``a b`` share it.  Replay finds traces under it (example_suite/traces)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_") + TRACE_SUFFIX
 
 
-def trace_name(nodeid: str) -> str:
-    """File name of a test's trace: the legacy name, not hidden and cut to a length every file
-    system takes, with a digest of the node id, so that no two node ids share it."""
-    readable = legacy_trace_name(nodeid).removesuffix(TRACE_SUFFIX).lstrip("._")[:READABLE_CHARS]
+def unique_trace_name(nodeid: str) -> str:
+    """File name of a test's kept trace: ``trace_name``, not hidden and cut to a length every
+    file system takes, with a digest of the node id, so that no two node ids share it."""
+    readable = trace_name(nodeid).removesuffix(TRACE_SUFFIX).lstrip("._")[:READABLE_CHARS]
     digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{readable}.{digest}{TRACE_SUFFIX}".lstrip(".")
 
@@ -84,7 +84,7 @@ class TorchBackend:
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         self.folder.mkdir(parents=True, exist_ok=True)
-        return GpuProf(plan, self.folder / trace_name(nodeid))
+        return GpuProf(plan, self.folder / unique_trace_name(nodeid))
 
     def start(self) -> None:
         pass
@@ -112,31 +112,32 @@ class ReplayBackend:
 
     def __init__(self, replay_dir: Path) -> None:
         self.replay_dir = replay_dir
-        self._legacy: dict[str, list[str]] = {}  # legacy trace name -> the profiled tests that share it
+        self._sharing: dict[str, list[str]] = {}  # trace_name -> the profiled tests that share it
 
     def expect(self, nodeids: list[str]) -> None:
-        """The profiled tests of the run: a legacy-named trace two of them share is replayed for neither."""
-        self._legacy = {}
+        """The profiled tests of the run: a trace under a ``trace_name`` two of them share is
+        replayed for neither."""
+        self._sharing = {}
         for nodeid in nodeids:
-            self._legacy.setdefault(legacy_trace_name(nodeid), []).append(nodeid)
+            self._sharing.setdefault(trace_name(nodeid), []).append(nodeid)
 
     def missing(self, nodeid: str) -> str | None:
         """Why the test cannot be replayed (no trace of it here), or None."""
-        own, legacy = self.replay_dir / trace_name(nodeid), self.replay_dir / legacy_trace_name(nodeid)
-        if own.exists() or legacy.exists():
+        own, shared = self.replay_dir / unique_trace_name(nodeid), self.replay_dir / trace_name(nodeid)
+        if own.exists() or shared.exists():
             return None
-        return f"gpuprof: no trace to replay: {own} does not exist (nor {legacy.name})"
+        return f"gpuprof: no trace to replay: {own} does not exist (nor {shared.name})"
 
     def path(self, nodeid: str) -> Path:
-        """The test's trace: its own name, else its legacy name unless another test shares that."""
-        own, legacy = self.replay_dir / trace_name(nodeid), self.replay_dir / legacy_trace_name(nodeid)
-        if own.exists() or not legacy.exists():
+        """The test's trace: its unique name, else its ``trace_name`` unless another test shares that."""
+        own, shared = self.replay_dir / unique_trace_name(nodeid), self.replay_dir / trace_name(nodeid)
+        if own.exists() or not shared.exists():
             return own
-        others = [n for n in self._legacy.get(legacy.name, ()) if n != nodeid]
+        others = [n for n in self._sharing.get(shared.name, ()) if n != nodeid]
         if others:
-            raise GpuprofError(f"trace {legacy} could be the trace of {nodeid} or of {', '.join(others)}: "
+            raise GpuprofError(f"trace {shared} could be the trace of {nodeid} or of {', '.join(others)}: "
                                f"rename it {own.name}")
-        return legacy
+        return shared
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
