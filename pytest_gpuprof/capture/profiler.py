@@ -109,8 +109,8 @@ class GpuProf:
 
     def steps(self, active: int | None = None, warmup: int | None = None, wait: int | None = None,
               flush_l2: bool | None = None) -> Iterator[int]:
-        """Yield the step index ``wait + warmup + active`` times; profile the last ``active``.
-        ``flush_l2=True`` empties the L2 cache before each step (StepPlan)."""
+        """An iterator of the step index, ``wait + warmup + active`` long; the last ``active``
+        steps are profiled.  ``flush_l2=True`` empties the L2 cache before each step (StepPlan)."""
         plan = self._plan.with_overrides(wait=wait, warmup=warmup, active=active, flush_l2=flush_l2)
         if self._started:
             raise ConfigError("gpuprof.steps() can run once per test")

@@ -145,36 +145,36 @@ class GpuprofSession:
                 self._add_entry(str(result.baseline_file), nodeid, result.gpu, new, how)
         except GpuprofError as exc:
             result = TestResult(nodeid, "error", message=str(exc))
-        self._add_result(result.to_json() if self.worker else result)
+        self._add_result(result)
         return result
 
     # --- what a run found; a pytest-xdist worker sends each part to the controller -----
-    def _add_result(self, result: TestResult | dict[str, Any]) -> None:
-        """A judged test (from a worker: its results-document form)."""
-        if isinstance(result, dict):
-            self._send("result", result)
-            result = TestResult.from_json(result)
+    def _add_result(self, result: TestResult) -> None:
+        self._send("result", result.to_json)
         self.results.append(result)
 
     def _add_entry(self, file: str, nodeid: str, gpu: str, entry: dict[str, Any], how: str) -> None:
         """A baseline entry to write at the end, and what recording it did to its runs."""
-        self._send("entry", file, nodeid, gpu, entry, how)
+        self._send("entry", lambda: [file, nodeid, gpu, entry, how])
         self._pending.setdefault(Path(file), {}).setdefault(nodeid, {})[gpu] = entry
         self._recorded.setdefault(Path(file), []).append(how)
 
     def _add_skipped(self, nodeid: str, reason: str) -> None:
-        self._send("skipped", nodeid, reason)
+        self._send("skipped", lambda: [nodeid, reason])
         self.skipped[nodeid] = reason
 
-    def _send(self, kind: str, *args: Any) -> None:
+    def _send(self, kind: str, content: Callable[[], Any]) -> None:
+        """(worker) Queue a part for the controller; it goes with the next test report."""
         if self.worker:
-            self._outbox.append({"kind": kind, "args": args})
+            self._outbox.append({"kind": kind, "content": content()})
 
     def _receive(self, message: str) -> None:
         """(controller) What a worker sent with a test report."""
-        add = {"result": self._add_result, "entry": self._add_entry, "skipped": self._add_skipped}
         for part in json.loads(message):
-            add[part["kind"]](*part["args"])
+            if part["kind"] == "result":
+                self._add_result(TestResult.from_json(part["content"]))
+            else:
+                {"entry": self._add_entry, "skipped": self._add_skipped}[part["kind"]](*part["content"])
 
     # --- pytest hooks -----------------------------------------------------------
     def pytest_sessionstart(self, session: pytest.Session) -> None:
