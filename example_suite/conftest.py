@@ -83,10 +83,27 @@ def activation(torch, name: str):
     return Padded.apply
 
 
+class PlainLoops:
+    """With pytest-gpuprof disabled (``-p no:gpuprof``), its fixture and marker are not
+    declared: the tests still run, their ``gpuprof.steps()`` loops as plain loops."""
+
+    @pytest.fixture
+    def gpuprof(self):
+        from pytest_gpuprof.capture.profiler import GpuProf, StepPlan
+
+        return GpuProf(StepPlan())
+
+
+def pytest_configure(config):
+    if not config.pluginmanager.has_plugin("gpuprof"):
+        config.addinivalue_line("markers", "gpuprof: pytest-gpuprof's marker (the plugin is disabled)")
+        config.pluginmanager.register(PlainLoops(), "example-suite-plain-loops")
+
+
 @pytest.fixture(autouse=True)
 def _cuda_or_skip(request):
     """The workloads need a CUDA GPU, except when gpuprof replays kept traces."""
-    if request.config.getoption("gpuprof_replay"):
+    if request.config.getoption("gpuprof_replay", None):
         return
     import torch
 
@@ -101,7 +118,7 @@ def pytest_terminal_summary(terminalreporter, config):
     stats = terminalreporter.stats
     if stats.get("passed") or stats.get("failed") or not stats.get("skipped"):
         return
-    if config.getoption("gpuprof_replay"):
+    if config.getoption("gpuprof_replay", None):
         return
     trace = TRACES / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"
     if not trace.exists():

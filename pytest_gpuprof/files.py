@@ -1,14 +1,22 @@
 """Files gpuprof writes (baselines, reports): whole or not at all.
 
-Shared by every stage that writes; imports only the standard library.
+Shared by every stage that writes; imports only the standard library and ``errors``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
+
+from .errors import GpuprofError
+
+#: How ``write_all_atomic`` names its journal, in the folder it writes under.
+JOURNAL = ".gpuprof-journal.json"
+#: Temporary files are ``.NAME.RANDOM.tmp`` beside their target.
+TEMP_GLOB = ".*.tmp"
 
 
 def _file_mode(path: Path) -> int:
@@ -20,8 +28,8 @@ def _file_mode(path: Path) -> int:
         return 0o666 & ~umask
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file renamed into place: readers never see half a file."""
+def _write_temp(path: Path, text: str) -> Path:
+    """``text`` in a new temporary file beside ``path``, synced to disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -30,8 +38,64 @@ def write_atomic(path: Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return Path(tmp)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file renamed into place: readers never see half a file."""
+    tmp = _write_temp(path, text)
+    try:
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_all_atomic(texts: dict[Path, str], folder: Path) -> None:
+    """Write several files under ``folder`` as one step, all or none, even when the process
+    is killed: every text goes to a temporary file first, then a journal listing the renames
+    is written (atomically), then the renames are made.  Killed before the journal exists,
+    every file is as it was and ``recover`` deletes the temporary files; killed after,
+    ``recover`` finishes the renames.  Callers serialize writers and ``recover``."""
+    temps: dict[Path, Path] = {}
+    try:
+        for path, text in texts.items():
+            temps[path] = _write_temp(path, text)
+        renames = [[str(tmp.relative_to(folder)), str(path.relative_to(folder))] for path, tmp in temps.items()]
+        write_atomic(folder / JOURNAL, json.dumps(renames))
+    except BaseException:
+        for tmp in temps.values():
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+    recover(folder)
+
+
+def recover(folder: Path) -> list[Path]:
+    """Finish the renames of a ``write_all_atomic`` that was interrupted after its journal,
+    then delete every temporary file left under ``folder`` (by a killed writer).  Returns the
+    files deleted."""
+    journal = folder / JOURNAL
+    try:
+        renames = json.loads(journal.read_text(encoding="utf-8"))
+        if not (isinstance(renames, list) and all(isinstance(r, list) and len(r) == 2 and
+                                                  all(isinstance(n, str) for n in r) for r in renames)):
+            raise ValueError("not a list of [temporary file, target] pairs")
+    except FileNotFoundError:
+        renames = []
+    except (OSError, ValueError) as exc:
+        raise GpuprofError(f"cannot read {journal}, the record of an interrupted update ({exc}); "
+                           "check the files it names, then delete it") from exc
+    for tmp, target in renames:
+        if (folder / tmp).exists():
+            os.replace(folder / tmp, folder / target)
+    journal.unlink(missing_ok=True)
+    stale = sorted(folder.rglob(TEMP_GLOB)) if folder.is_dir() else []
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+    return stale

@@ -56,7 +56,8 @@ OPTIONS: tuple[Option, ...] = (
            "profile tests that use the gpuprof fixture or marker and compare them with their baselines"),
     Option("update-baseline", "bool", False,
            "record or refresh the baselines of the profiled tests that ran (implies --gpuprof)"),
-    Option("strict", "bool", False, "fail a profiled test that has no baseline for this GPU model"),
+    Option("strict", "bool", False, "fail a profiled test that has no baseline for this GPU model, and the run "
+           "when a profiled test was not measured (no GPU, no trace to replay)"),
     Option("baseline-dir", "path", "baselines", "directory of baseline JSON files (under the rootdir)"),
     Option("output-dir", "path", ".gpuprof", "directory for kept traces and reports (under the rootdir)"),
     Option("keep-traces", "bool", False, "keep each profiled test's Chrome/Perfetto trace under OUTPUT_DIR/traces"),

@@ -65,11 +65,30 @@ def pytest_configure(config: pytest.Config) -> None:
         "under --gpuprof; a test without the gpuprof fixture is run once per step",
     )
     settings = _settings(config)  # (the nsys backend's outer run ended in pytest_cmdline_main)
+    if settings is not None and settings.replay_dir is not None:
+        _warn_replay_taken_for_a_path(config, settings.replay_dir)
     if settings is not None:
         from .run.session import GpuprofSession
 
         session = config.stash[SESSION] = GpuprofSession(settings)
         config.pluginmanager.register(session, "gpuprof-session")
+
+
+def _warn_replay_taken_for_a_path(config: pytest.Config, replay_dir: Path) -> None:
+    """pytest chooses the rootdir before it knows plugin options, so in ``--gpuprof-replay DIR``
+    it takes DIR for a test path too: the rootdir, hence node ids, trace names and baseline
+    files, can change.  Warn unless that cannot have happened (``=DIR``, ``--rootdir``, or an
+    ini file above both DIR and the tests)."""
+    args = [str(a) for a in config.invocation_params.args]
+    if "--gpuprof-replay" not in args[:-1] or config.option.rootdir:
+        return
+    if config.inipath is not None and replay_dir.resolve().is_relative_to(config.rootpath):
+        return
+    value = args[args.index("--gpuprof-replay") + 1]
+    config.issue_config_time_warning(pytest.PytestConfigWarning(
+        f"--gpuprof-replay {value}: given with a space, pytest also took {value} for a test path when it chose "
+        f"the rootdir ({config.rootpath}), which decides the node ids that name traces and baselines; "
+        f"write --gpuprof-replay={value} or pass --rootdir"), stacklevel=2)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -96,6 +96,7 @@ class GpuProf:
         self._trace_path = trace_path  # torch mode: where the Kineto trace goes
         self._nvtx_only = nvtx_only  # nvtx mode: nsys records
         self._started = False
+        self._steps: Iterator[int] | None = None  # the steps() loop, closed at teardown
         self.completed = False
 
     @property
@@ -108,12 +109,22 @@ class GpuProf:
 
     def steps(self, active: int | None = None, warmup: int | None = None, wait: int | None = None,
               flush_l2: bool | None = None) -> Iterator[int]:
-        """Yield the step index ``wait + warmup + active`` times; profile the last ``active``.
-        ``flush_l2=True`` empties the L2 cache before each step (StepPlan)."""
+        """An iterator of the step index, ``wait + warmup + active`` long; the last ``active``
+        steps are profiled.  ``flush_l2=True`` empties the L2 cache before each step (StepPlan)."""
         plan = self._plan.with_overrides(wait=wait, warmup=warmup, active=active, flush_l2=flush_l2)
         if self._started:
             raise ConfigError("gpuprof.steps() can run once per test")
         self._started = True
+        self._steps = self._run_steps(plan)
+        return self._steps
+
+    def close(self) -> None:
+        """End a steps() loop its test left unfinished (it raised, or held the loop in a
+        variable): the profiler stops now, not whenever the loop is garbage-collected."""
+        if self._steps is not None:
+            self._steps.close()
+
+    def _run_steps(self, plan: StepPlan) -> Iterator[int]:
         if not self.profiling:
             yield from range(plan.total)
             self.completed = True

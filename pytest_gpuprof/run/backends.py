@@ -8,6 +8,7 @@ outer session judges the tests from nsys's report once it is written.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -32,9 +33,22 @@ def inner_results_path() -> Path | None:
     return Path(value) if value else None
 
 
+TRACE_SUFFIX = ".pt.trace.json.gz"
+READABLE_CHARS = 160  # of a trace name's node-id part: the whole name stays under 255 bytes
+
+
 def trace_name(nodeid: str) -> str:
-    """File name of a test's trace: the node id with every unsafe character replaced."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_") + ".pt.trace.json.gz"
+    """The node id with every run of unsafe characters replaced by ``_``: readable, but
+    ``a/b``, ``a_b`` and ``a b`` share it.  Replay finds traces under it (example_suite/traces)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_") + TRACE_SUFFIX
+
+
+def unique_trace_name(nodeid: str) -> str:
+    """File name of a test's kept trace: ``trace_name``, not hidden and cut to a length every
+    file system takes, with a digest of the node id, so that no two node ids share it."""
+    readable = trace_name(nodeid).removesuffix(TRACE_SUFFIX).lstrip("._")[:READABLE_CHARS]
+    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{readable}.{digest}{TRACE_SUFFIX}".lstrip(".")
 
 
 class Backend(Protocol):
@@ -70,7 +84,7 @@ class TorchBackend:
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         self.folder.mkdir(parents=True, exist_ok=True)
-        return GpuProf(plan, self.folder / trace_name(nodeid))
+        return GpuProf(plan, self.folder / unique_trace_name(nodeid))
 
     def start(self) -> None:
         pass
@@ -98,6 +112,32 @@ class ReplayBackend:
 
     def __init__(self, replay_dir: Path) -> None:
         self.replay_dir = replay_dir
+        self._sharing: dict[str, list[str]] = {}  # trace_name -> the profiled tests that share it
+
+    def expect(self, nodeids: list[str]) -> None:
+        """The profiled tests of the run: a trace under a ``trace_name`` two of them share is
+        replayed for neither."""
+        self._sharing = {}
+        for nodeid in nodeids:
+            self._sharing.setdefault(trace_name(nodeid), []).append(nodeid)
+
+    def missing(self, nodeid: str) -> str | None:
+        """Why the test cannot be replayed (no trace of it here), or None."""
+        own, shared = self.replay_dir / unique_trace_name(nodeid), self.replay_dir / trace_name(nodeid)
+        if own.exists() or shared.exists():
+            return None
+        return f"gpuprof: no trace to replay: {own} does not exist (nor {shared.name})"
+
+    def path(self, nodeid: str) -> Path:
+        """The test's trace: its unique name, else its ``trace_name`` unless another test shares that."""
+        own, shared = self.replay_dir / unique_trace_name(nodeid), self.replay_dir / trace_name(nodeid)
+        if own.exists() or not shared.exists():
+            return own
+        others = [n for n in self._sharing.get(shared.name, ()) if n != nodeid]
+        if others:
+            raise GpuprofError(f"trace {shared} could be the trace of {nodeid} or of {', '.join(others)}: "
+                               f"rename it {own.name}")
+        return shared
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
@@ -106,7 +146,7 @@ class ReplayBackend:
         pass
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path]:
-        path = self.replay_dir / trace_name(nodeid)
+        path = self.path(nodeid)
         return load_kineto(path), path
 
     def close(self) -> None:

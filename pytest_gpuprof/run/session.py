@@ -9,6 +9,7 @@ at the end write the baselines recorded and the reports asked for.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from ..compare import baseline
 from ..capture.probes import measure_machine
 from ..compare.evaluate import TestResult, evaluate, new_baseline_entry, of_measurement
 from ..compare.rules import Rules, Threshold, parse_threshold
-from ..errors import BaselineError, ConfigError, GpuprofError
+from ..errors import ConfigError, GpuprofError
 from ..metrics.measure import METRICS, measure
 from ..options import default
 from ..report.document import results_document
@@ -37,6 +38,7 @@ from .bench import GpuBenchmark
 from .confirm import CONFIRMING, apply, needs_confirmation, rerun
 
 BACKENDS = ("torch", "nsys")
+NO_GPU = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class GpuprofSession:
         self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
         self.deferred: list[dict[str, Any]] = []  # inside nsys: profiled tests, judged by the outer session
         self.machine: dict[str, Any] | None = None  # this machine's probes, taken before the first profiled test
+        self.worker = False  # a pytest-xdist worker: sends what it finds to the controller, writes nothing
+        self._outbox: list[dict[str, Any]] = []  # (worker) what it found since its last test report
 
     @staticmethod
     def _backend(s: Settings) -> Backend:
@@ -138,26 +142,101 @@ class GpuprofSession:
                      strict=s.strict)
             if s.update_baseline:
                 new, how = new_baseline_entry(result, entry, s.baseline_runs)
-                self._pending.setdefault(result.baseline_file, {}).setdefault(nodeid, {})[result.gpu] = new
-                self._recorded.setdefault(result.baseline_file, []).append(how)
+                self._add_entry(str(result.baseline_file), nodeid, result.gpu, new, how)
         except GpuprofError as exc:
             result = TestResult(nodeid, "error", message=str(exc))
-        self.results.append(result)
+        self._add_result(result)
         return result
 
+    # --- what a run found; a pytest-xdist worker sends each part to the controller -----
+    def _add_result(self, result: TestResult) -> None:
+        self._send("result", result.to_json)
+        self.results.append(result)
+
+    def _add_entry(self, file: str, nodeid: str, gpu: str, entry: dict[str, Any], how: str) -> None:
+        """A baseline entry to write at the end, and what recording it did to its runs."""
+        self._send("entry", lambda: [file, nodeid, gpu, entry, how])
+        self._pending.setdefault(Path(file), {}).setdefault(nodeid, {})[gpu] = entry
+        self._recorded.setdefault(Path(file), []).append(how)
+
+    def _add_skipped(self, nodeid: str, reason: str) -> None:
+        self._send("skipped", lambda: [nodeid, reason])
+        self.skipped[nodeid] = reason
+
+    def _send(self, kind: str, content: Callable[[], Any]) -> None:
+        """(worker) Queue a part for the controller; it goes with the next test report."""
+        if self.worker:
+            self._outbox.append({"kind": kind, "content": content()})
+
+    def _receive(self, message: str) -> None:
+        """(controller) What a worker sent with a test report."""
+        for part in json.loads(message):
+            if part["kind"] == "result":
+                self._add_result(TestResult.from_json(part["content"]))
+            else:
+                {"entry": self._add_entry, "skipped": self._add_skipped}[part["kind"]](*part["content"])
+
     # --- pytest hooks -----------------------------------------------------------
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """Note whether this is a pytest-xdist worker; otherwise finish or undo a baseline
+        update that a killed run left midway (a worker's controller has done so)."""
+        self.worker = hasattr(session.config, "workerinput")
+        if self.worker:
+            return
+        try:
+            stale = baseline.clean(self.settings.baseline_dir)
+        except (GpuprofError, OSError) as exc:
+            raise pytest.UsageError(f"gpuprof: {exc}") from None
+        if stale:
+            self.written.append(f"deleted {len(stale)} temporary file(s) an interrupted run left in "
+                                f"{self.settings.baseline_dir}")
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if isinstance(self.backend, ReplayBackend):
+            self.backend.expect([item.nodeid for item in session.items if is_profiled(item)])
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if not is_profiled(item) or not self.backend.needs_gpu:
+        """Skip, saying why, a profiled test that cannot be measured here."""
+        if not is_profiled(item):
             return
-        import torch
-
-        if not torch.cuda.is_available():
-            reason = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
-            self.skipped[item.nodeid] = reason
+        reason = self._unmeasurable(item.nodeid)
+        if reason:
+            self._add_skipped(item.nodeid, reason)
             pytest.skip(reason)
-        if self.machine is None:
+        if self.backend.needs_gpu and self.machine is None:
+            import torch
+
             self.machine = measure_machine(torch.cuda.current_device())
+
+    def _unmeasurable(self, nodeid: str) -> str | None:
+        if isinstance(self.backend, ReplayBackend):
+            return self.backend.missing(nodeid)
+        if self.backend.needs_gpu:
+            import torch
+
+            return None if torch.cuda.is_available() else NO_GPU
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        """A steps() loop the test left unfinished stops profiling before the next test."""
+        if PROFILER in item.stash:
+            item.stash[PROFILER].close()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call) -> Iterator[None]:
+        """(worker) What this test's phase found goes to the controller with its report."""
+        report = yield
+        if self._outbox:
+            report.gpuprof = json.dumps(self._outbox)
+            self._outbox = []
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        message = getattr(report, "gpuprof", None)
+        if message is not None and not self.worker:
+            self._receive(message)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
@@ -193,6 +272,8 @@ class GpuprofSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if isinstance(self.backend, NsysInnerBackend):
             self.backend.finish(self.deferred, exitstatus, self.machine)
+            return
+        if self.worker:  # the controller writes, from what the workers sent
             return
         if not self.finish():
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -270,22 +351,29 @@ class GpuprofSession:
                              inside_nsys=isinstance(self.backend, NsysInnerBackend))
 
     def finish(self) -> bool:
-        """End of run: write the pending baselines, then the report files; ``written`` gets
-        one line per file.  False when a baseline file was refused (left as it was)."""
+        """End of run: write the pending baselines, all files or none, then the report files;
+        ``written`` gets one line per file.  False when the baselines were refused (every file
+        left as it was), or when a strict gate left profiled tests unmeasured."""
         refused = False
-        for file, entries in sorted(self._pending.items()):
-            try:
-                baseline.update(file, entries)
-            except BaselineError as exc:
-                self.written.append(f"not written, file left as it was: {exc}")
-                refused = True
-                continue
-            hows = Counter(self._recorded.get(file, ()))
-            self.written.append(f"updated {len(entries)} test(s) in {file} ("
-                                + "; ".join(how if n == len(entries) else f"{n}: {how}" for how, n in hows.items()) + ")")
+        try:
+            if self._pending:
+                baseline.update_all(self.settings.baseline_dir, self._pending)
+        except (GpuprofError, OSError) as exc:
+            self.written.append(f"no baseline written, every file left as it was: {exc}")
+            refused = True
+        else:
+            for file, entries in sorted(self._pending.items()):
+                hows = Counter(self._recorded.get(file, ()))
+                self.written.append(f"updated {len(entries)} test(s) in {file} ("
+                                    + "; ".join(how if n == len(entries) else f"{n}: {how}"
+                                                for how, n in hows.items()) + ")")
         self._pending.clear()
+        unmeasured = self.settings.strict and bool(self.skipped)
+        if unmeasured:
+            self.written.append(f"--gpuprof-strict: {len(self.skipped)} profiled test(s) were not measured "
+                                "(skipped, see above): the gate fails")
         self.written += write_reports(self.document(), self.settings.reports)
-        return not refused
+        return not (refused or unmeasured)
 
 
 def _or_fail(make: Callable[[], Any]) -> Any:

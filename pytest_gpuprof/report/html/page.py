@@ -106,6 +106,7 @@ def _summary(doc: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     gpus = sorted({t["gpu"] for t in tests if t.get("gpu")})
     failing = sum(1 for t in tests if t.get("status") in ("failed", "error"))
     verdict = (f'<p class="verdict fail">{failing} test(s) failed the GPU performance gate</p>' if failing
+               else '<p class="verdict fail">nothing was measured: no profiled test was judged</p>' if not tests
                else '<p class="verdict ok">no GPU performance regression</p>')
     meta = (f'<dl class="meta"><dt>GPU</dt><dd>{escape(", ".join(gpus) or "n/a")}</dd>'
             f'<dt>backend</dt><dd>{escape(doc.get("backend"))}</dd>'
