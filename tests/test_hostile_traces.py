@@ -292,6 +292,12 @@ def test_nsys_kernel_whose_name_is_lost_is_refused_not_dropped(report):
     nsys_refused(report, "is not a string of StringIds")
 
 
+def test_nsys_empty_tables_are_empty_not_an_error(report):
+    sql(report, "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    trace = load_nsys(report)
+    assert len(trace.copies) == 0 and len(trace.kernels) == 6
+
+
 def test_nsys_gzipped_report_says_to_gunzip_it(tmp_path):
     path = tmp_path / "report.sqlite"
     path.write_bytes(SYNC_NSYS.read_bytes())

@@ -299,7 +299,9 @@ def _scan(data: bytes, end: int, columns: _Columns) -> None:
 
 
 def _find_args(args: np.ndarray, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """One integer per event for each of the keys, -1 where the event lacks it."""
+    """One integer per event for each of the keys.  An event without one (Kineto writes
+    them all) or with a broken byte near one goes to the generic parser, which reads a
+    missing key as -1 and refuses a broken file."""
     if not keys:
         return {}
     blob = b"\x00".join(args)
@@ -307,18 +309,10 @@ def _find_args(args: np.ndarray, keys: tuple[str, ...]) -> dict[str, np.ndarray]
         raise _Fallback
     parsed = {}
     for key in keys:
-        rx = _ARG[key]
-        found = rx.findall(blob)
-        if len(found) != blob.count(_ARG_KEY[key]):
+        found = _ARG[key].findall(blob)
+        if not len(found) == len(args) == blob.count(_ARG_KEY[key]):  # one hit per event, in event order
             raise _Fallback
-        if len(found) == len(args):  # one hit per event, in event order
-            parsed[key] = _ints(found)
-            continue
-        out = parsed[key] = np.full(len(args), -1, dtype=np.int64)
-        if found:  # some events lack the key: place each hit by its offset
-            starts = np.cumsum([0] + [len(a) + 1 for a in args[:-1]])
-            at = [m.start() for m in rx.finditer(blob)]
-            out[np.searchsorted(starts, at, side="right") - 1] = _ints(found)
+        parsed[key] = _ints(found)
     return parsed
 
 

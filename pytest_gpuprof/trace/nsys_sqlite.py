@@ -119,12 +119,12 @@ def _check_columns(con: sqlite3.Connection, tables: set[str]) -> None:
 
 
 def _query(con: sqlite3.Connection, tables: set[str], table: str, sql: str) -> pd.DataFrame:
-    """The query's rows; each column but ``name`` and ``kind`` must hold integers (none NULL),
-    ``name`` text: the first row that does not is an error naming the table and the row."""
+    """The query's rows; each column but ``name`` must hold integers (none NULL), ``name``
+    text: the first row that does not is an error naming the table and the row."""
     if table not in tables:
         return pd.DataFrame()
     frame = pd.read_sql_query(sql, con)
-    for col in frame.columns:
+    for col in frame.columns if len(frame) else ():  # an empty table's columns have no dtype
         if col == "name":
             bad = [i for i, v in enumerate(frame[col]) if not isinstance(v, str)]
             if bad:
