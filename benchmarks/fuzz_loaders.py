@@ -28,7 +28,6 @@ import gzip
 import json
 import random
 import re
-import shutil
 import sqlite3
 import sys
 import tempfile

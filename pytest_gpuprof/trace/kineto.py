@@ -63,8 +63,8 @@ _EVENT = re.compile(
     rb'\s*"ts":\s*(-?\d+)(?:\.(\d+))?,\s*"dur":\s*(\d+)(?:\.(\d+))?\s*,'
     rb'\s*"args":\s*\{([^{}]*)\}'
 )
-#: Every event's category, needed or not.
-_CAT = re.compile(rb'"cat":\s*"([^"]*)"')
+#: Every event's category, needed or not, and the member's end.
+_CAT = re.compile(rb'"cat":\s*"([^"]*)"\s*[,}]')
 #: What a category looks like; any other (a broken byte, a quote moved) sends the file
 #: to the generic parser.
 _CLEAN_CAT = re.compile(rb'[A-Za-z0-9_]*')
@@ -275,9 +275,11 @@ def _scan(data: bytes, end: int, columns: _Columns) -> None:
     expected = Counter(_CAT.findall(data, 0, end))
     if not all(_CLEAN_CAT.fullmatch(cat) for cat in expected):  # a broken byte must not hide a needed event
         raise _Fallback
-    # Each needed category's name as a quoted token: a broken byte in its event's "cat"
-    # key leaves the token but hides the event from both expressions.
-    if any(data.count(_QUOTED[cat], 0, end) != expected[cat] for cat in _QUOTED):
+    # A broken byte around a needed event's category hides the event from both expressions:
+    # in the key, the category's quoted name is left; in the value, the key is left.
+    if data.count(b'"cat"', 0, end) != sum(expected.values()) or any(
+        data.count(_QUOTED[cat], 0, end) != expected[cat] for cat in _QUOTED
+    ):
         raise _Fallback
     if not matches:
         if any(expected[cat] for cat in _QUOTED):
