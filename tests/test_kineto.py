@@ -150,7 +150,7 @@ def test_json_escapes_in_names_are_decoded(tmp_path):
 
 @pytest.mark.parametrize("content, words", [
     ("not json at all", "not a Chrome-trace JSON"),
-    ('{"traceEvents": {}}', "holds no kernel"),
+    ('{"traceEvents": {}}', "no traceEvents array"),
     ('{"traceEvents": []}', "holds no kernel"),
     ("", "not a Chrome-trace JSON"),
 ])

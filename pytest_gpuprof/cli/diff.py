@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,11 +26,11 @@ from ..compare.kernels import kernel_changes
 from ..compare.rules import Rules
 from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
-from ..metrics.measure import measure
 from ..numbers import format_number
 from ..report.document import SCHEMA_VERSION
 from ..report.words import BACKEND_NAMES, broken_header, is_broken, shorten, verdict_line
-from .inputs import load_any
+from ..trace.nsys_sqlite import SQLITE_MAGIC
+from .inputs import measure_any
 
 _HEAD = 1 << 16
 
@@ -53,11 +54,7 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
         if doc is not None:
             return Side(path, "results", _runs(path, doc))
     nsys_input = path.endswith((".sqlite", ".nsys-rep"))
-    trace = load_any(path, test_range if nsys_input else None, nsys)
-    try:
-        m = measure(trace)
-    except ValueError as exc:
-        raise GpuprofError(f"{path}: {exc}") from None
+    m = measure_any(path, test_range if nsys_input else None, nsys)
     run = of_measurement(None, m, "nsys" if nsys_input else "torch")
     run.gpu = m.gpu_name  # a trace's own GPU name, None when it names none
     return Side(path, "trace", {None: run})
@@ -70,14 +67,14 @@ def _results_document(p: Path) -> dict[str, Any] | None:
             opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open
         with opener(p, "rb") as fh:
             head = fh.read(_HEAD)
-            if b'"traceEvents"' in head:
+            if b'"traceEvents"' in head or head.startswith(SQLITE_MAGIC):  # the trace loaders name the problem
                 return None
             text = head + fh.read()
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise GpuprofError(f"cannot read {p}: {exc}") from exc
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise GpuprofError(
             f"{p} is neither a results file (--gpuprof-json) nor a trace: not valid JSON ({exc})"
         ) from None

@@ -1,5 +1,5 @@
 """Any trace a command is given: a Kineto JSON, or an nsys report (its SQLite export,
-or a ``.nsys-rep`` exported first)."""
+or a ``.nsys-rep`` exported first), and its metrics."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
+from ..metrics.measure import Measurement, measure
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import for_range, load_nsys
@@ -22,3 +23,12 @@ def load_any(path: str, test_range: str | None = None, nsys: str | None = None) 
     if test_range:
         raise GpuprofError("--range applies to nsys reports only")
     return load_kineto(path)
+
+
+def measure_any(path: str, test_range: str | None = None, nsys: str | None = None) -> Measurement:
+    """The metrics of any trace; one the metrics cannot use is an error naming it."""
+    trace = load_any(path, test_range, nsys)
+    try:
+        return measure(trace)
+    except ValueError as exc:
+        raise GpuprofError(f"{path}: {exc}") from None

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import unicodedata
 
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
-from ..metrics.measure import measure
 from ..options import RULE_OPTIONS, add_rule_options
 from ..report.terminal import analysis_lines
 from .diff import diff
-from .inputs import load_any
+from .inputs import measure_any
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,33 +51,47 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "diff":
-            return _diff(args)
-        return _analyze(args.trace, args.json, args.range, args.nsys)
+            status, lines = _diff(args)
+        else:
+            status, lines = _analyze(args.trace, args.json, args.range, args.nsys)
     except GpuprofError as exc:
-        print(f"gpuprof: {exc}", file=sys.stderr)
+        print(f"gpuprof: {printable(str(exc))}", file=sys.stderr)
         return 2
+    return _emit(status, lines)
 
 
-def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None) -> int:
-    trace = load_any(path, test_range, nsys)
+def printable(text: str) -> str:
+    """``text`` with every control, format or lone surrogate character written as its
+    Python escape: names from a trace reach the terminal without moving the cursor,
+    recolouring it or reordering what follows."""
+    if text.isprintable():
+        return text
+    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf", "Cs") else c for c in text)
+
+
+def _emit(status: int, lines: list[str]) -> int:
+    """Print the lines; a reader that stops early (``| head``) ends the output quietly."""
     try:
-        measurement = measure(trace)
-    except ValueError as exc:
-        raise GpuprofError(f"{path}: {exc}") from None
+        print("\n".join(printable(line) for text in lines for line in text.split("\n")))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the pipe again while flushing stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return status
+
+
+def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None) -> tuple[int, list[str]]:
+    measurement = measure_any(path, test_range, nsys)
     if as_json:
-        print(json.dumps({"trace": path, **measurement.to_json()}, indent=2))
-    else:
-        print("\n".join(analysis_lines(path, measurement)))
-    return 0
+        return 0, [json.dumps({"trace": path, **measurement.to_json()}, indent=2)]
+    return 0, analysis_lines(path, measurement)
 
 
-def _diff(args: argparse.Namespace) -> int:
+def _diff(args: argparse.Namespace) -> tuple[int, list[str]]:
     try:
         rules = Rules.from_options({o.name: getattr(args, o.name.replace("-", "_")) for o in RULE_OPTIONS},
                                    tuple(parse_threshold(t, "--threshold") for t in args.threshold),
                                    origin=lambda name: f"--{name}")
     except ConfigError as exc:
         raise GpuprofError(str(exc)) from None
-    status, lines = diff(args.a, args.b, rules, args.top, args.test, args.range, args.nsys)
-    print("\n".join(lines))
-    return status
+    return diff(args.a, args.b, rules, args.top, args.test, args.range, args.nsys)

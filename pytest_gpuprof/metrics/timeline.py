@@ -2,8 +2,8 @@
 that reports can draw the baseline run's GPU timeline beside the current one
 without the old trace.
 
-The sample is the step whose GPU busy time is the median of the run, capped at a
-number of events.  Events are stored as one string (``lane kind start dur name;``)
+The sample is the step whose GPU busy time is the median of the run's steps that
+have GPU work (a step without any has nothing to draw), capped at a number of events.  Events are stored as one string (``lane kind start dur name;``)
 so that a refreshed baseline changes one line of its JSON, not thousands.
 """
 
@@ -25,7 +25,8 @@ def sample(m: Measurement, cap: int = default("timeline-events")) -> dict[str, A
     if cap <= 0 or m.work is None or not len(m.work):
         return None
     busy = np.asarray(m.metrics["step_gpu_time_us"])
-    step = int(np.argsort(busy, kind="stable")[len(busy) // 2])
+    working = np.flatnonzero(np.isin(np.arange(len(busy)), m.work["step"].to_numpy()))
+    step = int(working[np.argsort(busy[working], kind="stable")[len(working) // 2]])
     work = m.work[m.work["step"] == step].sort_values("start", kind="stable")
     truncated = len(work) > cap
     work = work.head(cap)

@@ -23,6 +23,15 @@ RANGE_COLUMNS = ("start", "end", "name", "tid")
 #: Copy directions the metrics report, in the order they are printed.
 COPY_KINDS = ("htod", "dtoh", "dtod", "ptop")
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+#: The longest span a trace may cover: 2^53 ns, 104 days.  Metrics add up the
+#: durations of up to millions of events in int64 and turn times into float
+#: microseconds; below this bound neither wraps nor loses a nanosecond.
+MAX_SPAN_NS = 1 << 53
+#: The most bytes the copies (or the sets) of one trace may move in all, so that no
+#: sum of them wraps around in int64: 2^62 bytes, 4 EiB.
+MAX_TOTAL_BYTES = 1 << 62
+
 
 def make_table(columns: tuple[str, ...], data: dict[str, Any]) -> pd.DataFrame:
     """Build a table with the canonical dtypes; missing columns become empty."""
@@ -34,6 +43,37 @@ def make_table(columns: tuple[str, ...], data: dict[str, Any]) -> pd.DataFrame:
         else:
             out[col] = np.asarray(values, dtype=np.int64)
     return pd.DataFrame(out, columns=list(columns))
+
+
+#: What each table's rows are called in an error message, and the column naming a row.
+_ROWS = {"kernels": ("kernel", "name"), "copies": ("memcpy", "kind"), "sets": ("memset", "stream"),
+         "runtime": ("runtime call", "name"), "ranges": ("range", "name")}
+
+
+def first_problem(trace: "Trace") -> str | None:
+    """What makes a loaded trace impossible (an event at a negative time or ending before
+    it starts, a negative byte count, a span past ``MAX_SPAN_NS``, bytes past
+    ``MAX_TOTAL_BYTES``), or None: every loader checks it, so no metric is ever computed
+    from such a trace (and -1, the metrics' mark of a missing time, never is one)."""
+    for attr, (what, label) in _ROWS.items():
+        table = getattr(trace, attr)
+        start, end = table["start"].to_numpy(), table["end"].to_numpy()
+        bad = np.flatnonzero((start < 0) | (end < start))
+        if len(bad):
+            row = table.iloc[bad[0]]
+            where = "starts at a negative time" if row["start"] < 0 else "ends before it starts"
+            return f"{what} {str(row[label])[:80]!r} {where} (start {row['start']} ns, end {row['end']} ns)"
+        if "bytes" in table:
+            size = table["bytes"].to_numpy()
+            bad = np.flatnonzero(size < 0)
+            if len(bad):
+                return f"{what} at {start[bad[0]]} ns has no byte count or a negative one"
+            if size.sum(dtype=np.float64) > MAX_TOTAL_BYTES:
+                return f"the {what} byte counts add up to more than 2^62 bytes: not one profiled run"
+    span = trace.span()
+    if span is not None and span[1] - span[0] > MAX_SPAN_NS:
+        return f"its events span {span[1] - span[0]} ns, more than 2^53 ns (104 days): not one profiled run"
+    return None
 
 
 @dataclass

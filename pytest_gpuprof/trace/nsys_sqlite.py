@@ -8,6 +8,10 @@ one is an empty table, not an error.
 NVTX ranges: when the report has the ``gpuprof`` domain (the plugin's), only
 its ranges are kept; otherwise only ranges of the default domain.  Ranges of
 other domains (libraries such as CUB emit their own) never define steps.
+
+Every value read is checked: a table without a column the loader reads, a time or
+id that is NULL or not an integer, a name id missing from StringIds or a ``gpuprof:``
+mark that is not a JSON object is an error naming the report, the table and the row.
 """
 
 from __future__ import annotations
@@ -28,8 +32,23 @@ from .model import (
     RUNTIME_COLUMNS,
     SET_COLUMNS,
     Trace,
+    first_problem,
     make_table,
 )
+
+#: The first bytes of every SQLite file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+#: The columns read from each table; nsys writes them all, so a missing one is damage.
+_COLUMNS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "demangledName", "deviceId", "streamId", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "copyKind", "bytes", "deviceId", "streamId", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "bytes", "deviceId", "streamId", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "nameId", "globalTid", "correlationId"),
+    "NVTX_EVENTS": ("start", "end", "eventType", "text", "textId", "globalTid", "domainId"),
+    "StringIds": ("id", "value"),
+    "TARGET_INFO_GPU": ("id", "name"),
+    "ENUM_CUDA_MEMCPY_OPER": ("id", "name"),
+}
 
 #: ENUM_CUDA_MEMCPY_OPER names -> copy kinds of the metrics.
 _COPY_KIND = {
@@ -41,11 +60,29 @@ _NVTX_DOMAIN_CREATE = 75
 _NVTX_MARK = 34
 
 
+class _Invalid(ValueError):
+    """A value the report cannot hold; the message follows the report's name."""
+
+
+#: What to do with a gzipped SQLite export.
+_GUNZIP = "gunzip it and pass the .sqlite file"
+
+
+def sqlite_given_as_json(gzipped: bool) -> str:
+    """What to say of an SQLite file given where a JSON trace was expected."""
+    if gzipped:
+        return f"a gzipped SQLite file, not a JSON trace: {_GUNZIP}"
+    return "an SQLite file, not a JSON trace: name it *.sqlite to read it as an Nsight Systems export"
+
+
 def load_nsys(path: str | Path) -> Trace:
     """Read an nsys SQLite export (``nsys export --type sqlite``) into a Trace."""
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"cannot read report {path}: no such file")
+    with open(path, "rb") as probe:
+        if probe.read(2) == b"\x1f\x8b":
+            raise TraceError(f"{path}: gzipped, not an SQLite file: {_GUNZIP}")
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as exc:
@@ -54,42 +91,81 @@ def load_nsys(path: str | Path) -> Trace:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "StringIds" not in tables:
             raise TraceError(f"{path} is not an Nsight Systems SQLite export (no StringIds table)")
+        _check_columns(con, tables)
         trace = _read(con, tables)
-    except sqlite3.DatabaseError as exc:
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
         raise TraceError(f"{path} is not a readable SQLite file: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"{path} holds text that is not UTF-8: {exc}") from None
+    except _Invalid as exc:
+        raise TraceError(f"{path}: {exc}") from None
     finally:
         con.close()
+    problem = first_problem(trace)
+    if problem:
+        raise TraceError(f"{path}: {problem}")
     if trace.span() is None:
         raise TraceError(f"{path} holds no CUDA or NVTX events (was it captured with --trace=cuda,nvtx?)")
     return trace
 
 
+def _check_columns(con: sqlite3.Connection, tables: set[str]) -> None:
+    for table, needed in _COLUMNS.items():
+        if table in tables:
+            have = {row[1] for row in con.execute(f"PRAGMA table_info({table})")}
+            missing = [c for c in needed if c not in have]
+            if missing:
+                raise _Invalid(f"table {table} lacks the column(s) {', '.join(missing)}")
+
+
 def _query(con: sqlite3.Connection, tables: set[str], table: str, sql: str) -> pd.DataFrame:
+    """The query's rows; each column but ``name`` must hold integers (none NULL), ``name``
+    text: the first row that does not is an error naming the table and the row."""
     if table not in tables:
         return pd.DataFrame()
-    return pd.read_sql_query(sql, con)
+    frame = pd.read_sql_query(sql, con)
+    for col in frame.columns if len(frame) else ():  # an empty table's columns have no dtype
+        if col == "name":
+            bad = [i for i, v in enumerate(frame[col]) if not isinstance(v, str)]
+            if bad:
+                raise _Invalid(f"{table} row {bad[0] + 1}: its name id {frame['name_id'].iloc[bad[0]]!r} "
+                               f"is not a string of StringIds")
+        elif col != "name_id" and not pd.api.types.is_integer_dtype(frame[col]):
+            at = list(frame.columns).index(col)  # pandas made the column float or object: find the row
+            bad, value = next((i, r[at]) for i, r in enumerate(con.execute(sql)) if not isinstance(r[at], int))
+            raise _Invalid(f"{table} row {bad + 1}: {col} is {_shown(value)}, not an integer")
+    return frame.drop(columns=["name_id"], errors="ignore")
+
+
+def _shown(value) -> str:
+    return "NULL" if value is None else repr(value)[:60]
 
 
 def _read(con: sqlite3.Connection, tables: set[str]) -> Trace:
     kernels = _query(con, tables, "CUPTI_ACTIVITY_KIND_KERNEL", """
-        SELECT k.start, k.end, s.value AS name, k.deviceId AS device, k.streamId AS stream,
-               k.correlationId AS correlation
-        FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName""")
+        SELECT k.start, k.end, k.demangledName AS name_id, s.value AS name, k.deviceId AS device,
+               k.streamId AS stream, k.correlationId AS correlation
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.demangledName""")
     copies = _query(con, tables, "CUPTI_ACTIVITY_KIND_MEMCPY", """
         SELECT m.start, m.end, m.copyKind AS kind, m.bytes, m.deviceId AS device, m.streamId AS stream,
                m.correlationId AS correlation
         FROM CUPTI_ACTIVITY_KIND_MEMCPY m""")
     if len(copies):
+        if "ENUM_CUDA_MEMCPY_OPER" not in tables:
+            raise _Invalid("it has copies but no ENUM_CUDA_MEMCPY_OPER table to name their kinds")
         names = dict(con.execute("SELECT id, name FROM ENUM_CUDA_MEMCPY_OPER"))
         copies["kind"] = [_COPY_KIND.get(names.get(k, ""), "other") for k in copies["kind"]]
     sets = _query(con, tables, "CUPTI_ACTIVITY_KIND_MEMSET", """
         SELECT m.start, m.end, m.bytes, m.deviceId AS device, m.streamId AS stream, m.correlationId AS correlation
         FROM CUPTI_ACTIVITY_KIND_MEMSET m""")
     runtime = _query(con, tables, "CUPTI_ACTIVITY_KIND_RUNTIME", """
-        SELECT r.start, r.end, s.value AS name, r.globalTid AS tid, r.correlationId AS correlation
-        FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId""")
+        SELECT r.start, r.end, r.nameId AS name_id, s.value AS name, r.globalTid AS tid,
+               r.correlationId AS correlation
+        FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId""")
     ranges, metadata = _nvtx(con, tables)
     gpu = con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id").fetchone() if "TARGET_INFO_GPU" in tables else None
+    if gpu and not isinstance(gpu[0], (str, type(None))):
+        raise _Invalid(f"TARGET_INFO_GPU: the GPU name is {_shown(gpu[0])}, not text")
     return Trace(
         make_table(KERNEL_COLUMNS, _columns(kernels)),
         make_table(COPY_COLUMNS, _columns(copies)),
@@ -106,20 +182,40 @@ def _nvtx(con: sqlite3.Connection, tables: set[str]) -> tuple[pd.DataFrame, dict
     """The ranges that may define steps, and the plugin's metadata marks."""
     if "NVTX_EVENTS" not in tables:
         return pd.DataFrame(), {}
-    events = pd.read_sql_query(
+    # read as Python values: a NULL end (a mark's) would turn pandas' column into floats
+    events = pd.DataFrame(con.execute(
         """SELECT n.start, n.end, n.eventType, COALESCE(n.text, s.value) AS name, n.globalTid AS tid,
                   COALESCE(n.domainId, 0) AS domain
-           FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId""",
-        con,
-    )
+           FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId""").fetchall(),
+        columns=["start", "end", "eventType", "name", "tid", "domain"], dtype=object)
     created = events[events["eventType"] == _NVTX_DOMAIN_CREATE]
     ours = created.loc[created["name"] == NVTX_DOMAIN, "domain"]
-    domain = int(ours.iloc[0]) if len(ours) else 0
+    domain = _nvtx_integer(ours, "domainId")[0] if len(ours) else 0
     mine = events[events["domain"] == domain]
     ranges = mine[mine["eventType"].isin(_NVTX_RANGE_TYPES) & mine["end"].notna()]
-    marks = mine[(mine["eventType"] == _NVTX_MARK) & mine["name"].fillna("").str.startswith(METADATA_MARK)]
-    metadata = {"marks": [[int(t), json.loads(text[len(METADATA_MARK):])] for t, text in zip(marks["start"], marks["name"])]}
-    return ranges[["start", "end", "name", "tid"]].astype({"end": np.int64}), metadata
+    marks = mine[(mine["eventType"] == _NVTX_MARK) & mine["name"].fillna("").astype(str).str.startswith(METADATA_MARK)]
+    metadata = {"marks": [[t, _mark(text)] for t, text in zip(_nvtx_integer(marks["start"], "start"), marks["name"])]}
+    return pd.DataFrame({"start": _nvtx_integer(ranges["start"], "start"), "end": _nvtx_integer(ranges["end"], "end"),
+                         "name": ranges["name"].to_numpy(), "tid": _nvtx_integer(ranges["tid"], "globalTid")}), metadata
+
+
+def _nvtx_integer(values: pd.Series, column: str) -> np.ndarray:
+    """NVTX_EVENTS values as integers; the first that is not one is an error naming its row."""
+    for row, v in zip(values.index, values):
+        if not isinstance(v, int):
+            raise _Invalid(f"NVTX_EVENTS row {row + 1}: {column} is {_shown(v)}, not an integer")
+    return np.array(values.tolist(), dtype=np.int64)
+
+
+def _mark(text: str) -> dict:
+    """The values of a ``gpuprof:`` NVTX mark: a JSON object."""
+    try:
+        values = json.loads(text[len(METADATA_MARK):])
+    except (ValueError, RecursionError) as exc:
+        raise _Invalid(f"NVTX mark {text[:60]!r} is not valid JSON ({exc})") from None
+    if not isinstance(values, dict):
+        raise _Invalid(f"NVTX mark {text[:60]!r} holds {type(values).__name__}, not a JSON object")
+    return values
 
 
 def for_range(trace: Trace, name: str) -> Trace:

@@ -1,0 +1,346 @@
+"""Hostile inputs for the trace loaders and ``gpuprof analyze``: real traces of tests/data
+altered.  Every outcome is one clear error naming the file, or metrics that are right:
+never a traceback, never a silently wrong number, and the fast and generic Kineto
+parsers agree.  The property tests draw alterations with Hypothesis and judge them with
+benchmarks/fuzz_loaders.py (its longer run gives the figures of docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import gzip
+import json
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_gpuprof.cli.main import main
+from pytest_gpuprof.errors import TraceError
+from pytest_gpuprof.metrics import timeline
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.trace import kineto
+from pytest_gpuprof.trace.kineto import load_kineto
+from pytest_gpuprof.trace.nsys_sqlite import load_nsys
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+import fuzz_loaders as fuzz  # noqa: E402
+
+DATA = Path(__file__).parent / "data"
+SYNC = DATA / "sync.pt.trace.json.gz"
+SYNC_NSYS = DATA / "nsys" / "sync.sqlite.gz"
+FUZZ = settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+def judged(item: fuzz.Altered) -> tuple[str, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return fuzz.judge(item, Path(tmp))
+
+
+#: Each probe with the function that builds its inputs from a random source.
+PROBES = [(p, fuzz._kineto_input) for p in fuzz.KINETO_PROBES] + [(p, fuzz._nsys_input) for p in fuzz.NSYS_PROBES]
+
+
+@settings(FUZZ, max_examples=220)
+@given(probe=st.sampled_from(PROBES), rng=st.randoms(use_true_random=False))
+def test_altered_traces_give_a_clean_error_or_right_metrics(probe, rng):
+    """Kineto traces and nsys reports, each probe about 20 times (about 10 s)."""
+    name, build = probe
+    item = build(rng, name)
+    verdict, why = judged(item)
+    assert verdict in ("clean error", "accepted"), f"{item.probe} of {item.source.name} ({item.describe}): {why}"
+
+
+# ---- the judge itself: it must catch what it is there to catch ------------------------
+
+def test_the_judge_calls_a_negative_time_silently_wrong():
+    metrics = json.loads(fuzz.reference(SYNC))
+    metrics["metrics"]["kernel_time_us"] = -4.0
+    assert fuzz.wrong_numbers(json.dumps(metrics)) == "kernel_time_us = -4.0"
+    metrics["metrics"]["kernel_time_us"] = 1.0
+    metrics["metrics"]["overlap_efficiency"] = -0.0197
+    assert fuzz.wrong_numbers(json.dumps(metrics)) == "overlap_efficiency = -0.0197"
+
+
+def test_the_judge_calls_an_accepted_truncation_silently_wrong(monkeypatch):
+    raw = gzip.decompress(SYNC.read_bytes())
+    cut = raw.rindex(b'"traceName"')
+    item = fuzz.Altered("kineto truncate", SYNC, "cut", raw[:cut], must_fail=True)
+    monkeypatch.setattr(kineto, "_trailer", lambda tail: {})  # the check this work added, undone
+    assert judged(item)[0] == "silently wrong"
+
+
+# ---- Kineto: each crash class of the issue --------------------------------------------
+
+def sync_text() -> str:
+    return gzip.decompress(SYNC.read_bytes()).decode()
+
+
+def first_event(text: str, cat: str) -> tuple[int, int]:
+    """Where the first CAT event's JSON text lies."""
+    start = text.index(f'"ph": "X", "cat": "{cat}"')
+    start = text.rindex("{", 0, start)
+    return start, json.JSONDecoder().raw_decode(text, start)[1]
+
+
+def with_event(text: str, cat: str, change) -> str:
+    """The trace with its first CAT event replaced by change(event dict), in Kineto's layout."""
+    start, end = first_event(text, cat)
+    event = json.loads(text[start:end])
+    return text[:start] + json.dumps(change(event)) + text[end:]
+
+
+def refused(tmp_path: Path, content: str | bytes, words: str, name: str = "t.json") -> str:
+    """The message of the one error loading CONTENT gives, through both Kineto parsers."""
+    path = tmp_path / name
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    messages = []
+    for generic in (False, True):
+        with fuzz.generic_only() if generic else contextlib.nullcontext():
+            with pytest.raises(TraceError) as err:
+                load_kineto(path)
+        messages.append(str(err.value))
+    assert messages[0] == messages[1], "the fast and generic parsers disagree"
+    assert str(path) in messages[0] and words in messages[0], messages[0]
+    return messages[0]
+
+
+def test_a_truncated_plain_json_is_refused_wherever_it_is_cut(tmp_path):
+    """The worst finding: cut after the last kernel, a plain .json was read as a whole trace.
+    Every cut in the last 1,200 bytes (the trailing events and members) and 150 spread over
+    the file is refused."""
+    raw = gzip.decompress(SYNC.read_bytes())
+    body = len(raw.rstrip())
+    cuts = list(range(body - 1200, body)) + list(range(1, body, body // 150))
+    path = tmp_path / "cut.json"
+    accepted = []
+    for at in cuts:
+        path.write_bytes(raw[:at])
+        try:
+            load_kineto(path)
+            accepted.append(at)
+        except TraceError as exc:
+            assert str(path) in str(exc)
+    assert not accepted, f"{len(accepted)} truncations accepted, the first at {accepted[0]} of {len(raw)}"
+
+
+def test_a_complete_document_is_still_read_by_the_fast_path(monkeypatch, tmp_path):
+    """Trailing whitespace is not truncation, and the fast path does not give up on it."""
+    path = tmp_path / "t.json"
+    path.write_bytes(gzip.decompress(SYNC.read_bytes()) + b"\n\n")
+    monkeypatch.setattr(kineto, "_read_generic", lambda _: pytest.fail("the fast path gave up"))
+    assert len(load_kineto(path).kernels) == 4
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda gz: gz[:len(gz) // 2], "ends early"),
+    (lambda gz: gz[:40] + bytes(b ^ 0x55 for b in gz[40:80]) + gz[80:], "not a readable gzip file"),
+    (lambda gz: gz[:-8] + b"\0" * 8, "not a readable gzip file"),  # CRC and size
+])
+def test_corrupt_gzip_is_one_error(tmp_path, damage, words):
+    path = tmp_path / "t.json.gz"
+    path.write_bytes(damage(SYNC.read_bytes()))
+    with pytest.raises(TraceError, match=words) as err:
+        load_kineto(path)
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("cat, change, words", [
+    ("kernel", lambda e: {k: v for k, v in e.items() if k != "ts"}, "ts is missing"),
+    ("kernel", lambda e: {**e, "ts": "12"}, 'ts is "12"'),
+    ("kernel", lambda e: {**e, "ts": 2 ** 63}, "out of range"),
+    ("kernel", lambda e: {**e, "dur": -5}, "ends before it starts"),
+    ("kernel", lambda e: {**e, "dur": 2 ** 62}, "out of range"),
+    ("kernel", lambda e: {**e, "dur": 9223372036854775.0}, "beyond 2^63 ns"),
+    ("kernel", lambda e: {**e, "args": "x"}, 'args is "x", not an object'),
+    ("kernel", lambda e: {**e, "args": None}, "args is null, not an object"),
+    ("kernel", lambda e: {**e, "name": 5}, "name 5, not a string"),
+    ("gpu_memcpy", lambda e: {**e, "args": {**e["args"], "bytes": None}}, "args.bytes is null"),
+    ("gpu_memcpy", lambda e: {**e, "args": {**e["args"], "bytes": -4}}, "negative"),
+    ("gpu_memcpy", lambda e: {**e, "args": {**e["args"], "bytes": 2 ** 63}}, "args.bytes 9223372036854775808 is out of range"),
+    ("gpu_memcpy", lambda e: {**e, "args": {k: v for k, v in e["args"].items() if k != "bytes"}}, "no byte count"),
+    ("cuda_runtime", lambda e: {**e, "tid": "main"}, 'tid is "main"'),
+])
+def test_bad_event_values_are_one_error_from_both_parsers(tmp_path, cat, change, words):
+    refused(tmp_path, with_event(sync_text(), cat, change), words)
+
+
+def test_a_huge_byte_count_sum_is_refused(tmp_path):
+    """Bytes below 2^63 each, but adding up past it: the sums would wrap around."""
+    text = sync_text().replace('"bytes": 4,', f'"bytes": {2 ** 62},')
+    assert text.count(f'"bytes": {2 ** 62},') == 4
+    refused(tmp_path, text, "add up to more than 2^62 bytes")
+
+
+@pytest.mark.parametrize("value, words", [
+    ("5", "deviceProperties is 5"),
+    ('[{"id": "0", "name": "GPU"}]', "deviceProperties is"),
+    ('{"name": "GPU"}', "not a list of objects"),
+])
+def test_device_properties_of_the_wrong_type_are_one_error(tmp_path, value, words):
+    text = sync_text()
+    start = text.index('"deviceProperties":')
+    end = json.JSONDecoder().raw_decode(text, text.index("[", start))[1]
+    refused(tmp_path, text[:start] + f'"deviceProperties": {value}' + text[end:], words)
+
+
+def test_deep_nesting_is_one_error(tmp_path):
+    text = sync_text().replace('"schemaVersion": 1', '"schemaVersion": ' + "[" * 100000 + "]" * 100000, 1)
+    refused(tmp_path, text, "nest too deeply")
+
+
+def test_an_sqlite_file_given_as_a_json_trace_says_to_gunzip_it(tmp_path):
+    raw = gzip.decompress(SYNC_NSYS.read_bytes())
+    refused(tmp_path, gzip.compress(raw), "gunzip it and pass the .sqlite file", name="x.sqlite.gz")
+    refused(tmp_path, raw, "an SQLite file, not a JSON trace", name="x.json")
+
+
+def test_a_name_that_is_not_utf8_is_refused_by_both_parsers(tmp_path):
+    text = sync_text().encode()
+    start = text.index(b'"name": "void at::native') + 9
+    refused(tmp_path, text[:start] + b"\xff" + text[start:], "not a Chrome-trace JSON file")
+
+
+def test_a_broken_category_byte_does_not_hide_a_needed_event(tmp_path):
+    """'"cat": "cuda_\\x00runtime"' is not JSON; the fast path used to drop the event."""
+    text = sync_text().replace('"cat": "cuda_runtime"', '"cat": "cuda_\x00runtime"', 1)
+    refused(tmp_path, text, "not a Chrome-trace JSON file")
+    text = sync_text().replace('"cat": "kernel"', '"cat" "kernel"', 1)
+    refused(tmp_path, text, "not a Chrome-trace JSON file")
+
+
+def test_a_kineto_trace_with_args_nulls_gives_no_negative_bytes(tmp_path):
+    """'bytes: null gave -4 B in one parser and a crash in the other'."""
+    text = sync_text().replace('"bytes": 4,', '"bytes": null,')
+    refused(tmp_path, text, "args.bytes is null, not an integer")
+
+
+# ---- nsys -----------------------------------------------------------------------------
+
+@pytest.fixture
+def report(tmp_path) -> Path:
+    path = tmp_path / "report.sqlite"
+    path.write_bytes(gzip.decompress(SYNC_NSYS.read_bytes()))
+    return path
+
+
+def nsys_refused(path: Path, words: str) -> str:
+    with pytest.raises(TraceError) as err:
+        load_nsys(path)
+    assert str(path) in str(err.value) and words in str(err.value), str(err.value)
+    return str(err.value)
+
+
+def sql(path: Path, *statements: str) -> None:
+    con = sqlite3.connect(path)
+    for statement in statements:
+        con.execute(statement)
+    con.commit()
+    con.close()
+
+
+def loosen(path: Path, table: str) -> None:
+    """The table without its NOT NULL constraints (a damaged or hand-made export)."""
+    sql(path, f"CREATE TABLE loose AS SELECT * FROM {table}", f"DROP TABLE {table}", f"ALTER TABLE loose RENAME TO {table}")
+
+
+def test_nsys_dropped_column_is_named(report):
+    sql(report, "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN streamId")
+    nsys_refused(report, "table CUPTI_ACTIVITY_KIND_KERNEL lacks the column(s) streamId")
+
+
+@pytest.mark.parametrize("value, words", [("NULL", "start is NULL"), ("'abc'", "start is 'abc'"), ("1.5", "start is 1.5")])
+def test_nsys_start_that_is_not_an_integer_names_the_row(report, value, words):
+    loosen(report, "CUPTI_ACTIVITY_KIND_KERNEL")
+    sql(report, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {value} WHERE rowid = 3")
+    nsys_refused(report, f"CUPTI_ACTIVITY_KIND_KERNEL row 3: {words}, not an integer")
+
+
+def test_nsys_end_before_start_is_refused_not_a_negative_time(report):
+    """'end < start in SQLite gives -4 us'."""
+    sql(report, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 4000 WHERE rowid = 1")
+    nsys_refused(report, "ends before it starts")
+
+
+def test_nsys_negative_copy_bytes_are_refused(report):
+    sql(report, "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = -4 WHERE rowid = 1")
+    nsys_refused(report, "negative")
+
+
+@pytest.mark.parametrize("payload, words", [("{bad", "is not valid JSON"), ("[1]", "holds list, not a JSON object")])
+def test_nsys_malformed_gpuprof_mark_is_named(report, payload, words):
+    fuzz._mark(payload)(report)  # a mark in the plugin's NVTX domain
+    nsys_refused(report, words)
+
+
+def test_nsys_kernel_whose_name_is_lost_is_refused_not_dropped(report):
+    sql(report, "DELETE FROM StringIds WHERE id = (SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)")
+    nsys_refused(report, "is not a string of StringIds")
+
+
+def test_nsys_empty_tables_are_empty_not_an_error(report):
+    sql(report, "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    trace = load_nsys(report)
+    assert len(trace.copies) == 0 and len(trace.kernels) == 6
+
+
+def test_nsys_gzipped_report_says_to_gunzip_it(tmp_path):
+    path = tmp_path / "report.sqlite"
+    path.write_bytes(SYNC_NSYS.read_bytes())
+    nsys_refused(path, "gunzip it and pass the .sqlite file")
+
+
+def test_nsys_unaltered_report_still_loads(report):
+    """As many kernels as the summary nsys itself wrote (tests/data/nsys/sync_cuda_gpu_kern_sum.csv)."""
+    with open(DATA / "nsys" / "sync_cuda_gpu_kern_sum.csv", newline="") as fh:
+        instances = sum(int(row["Instances"]) for row in csv.DictReader(fh))
+    assert len(load_nsys(report).kernels) == instances == 6
+
+
+# ---- the command line -----------------------------------------------------------------
+
+def test_analyze_escapes_control_characters_of_kernel_names(tmp_path, capsys):
+    text = sync_text().replace('"name": "void at::native', '"name": "\\u001b[2J\\u001b]0;pwned\\u0007void at::native')
+    path = tmp_path / "t.json"
+    path.write_text(text)
+    assert load_kineto(path).kernels["name"].astype(str).str.contains("\x1b").all()
+    assert main(["analyze", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b]0;pwned\\x07void at::native" in out
+
+
+def test_analyze_piped_into_head_exits_quietly():
+    done = subprocess.run(f'"{sys.executable}" -m pytest_gpuprof analyze "{SYNC}" --json | head -1',
+                          shell=True, capture_output=True, text=True, timeout=60)
+    assert done.stdout == "{\n" and done.stderr == ""
+
+
+def test_analyze_of_a_gzipped_sqlite_says_to_gunzip(capsys):
+    assert main(["analyze", str(SYNC_NSYS)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "gunzip it and pass the .sqlite file" in err and str(SYNC_NSYS) in err
+
+
+# ---- metrics of a valid but unusual trace ----------------------------------------------
+
+def test_timeline_sample_when_the_median_step_has_no_gpu_work(tmp_path):
+    """Three steps, GPU work only in the first: the median step (by GPU time) has none.
+    The sample is of the one step with work: its kernel, 2 us long."""
+    def ev(cat, name, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+    events = [ev("user_annotation", f"ProfilerStep#{i}", 100 * i, 90) for i in range(3)]
+    events += [ev("cuda_runtime", "cudaLaunchKernel", 10, 5, correlation=1),
+               ev("kernel", "k", 20, 2, device=0, stream=7, correlation=1)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    m = measure(load_kineto(path))
+    assert m.metrics["step_gpu_time_us"] == [2.0, 0.0, 0.0]
+    sample = timeline.sample(m)
+    assert sample["step"] == 0 and sample["span_ns"] == 2000
+    assert [(e["kind"], e["dur_ns"], e["name"]) for e in timeline.events(sample)] == [("kernel", 2000, "k")]
