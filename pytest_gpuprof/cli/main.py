@@ -10,6 +10,7 @@ from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
 from ..metrics.measure import measure
 from ..options import RULE_OPTIONS, add_rule_options
+from ..report.escaping import terminal_text
 from ..report.terminal import analysis_lines
 from .diff import diff
 from .inputs import load_any
@@ -78,5 +79,5 @@ def _diff(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise GpuprofError(str(exc)) from None
     status, lines = diff(args.a, args.b, rules, args.top, args.test, args.range, args.nsys)
-    print("\n".join(lines))
+    print("\n".join(terminal_text(line) for line in lines))
     return status
