@@ -138,6 +138,8 @@ def check_entry(entry: Any) -> None:
         for key in ("per_step", "runs"):
             _need(key in entry, key, "", None, missing=True)
         _check_samples(entry["per_step"], entry.get("distribution", {}), "")
+        _need(entry["per_step"]["kernels"] or not entry["metrics"]["kernels"], "per_step.kernels",
+              "the per-step times of the heaviest kernels", {})
     elif "distribution" in entry:
         _check_summaries(entry["distribution"], "distribution")
     runs = entry.get("runs", [{}])
@@ -184,6 +186,9 @@ def _check_metrics(metrics: Any) -> None:
         _need(isinstance(row, dict), where, "an object", row)
         _need(_integer(row.get("count")), f"{where}.count", "an integer in [0, 2**63)", row.get("count"))
         _need(_number(row.get("time_us")), f"{where}.time_us", "a finite number in [0, 2**63)", row.get("time_us"))
+    total = sum(row["count"] for row in kernels.values())
+    _need(total == metrics["kernel_count"], "metrics.kernels", f"counts that add up to kernel_count "
+          f"({metrics['kernel_count']})", total)
 
 
 def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False) -> None:
