@@ -186,9 +186,7 @@ def _check_metrics(metrics: Any) -> None:
         _need(isinstance(row, dict), where, "an object", row)
         _need(_integer(row.get("count")), f"{where}.count", "an integer in [0, 2**63)", row.get("count"))
         _need(_number(row.get("time_us")), f"{where}.time_us", "a finite number in [0, 2**63)", row.get("time_us"))
-    total = sum(row["count"] for row in kernels.values())
-    _need(total == metrics["kernel_count"], "metrics.kernels", f"counts that add up to kernel_count "
-          f"({metrics['kernel_count']})", total)
+    _need(kernels or not metrics["kernel_count"], "metrics.kernels", "the counts of the kernels that ran", kernels)
 
 
 def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False) -> None:
