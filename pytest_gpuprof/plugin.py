@@ -172,4 +172,5 @@ def gpuprof(request: pytest.FixtureRequest) -> GpuProf:
         kwargs = marker_arguments(request.node)
         return GpuProf(_default_plan(request.config).with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS}))
     except ConfigError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)  # outside the except: no "during handling of" chain shown

@@ -16,6 +16,7 @@ import dataclasses
 import gzip
 import inspect
 import json
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,19 +68,38 @@ MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances"}
 
 
 def marker_arguments(item) -> dict[str, Any]:
-    """The keyword arguments of a test's ``@pytest.mark.gpuprof`` (none: an empty dict)."""
+    """The keyword arguments of a test's ``@pytest.mark.gpuprof`` (none: an empty dict),
+    each of its type: the steps as ``StepPlan`` takes them, ``thresholds`` a string or a
+    list of strings (parsed by ``compare.rules``, which also checks the metric names),
+    ``tolerances`` a dict of metric name to a finite number >= 0."""
     marker = item.get_closest_marker("gpuprof")
     if marker is None:
         return {}
+    origin = f"@pytest.mark.gpuprof on {item.nodeid}"
     if marker.args:
-        raise ConfigError(f"@pytest.mark.gpuprof on {item.nodeid}: takes keyword arguments only")
-    unknown = set(marker.kwargs) - MARKER_KEYS
+        raise ConfigError(f"{origin}: takes keyword arguments only")
+    kwargs = dict(marker.kwargs)
+    unknown = set(kwargs) - MARKER_KEYS
     if unknown:
         raise ConfigError(
-            f"@pytest.mark.gpuprof on {item.nodeid}: unknown argument(s) {', '.join(sorted(unknown))}; "
-            f"known: {', '.join(sorted(MARKER_KEYS))}"
+            f"{origin}: unknown argument(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(MARKER_KEYS))}"
         )
-    return dict(marker.kwargs)
+    try:
+        StepPlan().with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS})
+    except ConfigError as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+    thresholds = kwargs.get("thresholds", ())
+    if not isinstance(thresholds, str) and (not isinstance(thresholds, (list, tuple))
+                                            or not all(isinstance(t, str) for t in thresholds)):
+        raise ConfigError(f"{origin}: thresholds must be a string or a list of strings such as "
+                          f"'gpu_utilization >= 0.85', got {thresholds!r}")
+    tolerances = kwargs.get("tolerances", {})
+    if not isinstance(tolerances, dict):
+        raise ConfigError(f"{origin}: tolerances must be a dict of metric name to tolerance, got {tolerances!r}")
+    for metric, value in tolerances.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{origin}: tolerances[{metric!r}] must be a finite number >= 0, got {value!r}")
+    return kwargs
 
 
 class GpuProf:

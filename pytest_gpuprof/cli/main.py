@@ -6,11 +6,11 @@ import argparse
 import json
 import os
 import sys
-import unicodedata
 
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
 from ..options import RULE_OPTIONS, add_rule_options
+from ..report.escaping import terminal_text
 from ..report.terminal import analysis_lines
 from .diff import diff
 from .inputs import measure_any
@@ -55,24 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             status, lines = _analyze(args.trace, args.json, args.range, args.nsys)
     except GpuprofError as exc:
-        print(f"gpuprof: {printable(str(exc))}", file=sys.stderr)
+        print(f"gpuprof: {terminal_text(exc)}", file=sys.stderr)
         return 2
     return _emit(status, lines)
-
-
-def printable(text: str) -> str:
-    """``text`` with every control, format or lone surrogate character written as its
-    Python escape: names from a trace reach the terminal without moving the cursor,
-    recolouring it or reordering what follows."""
-    if text.isprintable():
-        return text
-    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in ("Cc", "Cf", "Cs") else c for c in text)
 
 
 def _emit(status: int, lines: list[str]) -> int:
     """Print the lines; a reader that stops early (``| head``) ends the output quietly."""
     try:
-        print("\n".join(printable(line) for text in lines for line in text.split("\n")))
+        print("\n".join(terminal_text(line) for text in lines for line in text.split("\n")))
         sys.stdout.flush()
     except BrokenPipeError:
         # Python would report the pipe again while flushing stdout at exit

@@ -6,10 +6,13 @@ are keyed by test node id, then by GPU model: a run is only ever compared with
 a baseline recorded on the same model.  Keys are sorted and indented, so a
 refreshed baseline shows as a small diff.
 
-A file that cannot be read is never written: an update re-reads every file
-under an exclusive lock on the baseline directory just before it writes, and
-writes all its files as one step (``files.write_all_atomic``): every file new,
-or none, even when the process is killed.
+The entry a test is judged against is checked where it is read (``entry``): one
+that cannot be trusted (a metric of the wrong type, negative or NaN; a missing
+part; an unknown backend) is an error naming the file and the test, never a
+weaker gate.  A file that cannot be read is never written: an update re-reads
+every file under an exclusive lock on the baseline directory just before it
+writes, and writes all its files as one step (``files.write_all_atomic``): every
+file new, or none, even when the process is killed.
 """
 
 from __future__ import annotations
@@ -17,12 +20,17 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from ..errors import BaselineError
 from ..files import recover, write_all_atomic
+from ..metrics.measure import METRICS
+from ..metrics.timeline import KINDS, events
+from ..trace.model import COPY_KINDS
+from .verdicts import distribution, judged_series
 
 SCHEMA_VERSION = 1
 
@@ -44,12 +52,17 @@ def read(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {"schema_version": SCHEMA_VERSION, "tests": {}}
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"baseline file {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                            "fix or delete it") from None
     except OSError as exc:
         raise BaselineError(f"cannot read baseline file {path}: {exc}") from exc
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise BaselineError(f"baseline file {path} is not valid JSON (nested too deeply); fix or delete it") from None
     except ValueError as exc:
-        raise BaselineError(f"baseline file {path} is not valid JSON ({exc}); fix or delete it") from exc
+        raise BaselineError(f"baseline file {path} is not valid JSON ({exc}); fix or delete it") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("tests"), dict):
         raise BaselineError(f"baseline file {path} has no 'tests' object; fix or delete it")
     version = doc.get("schema_version")
@@ -57,12 +70,29 @@ def read(path: Path) -> dict[str, Any]:
         raise BaselineError(
             f"baseline file {path} has schema_version {version!r}; this gpuprof reads {SCHEMA_VERSION}"
         )
+    for nodeid, by_gpu in doc["tests"].items():
+        if not isinstance(by_gpu, dict):
+            raise BaselineError(f"baseline file {path}: test {nodeid} must map GPU models to entries, "
+                                f"got {_shown(by_gpu)}; fix or delete it")
     return doc
 
 
 def lookup(doc: dict[str, Any], nodeid: str, gpu: str) -> dict[str, Any] | None:
     """The entry recorded for this test on this GPU model, if any."""
     return doc["tests"].get(nodeid, {}).get(gpu)
+
+
+def entry(path: Path, nodeid: str, gpu: str) -> dict[str, Any] | None:
+    """The entry a test is judged against (``lookup`` in the file ``read``), checked
+    (``check_entry``): one that cannot be trusted is an error naming the file and the test."""
+    found = lookup(read(path), nodeid, gpu)
+    if found is not None:
+        try:
+            check_entry(found)
+        except ValueError as exc:
+            raise BaselineError(f"baseline file {path}: entry of {nodeid} on {gpu}: {exc}; fix or delete "
+                                "the entry (an update does not overwrite it)") from None
+    return found
 
 
 def update(path: Path, entries: dict[str, dict[str, dict[str, Any]]]) -> None:
@@ -105,3 +135,172 @@ def _locked(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+# --- what an entry must hold (new_baseline_entry in compare.evaluate writes it) ------
+BACKENDS = ("torch", "nsys")
+#: Judged per-step ratios and when a step may have no value (nothing to divide): the words, the test.
+_COPY_TIMES = [f"memcpy_{kind}_time_us" for kind in COPY_KINDS]
+_NULL_WHEN = {
+    **{name: ("a step with no window", lambda steps, i: steps["window_us"][i] == 0)
+       for name, spec in METRICS.items() if spec.kind == "ratio" and judged_series(spec)},
+    "overlap_efficiency": ("a step with no copy time", lambda steps, i: all(steps[c][i] == 0 for c in _COPY_TIMES)),
+}
+
+
+def check_entry(entry: Any) -> None:
+    """Raise ValueError saying what is wrong with a stored entry (``where: problem``):
+    each part the verdicts read is of its type, finite, not negative and under 2**63, so that no part
+    is silently skipped (a missing value is "not compared", a weaker gate).  Entries
+    written before per-step samples (only ``metrics``) or their summaries (no
+    ``distribution``) were kept are judged as they were; samples come with their runs."""
+    _need(isinstance(entry, dict), "entry", "an object", entry)
+    _need("metrics" in entry, "metrics", "", None, missing=True)
+    backend = entry.get("backend", BACKENDS[0])
+    _need(backend in BACKENDS, "backend", f"one of {', '.join(map(repr, BACKENDS))}", backend)
+    _check_metrics(entry["metrics"])
+    if "per_step" in entry or "runs" in entry:
+        for key in ("per_step", "runs"):
+            _need(key in entry, key, "", None, missing=True)
+        _check_samples(entry["per_step"], entry.get("distribution", {}), "")
+        _need(entry["per_step"]["kernels"] or not entry["metrics"]["kernels"], "per_step.kernels",
+              "the per-step times of the heaviest kernels", {})
+    elif "distribution" in entry:
+        _check_summaries(entry["distribution"], "distribution")
+    runs = entry.get("runs", [{}])
+    _need(isinstance(runs, list) and runs, "runs", "a non-empty list", runs)
+    for i, run in enumerate(runs):
+        where = f"runs[{i}]"
+        _need(isinstance(run, dict), where, "an object", run)
+        if "runs" in entry:
+            for key in ("per_step", "distribution"):
+                _need(key in run, f"{where}.{key}", "", None, missing=True)
+            _check_samples(run["per_step"], run["distribution"], f"{where}.", complete=True)
+        for key in ("environment", "machine"):
+            _need(isinstance(run.get(key, {}), dict), f"{where}.{key}", "an object", run.get(key))
+        for probe, value in (run.get("machine") or {}).items():
+            _need(value is None or _number(value), f"{where}.machine.{probe}", "a finite number in [0, 2**63) or null", value)
+    for key in ("environment", "timeline"):
+        _need(isinstance(entry.get(key, {}), dict), key, "an object", entry.get(key))
+    _need(isinstance(entry.get("step_source", ""), str), "step_source", "a string", entry.get("step_source"))
+    if entry.get("timeline"):
+        _check_timeline(entry["timeline"])
+
+
+def _check_metrics(metrics: Any) -> None:
+    _need(isinstance(metrics, dict), "metrics", "an object", metrics)
+    no_copies = all(metrics.get(name) == 0 for name in _COPY_TIMES)
+    for name, spec in METRICS.items():
+        where = f"metrics.{name}"
+        _need(name in metrics, where, "present", None, missing=True)
+        value = metrics[name]
+        if name == "step_count":
+            _need(_integer(value) and value > 0, where, "a positive integer", value)
+        elif name == "peak_memory_allocated_bytes":
+            _need(value is None or _integer(value), where, "an integer in [0, 2**63) or null", value)
+        elif spec.kind in ("count", "bytes"):
+            _need(_integer(value), where, "an integer in [0, 2**63)", value)
+        elif name == "overlap_efficiency" and no_copies:
+            _need(value is None or _number(value), where, "a finite number in [0, 2**63) or null", value)
+        else:
+            _need(_number(value), where, "a finite number in [0, 2**63)", value)
+    kernels = metrics.get("kernels")
+    _need(isinstance(kernels, dict), "metrics.kernels", "an object of kernel names", kernels)
+    for kernel, row in kernels.items():
+        where = f"metrics.kernels[{kernel}]"
+        _need(isinstance(row, dict), where, "an object", row)
+        _need(_integer(row.get("count")), f"{where}.count", "an integer in [0, 2**63)", row.get("count"))
+        _need(_number(row.get("time_us")), f"{where}.time_us", "a finite number in [0, 2**63)", row.get("time_us"))
+    _need(kernels or not metrics["kernel_count"], "metrics.kernels", "the counts of the kernels that ran", kernels)
+
+
+def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False) -> None:
+    """A run's ``per_step``: a list per judged series, ``stalled`` and each kernel name, all
+    of one length, values >= 0 (nulls only in ratios); and its ``distribution``, with a
+    summary of every series that has usable steps when ``complete`` (a recorded run's:
+    its medians bound the next run's, and one left out would widen that bound)."""
+    _need(isinstance(per_step, dict), f"{prefix}per_step", "an object", per_step)
+    kernels = per_step.get("kernels")
+    _need(isinstance(kernels, dict), f"{prefix}per_step.kernels", "an object of kernel names", kernels,
+          missing=kernels is None)
+    series = [name for name, spec in METRICS.items() if judged_series(spec)]
+    lengths = set()
+    for name, values in [*((n, per_step.get(n)) for n in [*series, "stalled"]),
+                         *((f"kernels[{k}]", v) for k, v in kernels.items())]:
+        where = f"{prefix}per_step.{name}"
+        _need(isinstance(values, list), where, "a list of per-step values", values, missing=values is None)
+        for i, value in enumerate(values):
+            _need(_number(value) or value is None and name in _NULL_WHEN, f"{where}[{i}]", "a finite number in [0, 2**63)", value)
+        lengths.add(len(values))
+    _need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
+    for i, value in enumerate(per_step["stalled"]):
+        _need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)
+    for name, (words, empty) in _NULL_WHEN.items():
+        for i, value in enumerate(per_step[name] if name in series else ()):
+            _need(value is not None or empty(per_step, i), f"{prefix}per_step.{name}[{i}]",
+                  f"a finite number in [0, 2**63) (null only in {words})", value)
+    _check_summaries(summaries, f"{prefix}distribution")
+    if complete:
+        expected = distribution(per_step)
+        for name in expected:
+            if name != "kernels":
+                _need(name in summaries, f"{prefix}distribution.{name}", "", None, missing=True)
+        for kernel in expected["kernels"]:
+            _need(kernel in summaries.get("kernels", {}), f"{prefix}distribution.kernels[{kernel}]", "", None,
+                  missing=True)
+
+
+def _check_summaries(summaries: Any, where: str) -> None:
+    """A ``distribution``: the summaries it holds (a series without one is summarized
+    from its samples, ``verdicts.distribution``)."""
+    _need(isinstance(summaries, dict), where, "an object", summaries)
+    kernels = summaries.get("kernels", {})
+    _need(isinstance(kernels, dict), f"{where}.kernels", "an object of kernel names", kernels)
+    for name, summary in summaries.items():
+        if name in METRICS:
+            _check_summary(summary, f"{where}.{name}")
+    for kernel, summary in kernels.items():
+        _check_summary(summary, f"{where}.kernels[{kernel}]")
+
+
+def _check_summary(summary: Any, where: str) -> None:
+    _need(isinstance(summary, dict), where, "a summary object (n, min, q1, median, q3, max)", summary)
+    _need(_integer(summary.get("n")) and summary["n"] > 0, f"{where}.n", "a positive integer", summary.get("n"))
+    for key in ("min", "q1", "median", "q3", "max"):
+        _need(_number(summary.get(key)), f"{where}.{key}", "a finite number in [0, 2**63)", summary.get(key))
+    ordered = [summary[k] for k in ("min", "q1", "median", "q3", "max")]
+    _need(ordered == sorted(ordered), where, "ordered min <= q1 <= median <= q3 <= max", ordered)
+
+
+def _check_timeline(timeline: Mapping[str, Any]) -> None:
+    """The timeline sample the HTML report draws: every event's indices in range."""
+    try:
+        events(timeline)
+        ok = (_integer(timeline["span_ns"]) and _integer(timeline["step"]) and set(timeline["kinds"]) <= set(KINDS)
+              and all(_integer(s) for s in timeline["streams"]) and all(isinstance(n, str) for n in timeline["names"]))
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+        ok = False
+    _need(ok, "timeline", "a timeline sample (step, span_ns, streams, names, kinds, events)", timeline)
+
+
+#: The largest value an entry may hold: what the trace tables hold (int64 nanoseconds).
+_LIMIT = 2**63 - 1
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _LIMIT
+
+
+def _number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and 0 <= value <= _LIMIT)
+
+
+def _need(ok: Any, where: str, what: str, got: Any, missing: bool = False) -> None:
+    if not ok:
+        raise ValueError(f"{where} is missing" if missing else f"{where} must be {what}, got {_shown(got)}")
+
+
+def _shown(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."

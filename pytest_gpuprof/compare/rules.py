@@ -41,7 +41,7 @@ class Threshold:
 
 def parse_threshold(text: str, origin: str) -> Threshold:
     """Parse ``METRIC OP NUMBER[%]``; ``origin`` names the option or marker in errors."""
-    m = _THRESHOLD.match(text)
+    m = _THRESHOLD.match(text) if isinstance(text, str) else None
     if not m:
         raise ConfigError(
             f"{origin}: cannot parse threshold {text!r}; expected METRIC OP NUMBER, "

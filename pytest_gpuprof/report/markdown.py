@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from ..compare.verdicts import compared_values
 from ..files import write_atomic
 from ..numbers import format_number
+from .escaping import markdown_block, markdown_code, markdown_text
 from .words import (
     BACKEND_NAMES,
     SUMMARY_COLUMNS,
@@ -33,9 +34,9 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
     lines = [f"## gpuprof: {counts or 'no profiled tests'}", ""]
     gpus = sorted({t["gpu"] for t in tests if t["gpu"]})
     about = [f"capture: {BACKEND_NAMES.get(doc['backend'], doc['backend'])}",
-             f"baselines: {_code(doc['baseline_dir'])}"]
+             f"baselines: {markdown_code(doc['baseline_dir'])}"]
     if gpus:
-        about.insert(0, f"GPU: {', '.join(_text(g) for g in gpus)}")
+        about.insert(0, f"GPU: {', '.join(markdown_text(g) for g in gpus)}")
     lines += [" · ".join(about), ""]
     if tests:
         lines.append("| test | status | " + " | ".join(title for _, title in SUMMARY_COLUMNS) + " | verdict |")
@@ -45,7 +46,7 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
         lines.append("")
     if doc["skipped"]:
         reasons = sorted({s["reason"] for s in doc["skipped"]})
-        lines += [f"{len(doc['skipped'])} profiled test(s) skipped: {_text('; '.join(reasons))}", ""]
+        lines += [f"{len(doc['skipped'])} profiled test(s) skipped: {markdown_text('; '.join(reasons))}", ""]
     failing = [t for t in tests if t["status"] in ("failed", "error")]
     if failing:
         lines += ["### Failures", ""]
@@ -70,7 +71,7 @@ def write_summary(doc: Mapping[str, Any], path: Path, append: bool = False) -> N
 
 def _row(t: Mapping[str, Any]) -> list[str]:
     status = t["status"]
-    row = [_code(t["nodeid"]), f"**{status}**" if status in ("failed", "error") else status]
+    row = [markdown_code(t["nodeid"]), f"**{status}**" if status in ("failed", "error") else status]
     now = compared_values(t["metrics"]) if t["metrics"] else {}
     before = compared_values(t["baseline_metrics"]) if t["baseline_metrics"] else None
     for metric, _ in SUMMARY_COLUMNS:
@@ -91,8 +92,8 @@ def _values(metric: str, baseline: Mapping[str, Any] | None, now: float | None) 
 def _verdict(t: Mapping[str, Any]) -> str:
     """The verdict cell: what broke or what stood out, then how the test was measured."""
     if t["message"]:
-        return _text(t["message"])
-    return "; ".join([_outcome(t)] + [_text(line) for line in health_lines(t)])
+        return markdown_text(t["message"])
+    return "; ".join([_outcome(t)] + [markdown_text(line) for line in health_lines(t)])
 
 
 def _outcome(t: Mapping[str, Any]) -> str:
@@ -101,7 +102,7 @@ def _outcome(t: Mapping[str, Any]) -> str:
     if broken:
         return f"{len(broken)} metric(s) broke: {_names(broken)}"
     if status == "no baseline":
-        return f"no baseline for {_text(t['gpu'])}"
+        return f"no baseline for {markdown_text(t['gpu'])}"
     if status == "updated":
         return "baseline updated"
     notable: dict[str, list[Mapping[str, Any]]] = {}
@@ -123,30 +124,14 @@ def _names(verdicts: list[Mapping[str, Any]]) -> str:
 
 def _failure(t: Mapping[str, Any]) -> list[str]:
     """A failing test's broken metrics, each line as the failure message words it."""
-    out = [f"#### {_code(t['nodeid'])}", ""]
+    out = [f"#### {markdown_code(t['nodeid'])}", ""]
     if t["message"]:
-        return out + ["```text", f"gpuprof: {t['message']}", "```", ""]
+        return out + [*markdown_block(f"gpuprof: {t['message']}"), ""]
     broken = broken_verdicts(t["verdicts"])
-    out.append(_text(broken_header(len(broken), t["gpu"], f"baseline file {t['baseline_file']}")) + ":")
+    out.append(markdown_text(broken_header(len(broken), t["gpu"], f"baseline file {t['baseline_file']}")) + ":")
     out.append("")
     for v in broken:
         words = verdict_line(v)[len(v["metric"]) + 2:]  # the line is "METRIC: WORDS"
-        out.append(f"- {_code(v['metric'])}: {_text(words)}")
-    out += [f"- {_text(line)}" for line in health_lines(t)]
+        out.append(f"- {markdown_code(v['metric'])}: {markdown_text(words)}")
+    out += [f"- {markdown_text(line)}" for line in health_lines(t)]
     return out + ["", UPDATE_HINT, ""]
-
-
-def _code(text: str) -> str:
-    """Inline code that survives a table cell: pipes escaped, fence longer than any backtick run."""
-    text = str(text).replace("|", "\\|").replace("\n", " ")
-    fence = "`"
-    while fence in text:
-        fence += "`"
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def _text(text: Any) -> str:
-    """Plain text in Markdown (and in a table cell): no HTML tags or entities, no pipes,
-    one line.  ``>`` stays as it is (it quotes only at the start of a line)."""
-    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|").replace("\n", " ")

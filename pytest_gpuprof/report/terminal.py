@@ -8,13 +8,15 @@ from ..compare.verdicts import compared_values
 from ..metrics.measure import Measurement
 from ..numbers import format_number
 from ..trace.model import COPY_KINDS
+from .escaping import terminal_text
 from .words import BACKEND_NAMES, SUMMARY_COLUMNS, change, health_lines, shorten
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),
                   inside_nsys: bool = False) -> list[str]:
     """The gpuprof section after a run, from the results document: where things are, one
-    row per test (``tests``: the document's tests in the order they ran), what was written."""
+    row per test (``tests``: the document's tests in the order they ran), what was written;
+    every line ``terminal_text``, whatever the names in it hold."""
     tests = list(tests)
     if doc.get("replay_dir"):
         mode = f"replaying traces from {doc['replay_dir']}"
@@ -37,14 +39,14 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
     lines += written
     if doc.get("traces_dir") and tests:
         lines.append(f"traces kept in {doc['traces_dir']}")
-    return lines
+    return [terminal_text(line) for line in lines]
 
 
 def summary_lines(tests: Iterable[Mapping[str, Any]]) -> list[str]:
     """One row per profiled test: status, key metrics and change against the baseline."""
     rows = [["test", "status"] + [title for _, title in SUMMARY_COLUMNS]]
     for t in tests:
-        row = [t["nodeid"], t["status"]]
+        row = [terminal_text(t["nodeid"]), terminal_text(t["status"])]
         if t["metrics"] is None:
             rows.append(row + ["-"] * len(SUMMARY_COLUMNS))
             continue
@@ -70,7 +72,8 @@ def _cell(metric: str, now: float | None, before: float | None) -> str:
 
 
 def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
-    """``gpuprof analyze``: the metrics of one trace, then its heaviest kernels."""
+    """``gpuprof analyze``: the metrics of one trace, then its heaviest kernels (every line
+    ``terminal_text``)."""
     x = m.metrics
     lines = [
         f"trace: {path}",
@@ -99,7 +102,7 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
         lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}):"]
         for name, row in list(x["kernels"].items())[:top]:
             lines.append(f"  {row['time_us']:>12.3f} us  {row['count']:>7}x  {shorten(name)}")
-    return lines
+    return [terminal_text(line) for line in lines]
 
 
 def _pct(value: float | None) -> str:

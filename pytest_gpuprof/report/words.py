@@ -13,21 +13,24 @@ from ..compare.evaluate import TestResult
 from ..compare.verdicts import BROKEN
 from ..metrics.measure import METRICS
 from ..numbers import format_change, format_number
+from .escaping import terminal_text
 
 #: How reports name the capture backends.
 BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
 
 
 def failure_message(result: TestResult) -> str:
-    """Every metric that broke, with baseline, current value, change and rule."""
+    """Every metric that broke, with baseline, current value, change and rule; for the
+    terminal, so each line is ``terminal_text``."""
     if result.status == "error" or result.message:
-        return f"gpuprof: {result.message}"
-    broken = broken_verdicts(v.to_json() for v in result.verdicts)
-    lines = [f"gpuprof: {broken_header(len(broken), result.gpu, f'baseline file {result.baseline_file}')}:"]
-    lines += [f"  {verdict_line(v)}" for v in broken]
-    lines += [f"  ({line})" for line in health_lines(result.to_json())]
-    lines.append(UPDATE_HINT)
-    return "\n".join(lines)
+        lines = [f"gpuprof: {result.message}"]
+    else:
+        broken = broken_verdicts(v.to_json() for v in result.verdicts)
+        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, f'baseline file {result.baseline_file}')}:"]
+        lines += [f"  {verdict_line(v)}" for v in broken]
+        lines += [f"  ({line})" for line in health_lines(result.to_json())]
+        lines.append(UPDATE_HINT)
+    return "\n".join(terminal_text(line) for line in lines)
 
 
 def health_lines(test: Mapping[str, Any]) -> list[str]:

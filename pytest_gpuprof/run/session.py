@@ -37,7 +37,7 @@ from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
 from .confirm import CONFIRMING, apply, needs_confirmation, rerun
 
-BACKENDS = ("torch", "nsys")
+BACKENDS = baseline.BACKENDS  # the capture backends (a baseline entry names one)
 NO_GPU = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
 
 
@@ -137,7 +137,7 @@ class GpuprofSession:
             result = of_measurement(nodeid, m, s.backend, s.timeline_events)
             result.trace, result.machine = kept, self.machine
             result.baseline_file = baseline.baseline_file(s.baseline_dir, nodeid)
-            entry = baseline.lookup(baseline.read(result.baseline_file), nodeid, result.gpu)
+            entry = baseline.entry(result.baseline_file, nodeid, result.gpu)
             evaluate(result, m, entry, self.rules_for(nodeid, marker_kwargs), update=s.update_baseline,
                      strict=s.strict)
             if s.update_baseline:

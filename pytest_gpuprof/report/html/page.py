@@ -29,7 +29,8 @@ from ...files import write_atomic
 from ...metrics.measure import METRICS
 from ...numbers import format_number
 from ..words import change, health_lines, verdict_line
-from .svg import KIND_COLORS, bar, escape, kinds_css, timelines, unit_of, value_text
+from ..escaping import html_text
+from .svg import KIND_COLORS, bar, kinds_css, timelines, unit_of, value_text
 
 #: Colors of test statuses and verdicts (the failure color is the one tests look for).
 STATUS_COLORS = {
@@ -65,7 +66,7 @@ def render_html(doc: dict[str, Any]) -> str:
     parts = [_HEAD, _summary(doc, tests)]
     parts += [_test_section(i, t) for i, t in enumerate(tests)]
     if doc.get("skipped"):
-        rows = "".join(f"<tr><td><code>{escape(s['nodeid'])}</code></td><td>{escape(s['reason'])}</td></tr>"
+        rows = "".join(f"<tr><td><code>{html_text(s['nodeid'])}</code></td><td>{html_text(s['reason'])}</td></tr>"
                        for s in doc["skipped"])
         parts.append(f'<section class="skipped"><h2>Skipped profiled tests</h2>'
                      f'<table class="grid"><tr><th>test</th><th>reason</th></tr>{rows}</table></section>')
@@ -100,7 +101,7 @@ def _verdict_class(status: str | None) -> str:
 def _summary(doc: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     counts = doc.get("counts") or {}
     chips = "".join(
-        f'<span class="chip" style="background:{STATUS_COLORS.get(k, "#555")}">{escape(k)}: {n}</span>'
+        f'<span class="chip" style="background:{STATUS_COLORS.get(k, "#555")}">{html_text(k)}: {n}</span>'
         for k, n in counts.items() if n
     ) or '<span class="chip" style="background:#757575">no profiled tests</span>'
     gpus = sorted({t["gpu"] for t in tests if t.get("gpu")})
@@ -108,10 +109,10 @@ def _summary(doc: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     verdict = (f'<p class="verdict fail">{failing} test(s) failed the GPU performance gate</p>' if failing
                else '<p class="verdict fail">nothing was measured: no profiled test was judged</p>' if not tests
                else '<p class="verdict ok">no GPU performance regression</p>')
-    meta = (f'<dl class="meta"><dt>GPU</dt><dd>{escape(", ".join(gpus) or "n/a")}</dd>'
-            f'<dt>backend</dt><dd>{escape(doc.get("backend"))}</dd>'
-            f'<dt>baselines</dt><dd><code>{escape(doc.get("baseline_dir"))}</code></dd>'
-            f'<dt>gpuprof</dt><dd>{escape(doc.get("gpuprof_version"))} (results schema {escape(doc.get("schema_version"))})</dd>'
+    meta = (f'<dl class="meta"><dt>GPU</dt><dd>{html_text(", ".join(gpus) or "n/a")}</dd>'
+            f'<dt>backend</dt><dd>{html_text(doc.get("backend"))}</dd>'
+            f'<dt>baselines</dt><dd><code>{html_text(doc.get("baseline_dir"))}</code></dd>'
+            f'<dt>gpuprof</dt><dd>{html_text(doc.get("gpuprof_version"))} (results schema {html_text(doc.get("schema_version"))})</dd>'
             "</dl>")
     head = ("<tr><th>status</th><th>test</th><th>broke</th><th>kernels/step</th><th>kernel time/step</th>"
             "<th>gpu_utilization</th><th>syncs/step</th></tr>")
@@ -126,9 +127,9 @@ def _summary(doc: dict[str, Any], tests: list[dict[str, Any]]) -> str:
             for m in ("kernel_count", "kernel_time_us", "gpu_utilization", "sync_count")
         )
         rows.append(
-            f'<tr class="status-{escape(status.replace(" ", "-"))}" data-status="{escape(status)}">'
-            f'<td><span class="badge" style="background:{STATUS_COLORS.get(status, "#555")}">{escape(status)}</span></td>'
-            f'<td><a href="#{_anchor(i, t["nodeid"])}"><code>{escape(t["nodeid"])}</code></a></td>'
+            f'<tr class="status-{html_text(status.replace(" ", "-"))}" data-status="{html_text(status)}">'
+            f'<td><span class="badge" style="background:{STATUS_COLORS.get(status, "#555")}">{html_text(status)}</span></td>'
+            f'<td><a href="#{_anchor(i, t["nodeid"])}"><code>{html_text(t["nodeid"])}</code></a></td>'
             f'<td class="num">{broke if broke else ""}</td>{cells}</tr>'
         )
     table = (f'<table class="grid summary" id="summary">{head}{"".join(rows)}</table>' if rows else "")
@@ -142,9 +143,9 @@ def _summary_cell(metric: str, now: float | None, before: float | None) -> str:
     unit = "\u00a0us" if metric.endswith("_us") else ""
     text = f"{format_number(now)}{unit}"
     if before is None:
-        return escape(text)
+        return html_text(text)
     cls = "" if same(now, before) else ' class="delta"'
-    return f"{escape(text)} <span{cls}>({escape(change(metric, now, before))})</span>"
+    return f"{html_text(text)} <span{cls}>({html_text(change(metric, now, before))})</span>"
 
 
 # --- one test --------------------------------------------------------------------
@@ -153,22 +154,22 @@ def _test_section(i: int, t: dict[str, Any]) -> str:
     status = t.get("status", "")
     color = STATUS_COLORS.get(status, "#555")
     m = t.get("metrics") or {}
-    bits = [f"GPU {escape(t.get('gpu') or 'n/a')}", f"backend {escape(t.get('backend') or 'n/a')}"]
+    bits = [f"GPU {html_text(t.get('gpu') or 'n/a')}", f"backend {html_text(t.get('backend') or 'n/a')}"]
     if m.get("step_count") is not None:
         bits.append(f"{m['step_count']} measured step(s)")
     if t.get("baseline_metrics") and t["baseline_metrics"].get("step_count") is not None:
         bits.append(f"baseline: {t['baseline_metrics']['step_count']} step(s)")
     if t.get("baseline_file"):
-        bits.append(f"baseline file <code>{escape(t['baseline_file'])}</code>")
+        bits.append(f"baseline file <code>{html_text(t['baseline_file'])}</code>")
     if t.get("trace"):
-        bits.append(f"trace <code>{escape(t['trace'])}</code>")
-    out = [f'<section class="test status-{escape(status.replace(" ", "-"))}" id="{_anchor(i, t["nodeid"])}" '
-           f'data-status="{escape(status)}" style="border-left-color:{color}">',
-           f'<h2><span class="badge" style="background:{color}">{escape(status)}</span> <code>{escape(t["nodeid"])}</code></h2>',
+        bits.append(f"trace <code>{html_text(t['trace'])}</code>")
+    out = [f'<section class="test status-{html_text(status.replace(" ", "-"))}" id="{_anchor(i, t["nodeid"])}" '
+           f'data-status="{html_text(status)}" style="border-left-color:{color}">',
+           f'<h2><span class="badge" style="background:{color}">{html_text(status)}</span> <code>{html_text(t["nodeid"])}</code></h2>',
            f'<p class="sub">{" · ".join(bits)}</p>']
     if t.get("message"):
-        out.append(f'<pre class="message">{escape(t["message"])}</pre>')
-    out += [f'<p class="note">{escape(line)}</p>' for line in health_lines(t)]
+        out.append(f'<pre class="message">{html_text(t["message"])}</pre>')
+    out += [f'<p class="note">{html_text(line)}</p>' for line in health_lines(t)]
     out.append(_environment(t))
     out.append(_broke(t))
     if t.get("metrics") is not None:
@@ -183,10 +184,10 @@ def _environment(t: dict[str, Any]) -> str:
     env, old = t.get("environment") or {}, t.get("baseline_environment")
     notes = []
     if t.get("baseline_backend") and t.get("backend") and t["baseline_backend"] != t["backend"]:
-        notes.append(f"baseline recorded with the {escape(t['baseline_backend'])} backend: only counts and bytes "
+        notes.append(f"baseline recorded with the {html_text(t['baseline_backend'])} backend: only counts and bytes "
                      "are compared, and kernel names may be spelled differently")
     if old:
-        diff = [f"{escape(k)}: {escape(old.get(k, '-'))} → {escape(env.get(k, '-'))}"
+        diff = [f"{html_text(k)}: {html_text(old.get(k, '-'))} → {html_text(env.get(k, '-'))}"
                 for k in sorted(set(env) | set(old)) if env.get(k) != old.get(k)]
         if diff:
             notes.append("environment differs from the baseline's: " + "; ".join(diff))
@@ -206,14 +207,14 @@ def _broke(t: dict[str, Any]) -> str:
         if v["metric"].startswith("kernels["):
             kernels.setdefault(_kernel_of(v["metric"]), []).append(v)
         else:
-            scalar.append(f'<li class="{_verdict_class(s)}" title="{escape(verdict_line(v))}">{escape(verdict_line(v))}</li>')
+            scalar.append(f'<li class="{_verdict_class(s)}" title="{html_text(verdict_line(v))}">{html_text(verdict_line(v))}</li>')
     order = {r["name"]: i for i, r in enumerate(kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics")))}
     kernel_lines = []
     for name in sorted(kernels, key=lambda n: order.get(n, len(order))):
         for v in kernels[name]:
             what = _kernel_verdict_words(v)
-            kernel_lines.append(f'<li class="{_verdict_class(v["status"])}" title="{escape(verdict_line(v))}">'
-                                f'{escape(what)}: <code>{escape(name)}</code></li>')
+            kernel_lines.append(f'<li class="{_verdict_class(v["status"])}" title="{html_text(verdict_line(v))}">'
+                                f'{html_text(what)}: <code>{html_text(name)}</code></li>')
     lines = scalar + kernel_lines[:KERNEL_LINES]
     if len(kernel_lines) > KERNEL_LINES:
         lines.append(f'<li class="more">… and {len(kernel_lines) - KERNEL_LINES} more per-kernel verdict(s): '
@@ -228,7 +229,7 @@ def _broke(t: dict[str, Any]) -> str:
         title = "improved (refresh the baseline with --gpuprof-update-baseline)"
     else:
         title = "undecided: too few steps to tell a change from noise"
-    return f'<div class="broke"><h3>{escape(title)}</h3><ul>{"".join(lines)}</ul></div>'
+    return f'<div class="broke"><h3>{html_text(title)}</h3><ul>{"".join(lines)}</ul></div>'
 
 
 def _kernel_of(metric: str) -> str:
@@ -307,27 +308,27 @@ def _metric_table(t: dict[str, Any]) -> str:
             rules.append(f"threshold {th['rule']}: {state}")
             if state == "violated":
                 verdicts.append("threshold violated")
-        badges = "".join(f'<span class="vd v-{r["class"]}">{escape(word)}</span>'
+        badges = "".join(f'<span class="vd v-{r["class"]}">{html_text(word)}</span>'
                          for word in verdicts or ["ok" if r["thresholds"] else "reported only"])
         out.append(
-            f'<tr class="m-{r["class"]}" data-metric="{escape(r["metric"])}">'
-            f'<td class="mname"><code>{escape(r["metric"])}</code>'
-            f'{"".join(f"<div class=rule>{escape(x)}</div>" for x in rules)}</td><td class="barcol">{bar(r, VERDICT_COLORS[r["class"]])}</td>'
-            f'<td class="num">{escape(value_text(r["baseline"], unit))}{_pct(r["baseline"]) if ratio else ""}{r["iqr"][0]}</td>'
-            f'<td class="num">{escape(value_text(r["current"], unit))}{_pct(r["current"]) if ratio else ""}{r["iqr"][1]}</td>'
-            f'<td class="num">{escape(change)}</td>'
+            f'<tr class="m-{r["class"]}" data-metric="{html_text(r["metric"])}">'
+            f'<td class="mname"><code>{html_text(r["metric"])}</code>'
+            f'{"".join(f"<div class=rule>{html_text(x)}</div>" for x in rules)}</td><td class="barcol">{bar(r, VERDICT_COLORS[r["class"]])}</td>'
+            f'<td class="num">{html_text(value_text(r["baseline"], unit))}{_pct(r["baseline"]) if ratio else ""}{r["iqr"][0]}</td>'
+            f'<td class="num">{html_text(value_text(r["current"], unit))}{_pct(r["current"]) if ratio else ""}{r["iqr"][1]}</td>'
+            f'<td class="num">{html_text(change)}</td>'
             f'<td class="verdicts">{badges}</td></tr>'
         )
     out.append("</table></div>")
     if zero:
-        out.append(f'<p class="note">0 or n/a in both runs: {", ".join(f"<code>{escape(z)}</code>" for z in zero)}</p>')
+        out.append(f'<p class="note">0 or n/a in both runs: {", ".join(f"<code>{html_text(z)}</code>" for z in zero)}</p>')
     return "".join(out)
 
 
 def _iqr(distribution: dict[str, Any] | None, metric: str) -> str:
     """A time metric's interquartile range over the run's steps, shown under its value."""
     s = (distribution or {}).get(metric)
-    return f'<div class="iqr">IQR {escape(format_number(s["q1"]))}–{escape(format_number(s["q3"]))}</div>' if s else ""
+    return f'<div class="iqr">IQR {html_text(format_number(s["q1"]))}–{html_text(format_number(s["q3"]))}</div>' if s else ""
 
 
 def _change(r: dict[str, Any]) -> str:
@@ -363,12 +364,12 @@ def _kernel_diff(t: dict[str, Any]) -> str:
             if v and v["status"] != "ok":
                 label = f"time {v['status']}"
             tip = verdict_line(v) if v else "per-kernel time not compared"
-        return (f'<tr class="k-{cls}" data-kernel-status="{escape(r["status"])}">'
-                f'<td class="kname" title="{escape(r["name"])}"><code>{escape(r["name"])}</code></td>'
-                f'<td title="{escape(tip)}"><span class="vd v-{cls}">{escape(label)}</span></td>'
-                f'<td class="num">{escape(value_text(r["baseline_count"]))} → {escape(value_text(r["current_count"]))}</td>'
-                f'<td class="num">{escape(value_text(bt, "us"))} → {escape(value_text(ct, "us"))}</td>'
-                f'<td class="num">{escape(format_number(r["time_change_us"], signed=True))} us{escape(rel)}</td></tr>')
+        return (f'<tr class="k-{cls}" data-kernel-status="{html_text(r["status"])}">'
+                f'<td class="kname" title="{html_text(r["name"])}"><code>{html_text(r["name"])}</code></td>'
+                f'<td title="{html_text(tip)}"><span class="vd v-{cls}">{html_text(label)}</span></td>'
+                f'<td class="num">{html_text(value_text(r["baseline_count"]))} → {html_text(value_text(r["current_count"]))}</td>'
+                f'<td class="num">{html_text(value_text(bt, "us"))} → {html_text(value_text(ct, "us"))}</td>'
+                f'<td class="num">{html_text(format_number(r["time_change_us"], signed=True))} us{html_text(rel)}</td></tr>')
 
     shown, rest = rows[:max(KERNEL_ROWS, gated)], rows[max(KERNEL_ROWS, gated):]
     out = [f'<h3>Kernel diff ({gated} gated change(s) of {len(rows)} kernel name(s); '

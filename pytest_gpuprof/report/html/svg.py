@@ -1,21 +1,17 @@
 """The SVG drawings of the HTML report: the GPU timelines of one step and the metric bars.
 
 Pure functions of the results document's timeline samples and metric rows; every
-text from the document is escaped (``_e``)."""
+text from the document is escaped (``escaping.html_text``)."""
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any, Iterable
 
 from ...metrics import timeline as timeline_mod
 from ...metrics.measure import METRICS
 from ...numbers import format_number
-
-
-def escape(text: Any) -> str:
-    return html.escape("" if text is None else str(text), quote=True)
+from ..escaping import html_text
 
 
 def value_text(value: float | None, unit: str = "") -> str:
@@ -74,7 +70,7 @@ def timelines(t: dict[str, Any]) -> str:
         if sample is None:
             why = ("the baseline was recorded without a timeline sample (refresh it with --gpuprof-update-baseline)"
                    if label == "baseline" else "no timeline sample for this run")
-            body.append(f'<text x="4" y="{y + 14}" class="runhead">{label}: {escape(why)}</text>')
+            body.append(f'<text x="4" y="{y + 14}" class="runhead">{label}: {html_text(why)}</text>')
             y += _RUN_HEAD + 4
             continue
         evs = timeline_mod.events(sample)
@@ -82,7 +78,7 @@ def timelines(t: dict[str, Any]) -> str:
         head = (f"{label} run · step {sample['step']} (median GPU busy time) · span {duration(sample['span_ns'])} · "
                 f"{len(evs)} activities on {len(streams)} stream(s)"
                 + (" · truncated to the first events" if sample.get("truncated") else ""))
-        body.append(f'<text x="4" y="{y + 14}" class="runhead">{escape(head)}</text>')
+        body.append(f'<text x="4" y="{y + 14}" class="runhead">{html_text(head)}</text>')
         y += _RUN_HEAD
         top = y
         grid_top = y if grid_top is None else grid_top
@@ -95,32 +91,32 @@ def timelines(t: dict[str, Any]) -> str:
             busy = sum(e["dur_ns"] for e in mine)
             tip = f"stream {stream} ({label}): " + ", ".join(
                 f"{n} {KIND_LABELS.get(k, k)}" for k, n in sorted(per_kind.items())) + f"; busy {duration(busy)}"
-            body.append(f'<g class="lane"><title>{escape(tip)}</title>'
+            body.append(f'<g class="lane"><title>{html_text(tip)}</title>'
                         f'<rect x="{_TL_LABEL}" y="{ly}" width="{x(sample["span_ns"]) - _TL_LABEL:.2f}" '
                         f'height="{_LANE_H}" class="lanebg"/>'
-                        f'<text x="{_TL_LABEL - 6}" y="{ly + 12}" class="lanelabel">stream {stream}</text></g>')
+                        f'<text x="{_TL_LABEL - 6}" y="{ly + 12}" class="lanelabel">stream {html_text(stream)}</text></g>')
             for e in mine:
                 w = max(e["dur_ns"] / span * plot, 0.6)
                 flag = e["kind"] == "kernel" and e["name"] in marked
-                cls = f'ev k-{e["kind"]}' + (" marked" if flag else "")
+                cls = html_text(f'ev k-{e["kind"]}' + (" marked" if flag else ""))
                 what = KIND_LABELS.get(e["kind"], e["kind"])
                 extra = ("\nnew: absent from the baseline" if label == "current" else
                          "\nvanished: absent from the current run") if flag else ""
                 tip = (f"{e['name']}\n{what} · stream {stream}\nstart +{duration(e['start_ns'])} · "
                        f"duration {duration(e['dur_ns'])}{extra}")
                 body.append(f'<rect x="{x(e["start_ns"]):.2f}" y="{ly + 1}" width="{w:.2f}" '
-                            f'height="{_LANE_H - 2}" class="{cls}"><title>{escape(tip)}</title></rect>')
+                            f'height="{_LANE_H - 2}" class="{cls}"><title>{html_text(tip)}</title></rect>')
                 if flag:
                     body.append(f'<rect x="{x(e["start_ns"]):.2f}" y="{ly - 3.5}" width="{max(w, 1.5):.2f}" '
-                                f'height="3" class="mark"><title>{escape(tip)}</title></rect>')
+                                f'height="3" class="mark"><title>{html_text(tip)}</title></rect>')
         y = top + len(streams) * (_LANE_H + _LANE_GAP) + 6
     axis, y = _axis(span, x, y, grid_top or 0)
     legend = "".join(
-        f'<span class="key"><i style="background:{KIND_COLORS[k]}"></i>{escape(KIND_LABELS[k])}</span>'
+        f'<span class="key"><i style="background:{KIND_COLORS[k]}"></i>{html_text(KIND_LABELS[k])}</span>'
         for k in KIND_COLORS
     ) + '<span class="key"><i class="marked-key"></i>red tick above: kernel new in the current run / vanished from it</span>'
     svg = (f'<svg class="timeline" viewBox="0 0 {_TL_WIDTH} {y}" width="{_TL_WIDTH}" height="{y}" '
-           f'role="img" aria-label="GPU timeline of {escape(t["nodeid"])}">'
+           f'role="img" aria-label="GPU timeline of {html_text(t["nodeid"])}">'
            f'{"".join(body)}{axis}</svg>')
     return (f'<h3>GPU timeline of one measured step (baseline above current, same time scale)</h3>'
             f'<div class="tlwrap">{svg}</div><div class="legend">{legend}</div>')
@@ -170,16 +166,16 @@ def bar(r: dict[str, Any], color: str) -> str:
              f'<line x1="{pad}" y1="{height - 3}" x2="{width - pad}" y2="{height - 3}" class="track"/>']
     if c is not None:
         parts.append(f'<rect x="{pad}" y="6" width="{max(x(c) - pad, 0):.2f}" height="11" '
-                     f'fill="{color}" class="cur"><title>current: {escape(value_text(c, unit))}</title></rect>')
+                     f'fill="{color}" class="cur"><title>current: {html_text(value_text(c, unit))}</title></rect>')
     if b is not None:
         bx = x(b)
-        parts.append(f'<g class="base"><title>baseline: {escape(value_text(b, unit))}</title>'
+        parts.append(f'<g class="base"><title>baseline: {html_text(value_text(b, unit))}</title>'
                      f'<line x1="{bx:.2f}" y1="3" x2="{bx:.2f}" y2="{height - 1}"/>'
                      f'<path d="M{bx - 4:.2f} 0 L{bx + 4:.2f} 0 L{bx:.2f} 5 Z"/></g>')
     for th in r["thresholds"]:
         tx = x(th["value"])
         state = "violated" if th["status"] == "threshold" else "holds"
-        parts.append(f'<g class="thr"><title>threshold {escape(th["rule"])} ({state})</title>'
+        parts.append(f'<g class="thr"><title>threshold {html_text(th["rule"])} ({state})</title>'
                      f'<line x1="{tx:.2f}" y1="0" x2="{tx:.2f}" y2="{height}"/></g>')
     parts.append("</svg>")
     return "".join(parts)
