@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_gpuprof.compare.evaluate import is_timing
 from pytest_gpuprof.compare.machine import explains, machine_differences
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import judge
@@ -46,9 +47,6 @@ RESULTS = ROOT / "benchmarks/results"
 #: Archived results files of the smoke run: three runs of a series of each archive.
 SMOKE_RUNS = {"gate_aa_h200_2026-11-21.tgz": "aa/aa-{}.json",
               "gate_sweep_h200_2026-11-21.tgz": "sweep/slowdown0.10-{}.json"}
-TIME_KINDS = ("time_us", "window_us")
-#: Ratio metrics with a better direction: judged per step like times since issue 13.
-RATIOS = ("gpu_utilization", "overlap_efficiency", "sync_wait_fraction")
 
 
 def pytest(args: list[str], env: dict[str, str]) -> int:
@@ -84,13 +82,9 @@ def run_series(out: Path, label: str, runs: int, env: dict[str, str], deadline: 
         print(f"{label} run {i:2d}: exit {rc}; time regressions: {'; '.join(caught) or 'none'}", flush=True)
 
 
-def timing(metric: str) -> bool:
-    return metric.endswith(TIME_KINDS) or metric in RATIOS
-
-
 def time_regressions(test: dict) -> list[str]:
     """The metrics of a test's time and ratio verdicts that say regressed, as the run judged them."""
-    return [v["metric"] for v in test["verdicts"] if v["status"] == "regressed" and timing(v["metric"])]
+    return [v["metric"] for v in test["verdicts"] if v["status"] == "regressed" and is_timing(v["metric"])]
 
 
 #: The kernel GPUPROF_EXAMPLE_SLOWDOWN slows down in each workload (its activation).
@@ -131,7 +125,7 @@ def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[st
                      runs=[r["distribution"] for r in runs if r.get("distribution")])
     unhealthy = [r for r in test.get("unstable") or () if r.startswith(HEALTH_REASONS)]
     slower = machine_differences(test.get("machine"), [r.get("machine") for r in runs])
-    return [v.metric for v in verdicts if v.status == "regressed" and timing(v.metric) and not unhealthy
+    return [v.metric for v in verdicts if v.status == "regressed" and is_timing(v.metric) and not unhealthy
             and not any(explains(p, v.metric) for p in slower)]
 
 

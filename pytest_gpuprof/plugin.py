@@ -122,7 +122,8 @@ def _resolve_settings(config: pytest.Config):
         return None
     from .compare.rules import Rules, parse_threshold
     from .run.backends import inner_results_path
-    from .run.session import BACKENDS, Settings
+    from .compare.baseline import BACKENDS
+    from .run.session import Settings
 
     backend = "nsys" if opts["nsys"] else opts["backend"]
     try:

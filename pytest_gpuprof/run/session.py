@@ -37,7 +37,6 @@ from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
 from .confirm import CONFIRMING, apply, needs_confirmation, rerun
 
-BACKENDS = baseline.BACKENDS  # the capture backends (a baseline entry names one)
 NO_GPU = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
 
 
