@@ -101,3 +101,20 @@ class Naive:
             out[f"memcpy_{kind}_time_us"] = sum(e - s for _, s, e, _, _ in rows) / 1000
         return out
 
+
+    def step_slices(self):
+        """docs/metrics.md's slices: e_i the later of step i's CPU end and the end of its own
+        last kernel, copy or set, kept non-decreasing; slice i is [e_(i-1), e_i), e_(-1) = W0."""
+        out, previous = [], self.w[0]
+        for i, (_, cpu_end) in enumerate(self.steps):
+            own = [r[2] for r in self.kernels + self.copies + self.sets if r[4] == i]
+            end = max([cpu_end, previous] + own)
+            out.append((previous, end))
+            previous = end
+        return out
+
+    def per_step_gpu_utilization(self):
+        """Per slice: |union of all kernel intervals within it| / its length."""
+        kernels = [(s, e) for _, s, e, _, _ in self.all_kernels]
+        return [sum(e - s for s, e in self.union(kernels, lo, hi)) / (hi - lo) if hi > lo else 0.0
+                for lo, hi in self.step_slices()]

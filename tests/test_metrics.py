@@ -228,3 +228,13 @@ def test_only_the_flushing_threads_calls_are_left_out():
     m = measure(both)
     assert m.per_step["kernel_count"] == [1, 2, 1, 1] and "other_thread" in m.metrics["kernels"]
     assert not any("FillFunctor" in name for name in m.metrics["kernels"])
+
+
+@pytest.mark.parametrize("path", [DATA / "nested.pt.trace.json.gz", DATA / "overlap.pt.trace.json.gz",
+                                  *sorted(EXAMPLES.glob("*.json.gz"))],
+                         ids=lambda p: p.name.split(".")[0])
+def test_per_step_slices_and_gpu_utilization_match_the_naive_reading(path):
+    m, naive = measure(load_kineto(path)), Naive(path)
+    slices = naive.step_slices()
+    assert m.per_step["window_us"] == [round((hi - lo) / 1000, 3) for lo, hi in slices]
+    assert m.per_step["gpu_utilization"] == pytest.approx(naive.per_step_gpu_utilization(), abs=1e-6)
