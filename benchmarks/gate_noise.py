@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_gpuprof.capture.probes import PROBES
 from pytest_gpuprof.compare.evaluate import is_timing
 from pytest_gpuprof.compare.machine import explains, machine_differences
 from pytest_gpuprof.compare.rules import Rules
@@ -123,15 +124,21 @@ def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[st
                      samples=(test["per_step"], test["baseline_per_step"]),
                      distributions=(test["distribution"], test["baseline_distribution"]),
                      runs=[r["distribution"] for r in runs if r.get("distribution")])
-    unhealthy = [r for r in test.get("unstable") or () if r.startswith(HEALTH_REASONS)]
+    unhealthy = test["health"] if "health" in test else archived_health(test.get("unstable") or [])
     slower = machine_differences(test.get("machine"), [r.get("machine") for r in runs])
     return [v.metric for v in verdicts if v.status == "regressed" and is_timing(v.metric) and not unhealthy
             and not any(explains(p, v.metric) for p in slower)]
 
 
-#: How ``metrics.health.assess`` words the reasons that still make a run unstable today.
-HEALTH_REASONS = ("GPU slowed down", "other processes used the GPU", "first measured step took",
-                  "steps stalled on the host")
+#: How results written before ``health`` was a field of its own (the 2026-11-21 and
+#: 2026-11-23 archives) begin the ``unstable`` reasons that are not health reasons today:
+#: an SM clock drop with no slowdown reason (a note since), and the machine probes' sentences.
+NOT_HEALTH_IN_ARCHIVES = ("SM clock dropped", *(what for what, _, _ in PROBES.values()))
+
+
+def archived_health(unstable: list[str]) -> list[str]:
+    """The reasons of an archived result's ``unstable`` that still make a run unstable today."""
+    return [r for r in unstable if not r.startswith(NOT_HEALTH_IN_ARCHIVES)]
 
 
 def tally(tests: list[dict], regressions) -> str:

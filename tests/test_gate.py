@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuprof.capture.probes import best_readings
+from pytest_gpuprof.capture.profiler import StepPlan
+from pytest_gpuprof.compare import baseline as baseline_io
 from pytest_gpuprof.compare.evaluate import TestResult, evaluate, new_baseline_entry, of_measurement
 from pytest_gpuprof.compare.machine import explains, machine_differences
 from pytest_gpuprof.compare.rules import Rules
@@ -19,6 +22,7 @@ from pytest_gpuprof.compare.stats import t_quantile
 from pytest_gpuprof.compare.verdicts import Verdict, pooled_log_spread, run_spread
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.run import confirm
+from pytest_gpuprof.run.session import GpuprofSession, Settings
 from pytest_gpuprof.trace.kineto import load_kineto
 
 HOST = Path(__file__).parent / "data" / "host"
@@ -214,3 +218,59 @@ def test_counts_and_thresholds_are_never_sent_to_confirmation():
     assert [v.status for v in partly.verdicts] == ["unconfirmed", "unconfirmed"]  # every re-run must reproduce
     assert partly.status == "unconfirmed"
     assert partly.confirmation.endswith("the failures did not reproduce (the re-run wrote no results (exit 2))")
+
+
+def test_each_probe_keeps_its_best_reading():
+    slow = {**PROBES, "gemm_us": 233.0, "h2d_pinned_gbps": 41.0, "sm_clock_mhz": None}
+    later = {**PROBES, "gemm_us": 191.0, "launch_us": 9.0}
+    assert best_readings(slow, None, later) == {"h2d_pinned_gbps": 55.0, "h2d_pageable_gbps": 18.0,
+                                                "gemm_us": 191.0, "launch_us": 7.0, "sm_clock_mhz": 1980.0}
+    assert best_readings(None) is None
+
+
+class _Probed:
+    """A backend that measured on a GPU (not a replay)."""
+    name, runs_tests, needs_gpu = "torch", True, True
+
+
+def _session_judging(tmp_path, monkeypatch, readings):
+    """A session whose start read ``readings[0]`` and whose later readings are the rest,
+    judging launch_p2 with its kernels 20% slower against a baseline whose runs read PROBES."""
+    entry = baseline("launch_p0", "launch_p1", "launch_p2")
+    for run in entry["runs"]:
+        run["machine"] = PROBES
+    m = measured("launch_p2", kernel_scale=1.2)
+    settings = Settings(update_baseline=False, strict=False, baseline_dir=tmp_path, output_dir=tmp_path,
+                        keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules())
+    gpu = of_measurement(NODE, m, "torch").gpu
+    baseline_io.update(baseline_io.baseline_file(tmp_path, NODE), {NODE: {gpu: entry}})
+    session = GpuprofSession(settings, _Probed())
+    session.machine = readings[0]
+    later = iter(readings[1:])
+    monkeypatch.setattr("pytest_gpuprof.run.session.measure_machine", lambda device: next(later))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.current_device", lambda: 0)
+    trace = load_kineto(HOST / "launch_p2.pt.trace.json.gz")
+    k = trace.kernels
+    k["end"] = k["start"] + ((k["end"] - k["start"]) * 1.2).round().astype("int64")
+    return session, lambda: session.judge(NODE, {}, lambda: (trace, None))
+
+
+def test_a_probe_slower_only_at_the_session_start_is_read_again_and_blames_nothing(tmp_path, monkeypatch):
+    session, judge = _session_judging(tmp_path, monkeypatch, [{**PROBES, "gemm_us": 233.0}, PROBES])
+    result = judge()
+    assert result.status == "failed" and "kernel_time_us" in regressed(result)
+    assert result.slower_machine == [] and result.machine == PROBES == session.machine
+
+
+def test_a_machine_slower_in_every_reading_makes_the_regression_unstable(tmp_path, monkeypatch):
+    slow = {**PROBES, "gemm_us": 300.0}
+    session, judge = _session_judging(tmp_path, monkeypatch, [slow, {**PROBES, "gemm_us": 290.0}, slow, PROBES])
+    first, second, third = judge(), judge(), judge()
+    for result in (first, second):
+        assert result.status == "unstable" and not regressed(result)
+        assert result.slower_machine == ["a 4096x4096x4096 bf16 GEMM's time is 53% above the baseline machine's "
+                                         "(290 us; baseline 190 us)"]
+        assert result.unstable == result.slower_machine and result.health == []
+    # three readings at most: the fourth (which would read PROBES) is never taken
+    assert third.status == "unstable" and session.machine["gemm_us"] == 290.0

@@ -1,4 +1,4 @@
-"""Machine probes: a few fixed micro-measurements taken once per session, before any test.
+"""Machine probes: a few fixed micro-measurements taken at the start of a session, before any test.
 
 They describe the machine rather than the code under test: a baseline keeps the
 probes of each run that recorded it, every result the probes of its session, and
@@ -8,6 +8,11 @@ verdicts are ``unstable`` rather than ``regressed``.  Each probe is the best of
 several repetitions timed with CUDA events (the launch probe with the host clock):
 what the machine can do, which a passing hiccup of one repetition does not move
 (medians of 7 moved a GEMM's time by up to 22% between processes of one H200).
+A session reads them again, up to ``READINGS`` times in all, when a reading slower than
+the baseline's would make a regression ``unstable``, and keeps each probe's best reading
+(``best_readings``): a slowdown of the whole machine persists, a passing one (a GEMM
+23% slower at one session's start, at full clock, on an H200) does not, and what
+happens during a test's own steps is its health's to say (``metrics.health``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,20 @@ PROBES: dict[str, tuple[str, str, str]] = {
 COPY_BYTES = 64 << 20
 REPEATS = 7
 WARMUP_S = 0.2
+READINGS = 3  # a session reads the probes at most this many times
+
+
+def best_readings(*readings: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Each probe's best value over several readings of one machine (None without any)."""
+    known = [r for r in readings if r]
+    if not known:
+        return None
+    best = {}
+    for name, (_, _, better) in PROBES.items():
+        values = [r[name] for r in known if r.get(name) is not None]
+        if values:
+            best[name] = (max if better == "higher" else min)(values)
+    return best
 
 
 def measure_machine(device: int = 0) -> dict[str, Any]:

@@ -42,7 +42,8 @@ class TestResult:
     environment: dict[str, Any] = field(default_factory=dict)
     timeline: dict[str, Any] | None = None  # timeline.sample of this run
     baseline_entry: dict[str, Any] | None = None  # the whole stored entry (backend, environment, timeline)
-    unstable: list[str] = field(default_factory=list)  # health.assess: why the times cannot be trusted
+    health: list[str] = field(default_factory=list)  # health.assess: why this measurement's times cannot be trusted
+    slower_machine: list[str] = field(default_factory=list)  # probes slower than the baseline's that explain a regression
     per_step: dict[str, Any] | None = None  # this run's per-step samples as stored (verdicts.stored_samples)
     distribution: dict[str, Any] | None = None  # summaries of this run's judged series over its usable steps
     step_source: str | None = None  # where the steps came from (Measurement.step_source)
@@ -53,6 +54,12 @@ class TestResult:
     @property
     def failed(self) -> bool:
         return self.status in ("failed", "error")
+
+    @property
+    def unstable(self) -> list[str]:
+        """Why this test's time and ratio regressions are ``unstable``, not failed: the
+        measurement's health, then the machine's differences that explain them."""
+        return self.health + self.slower_machine
 
     def to_json(self) -> dict[str, Any]:
         """This test in the results document (docs/results.md); with both runs' per-step
@@ -80,6 +87,8 @@ class TestResult:
                               for r in baseline_runs(entry)] or None,
             "verdicts": [v.to_json() for v in self.verdicts],
             "unstable": self.unstable,
+            "health": self.health,
+            "slower_machine": self.slower_machine,
             "notes": self.notes,
             "machine": self.machine,
             "confirmation": self.confirmation,
@@ -90,7 +99,8 @@ class TestResult:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any], backend: str | None = None) -> "TestResult":
         """A test of a results document read back; ``backend`` is the document's, for tests
-        that do not name their own."""
+        that do not name their own.  A document written before ``health`` and
+        ``slower_machine`` were told apart has only ``unstable``: it is read as health."""
         entry = {key: doc.get(f"baseline_{key}") for key in
                  ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs")}
         return cls(
@@ -102,7 +112,9 @@ class TestResult:
             message=doc.get("message") or "", backend=doc.get("backend") or backend,
             environment=doc.get("environment") or {}, timeline=doc.get("timeline"),
             baseline_entry=entry if any(v is not None for v in entry.values()) else None,
-            unstable=list(doc.get("unstable") or []), per_step=doc.get("per_step"),
+            health=list(doc.get("health") or [] if "health" in doc else doc.get("unstable") or []),
+            slower_machine=list(doc.get("slower_machine") or []),
+            per_step=doc.get("per_step"),
             distribution=doc.get("distribution"), notes=list(doc.get("notes") or []), machine=doc.get("machine"),
             confirmation=doc.get("confirmation") or "",
         )
@@ -168,8 +180,8 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
                             (result.distribution, stored.get("distribution")),
                             [r["distribution"] for r in runs if r.get("distribution")])
     result.status = test_status(result.verdicts, entry is not None)
-    result.unstable = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"),
-                                    m.per_step.get("stalled"))
+    result.health = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"),
+                                  m.per_step.get("stalled"))
     clock = health.clock_note(m.metadata.get("health"))
     result.notes += [clock] if clock else []
     differences = machine_differences(result.machine, [r.get("machine") for r in runs])
@@ -177,10 +189,10 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     for v in result.verdicts:
         if v.status == "regressed" and is_timing(v.metric):
             by = {p for p in differences if explains(p, v.metric)}
-            if result.unstable or by:
+            if result.health or by:
                 v.status = "unstable"
                 explaining |= by
-    result.unstable += [differences[p] for p in differences if p in explaining]
+    result.slower_machine = [differences[p] for p in differences if p in explaining]
     result.notes += [differences[p] for p in differences if p not in explaining]
     if result.unstable and result.status != "no baseline":
         result.status = test_status(result.verdicts, True)
