@@ -7,6 +7,7 @@ slow_host trace's 2 ms in every step.  The launch traces are one launch-bound de
 loop recorded in four processes (p0 to p3; p3's host ran about 55% slower all along)
 and once beside a process spinning on the same CPU core (busy)."""
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -213,11 +214,48 @@ def test_counts_and_thresholds_are_never_sent_to_confirmation():
     assert confirm.needs_confirmation(result(timing))
     assert not confirm.needs_confirmation(result(timing, Verdict("sync_count", "regressed", 0, 8, "rule")))
     assert not confirm.needs_confirmation(result(Verdict("kernels[k]", "new", None, 1, "rule")))
-    partly = result(timing, Verdict("kernel_time_us", "regressed", 1.0, 2.0, "rule"))
-    confirm.apply(partly, [result(Verdict("kernel_time_us", "regressed", 1.0, 2.1, "rule")), "the re-run wrote no results (exit 2)"])
-    assert [v.status for v in partly.verdicts] == ["unconfirmed", "unconfirmed"]  # every re-run must reproduce
-    assert partly.status == "unconfirmed"
-    assert partly.confirmation.endswith("the failures did not reproduce (the re-run wrote no results (exit 2))")
+    both = (timing, Verdict("kernel_time_us", "regressed", 1.0, 2.0, "rule"))
+    partly = result(*both)
+    confirm.apply(partly, [result(Verdict("kernel_time_us", "regressed", 1.0, 2.1, "rule")),
+                           result(Verdict("kernel_time_us", "regressed", 1.0, 2.2, "rule"))])
+    assert [v.status for v in partly.verdicts] == ["unconfirmed", "regressed"]  # every re-run must reproduce
+    assert partly.verdicts[1].evidence == "; confirmed in 2 fresh process(es): +110.0%, +120.0%"
+    assert partly.status == "failed"
+    assert partly.confirmation == "2 re-run(s) in fresh processes: 1 failure(s) reproduced in every one that measured the test"
+
+
+def test_a_rerun_that_measured_nothing_neither_confirms_nor_clears():
+    def result(*verdicts):
+        return TestResult(NODE, "failed", "NVIDIA H200", {}, verdicts=list(verdicts))
+    broken = "the re-run wrote no results (exit 4)"
+    timing = Verdict("window_us", "regressed", 1.0, 2.0, "rule")
+    alone = result(dataclasses.replace(timing))
+    confirm.apply(alone, [broken, broken])
+    assert alone.status == "failed" and alone.verdicts[0].status == "regressed"
+    assert alone.confirmation == ("2 re-run(s) in fresh processes: none measured the test: the failures stand, "
+                                  f"unconfirmed ({broken}; {broken})")
+    cleared = result(dataclasses.replace(timing))
+    confirm.apply(cleared, [result(), broken])  # the one that measured saw no regression
+    assert cleared.status == "unconfirmed" and cleared.verdicts[0].status == "unconfirmed"
+    assert cleared.verdicts[0].evidence == "; not reproduced in 1 of 1 fresh process(es)"
+    assert cleared.confirmation == f"2 re-run(s) in fresh processes: the failures did not reproduce ({broken})"
+
+
+def test_a_rerun_turns_gpuprof_on(pytester):
+    """The re-run's own command line must profile: on a machine without a GPU its results
+    document skips the test ("did not measure"); without --gpuprof it writes none."""
+    pytester.makepyfile(test_one="""
+        import pytest
+
+        @pytest.mark.gpuprof
+        def test_work():
+            pass
+    """)
+    session = GpuprofSession(Settings(update_baseline=False, strict=False, baseline_dir=pytester.path,
+                                      output_dir=pytester.path, keep_traces=False, replay_dir=None,
+                                      plan=StepPlan(), rules=Rules()))
+    assert confirm.rerun("test_one.py::test_work", session._confirm_args(), pytester.path) == \
+        "the re-run did not measure the test"
 
 
 def test_each_probe_keeps_its_best_reading():

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 from naive import Naive
 
-from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.run.backends import unique_trace_name
 from pytest_gpuprof.trace.kineto import load_kineto
 
 torch = pytest.importorskip("torch")
+
+TOKEN = "ghp_" + "k3Jq9ZxT0aVbR7mW2eLs5NcY8uHd4FgP1oIt"  # shaped like a GitHub token
 
 pytestmark = [
     pytest.mark.gpu,
@@ -27,6 +29,7 @@ import pytest
 import torch
 
 EXTRA = int(os.environ.get("EXTRA_ADDS", "0"))
+SIZE = int(os.environ.get("SIZE", "1024"))
 
 def work(a, b, host, dev):
     dev.copy_(host, non_blocking=True)   # 1 host-to-device copy of 1 MiB
@@ -37,7 +40,7 @@ def work(a, b, host, dev):
 
 @pytest.fixture
 def tensors():
-    a = torch.randn(1024, 1024, device="cuda")
+    a = torch.randn(SIZE, SIZE, device="cuda")
     host = torch.ones(256 * 1024).pin_memory()
     return a, torch.empty_like(a), host, torch.empty(256 * 1024, device="cuda")
 
@@ -77,7 +80,7 @@ def test_baseline_holds_what_the_kept_trace_says(suite):
     gpu = torch.cuda.get_device_name()
     for nodeid, steps in (("test_work.py::test_fixture_form", 5), ("test_work.py::test_marker_form", 3)):
         entry = doc["tests"][nodeid][gpu]
-        trace = suite.path / ".gpuprof" / "traces" / trace_name(nodeid)
+        trace = suite.path / ".gpuprof" / "traces" / unique_trace_name(nodeid)
         naive = Naive(trace)  # the kept trace read by the tests' own slow reader
         for name, value in naive.metrics().items():
             stored = entry["metrics"][name]
@@ -89,7 +92,7 @@ def test_baseline_holds_what_the_kept_trace_says(suite):
         assert entry["metrics"]["peak_memory_allocated_bytes"] > 0
         assert entry["environment"]["gpu"] == gpu and entry["environment"]["torch"] == torch.__version__
         assert len(naive.steps) == steps  # ProfilerStep#N ranges
-    fixture_trace = load_kineto(suite.path / ".gpuprof" / "traces" / trace_name("test_work.py::test_fixture_form"))
+    fixture_trace = load_kineto(suite.path / ".gpuprof" / "traces" / unique_trace_name("test_work.py::test_fixture_form"))
     ranges = fixture_trace.ranges["name"].astype(str).tolist()
     assert [f"step_{i}" for i in range(5)] == [r for r in ranges if r.startswith("step_")]
     assert ranges.count("work") == 5
@@ -108,6 +111,22 @@ def test_rerun_passes_and_an_extra_kernel_fails(suite):
     broken = run(suite, "--gpuprof", extra=1)
     broken.assert_outcomes(failed=2)
     broken.stdout.fnmatch_lines(["*kernel_count: baseline 2, current 3 (+50.0%) [[]changed; rule: must match exactly per step]*"])
+
+
+def test_slower_kernels_fail_once_a_fresh_process_confirms_them(suite):
+    run(suite, "--gpuprof-update-baseline").assert_outcomes(passed=2)
+    os.environ["SIZE"] = "4096"  # the same two kernels on 16 times the elements: only times change
+    try:
+        slow = run(suite, "--gpuprof", "--gpuprof-confirm=1", "-k", "fixture_form", "--gpuprof-json=slow.json")
+    finally:
+        del os.environ["SIZE"]
+    slow.assert_outcomes(failed=1, deselected=1)
+    (test,) = json.loads((suite.path / "slow.json").read_text())["tests"]
+    assert test["status"] == "failed", test["confirmation"]
+    assert test["confirmation"].startswith("1 re-run(s) in fresh processes: ")
+    assert "reproduced in every one that measured the test" in test["confirmation"]
+    kernel_time = next(v for v in test["verdicts"] if v["metric"] == "kernel_time_us")
+    assert kernel_time["status"] == "regressed" and "; confirmed in 1 fresh process(es): +" in kernel_time["evidence"]
 
 
 def test_without_gpuprof_nothing_is_profiled(suite):
@@ -132,11 +151,13 @@ def test_nsys_backend_reruns_the_session_and_agrees_with_torch(suite):
     nsys = nsys_or_skip()
     run(suite, "--gpuprof-update-baseline", "--gpuprof-baseline-dir=torch").assert_outcomes(passed=2)
     os.environ["EXTRA_ADDS"] = "0"
+    os.environ["MY_CI_TOKEN"] = TOKEN  # nsys records the environment: it must reach no kept file
     try:
         recorded = suite.runpytest_subprocess("--gpuprof-nsys", f"--gpuprof-nsys-path={nsys}",
-                                              "--gpuprof-update-baseline", "--gpuprof-baseline-dir=nsys")
+                                              "--gpuprof-update-baseline", "--gpuprof-baseline-dir=nsys",
+                                              "--gpuprof-keep-traces")
     finally:
-        del os.environ["EXTRA_ADDS"]
+        del os.environ["EXTRA_ADDS"], os.environ["MY_CI_TOKEN"]
     assert recorded.ret == 0, recorded.stdout.str()
     recorded.stdout.fnmatch_lines(["*re-running this session under Nsight Systems*", "*2 passed*",
                                    "*gpuprof (nsys backend)*", "*test_fixture_form*updated*"])
@@ -152,6 +173,8 @@ def test_nsys_backend_reruns_the_session_and_agrees_with_torch(suite):
         assert b["metrics"]["kernel_time_us"] == pytest.approx(a["metrics"]["kernel_time_us"], rel=0.05)
     reports = list((suite.path / ".gpuprof" / "nsys").glob("session-*.nsys-rep"))
     assert len(reports) == 1 and reports[0].stat().st_size < 50 * 2**20
+    for kept in (reports[0], reports[0].with_suffix(".sqlite")):
+        assert TOKEN.encode() not in kept.read_bytes(), kept
     # the nsys run judged against the torch baselines: counts only, and an extra kernel is caught
     os.environ["EXTRA_ADDS"] = "1"
     try:
@@ -160,6 +183,7 @@ def test_nsys_backend_reruns_the_session_and_agrees_with_torch(suite):
     finally:
         del os.environ["EXTRA_ADDS"]
     assert broken.ret == 1
+    assert sorted(p.suffix for p in (suite.path / ".gpuprof" / "nsys").iterdir()) == [".nsys-rep", ".sqlite"]
     broken.stdout.fnmatch_lines(["*FAILED test_work.py::test_fixture_form*",
                                  "*kernel_count: baseline 2, current 3 (+50.0%) [[]changed*"])
 
@@ -229,7 +253,7 @@ def test_flush_l2_makes_every_step_start_cold_and_is_not_measured(pytester):
     for entry in (warm, cold):  # one reduction (a 4-byte memset, a reduce kernel); the flush is not measured
         assert entry["per_step"]["kernel_count"] == [1] * 20 and entry["per_step"]["memset_count"] == [1] * 20
         assert len(entry["metrics"]["kernels"]) == 1
-    raw = load_kineto(pytester.path / ".gpuprof" / "traces" / trace_name("test_kernels.py::test_cold"))
+    raw = load_kineto(pytester.path / ".gpuprof" / "traces" / unique_trace_name("test_kernels.py::test_cold"))
     flushes = raw.ranges[raw.ranges["name"].astype(str) == "gpuprof_l2_flush"]
     fills = raw.kernels["name"].astype(str).str.contains("FillFunctor")
     assert len(flushes) == 20 and fills.sum() == 20  # the flushes (zero_ fills) are in the trace
@@ -282,7 +306,7 @@ def test_cuda_graph_kernels_are_counted_and_timed_with_torch_profiler(pytester):
                                         "--gpuprof-keep-traces", "--gpuprof-baseline-dir=torch")
     result.assert_outcomes(passed=1)
     gpu = torch.cuda.get_device_name()
-    raw = load_kineto(suite.path / ".gpuprof" / "traces" / trace_name(GRAPH_NODEID))
+    raw = load_kineto(suite.path / ".gpuprof" / "traces" / unique_trace_name(GRAPH_NODEID))
     launches = raw.runtime[raw.runtime["name"].astype(str).str.startswith("cudaGraphLaunch")]
     assert len(launches) == 2 * 5
     assert raw.kernels["correlation"].isin(launches["correlation"]).sum() == 3 * 2 * 5

@@ -1,6 +1,6 @@
 """Confirm before failing (``--gpuprof-confirm N``): a test whose only failures are times
 or ratios is measured again, N times, each in a fresh pytest process, and fails only if
-every re-run fails the same metrics.
+every re-run that measured it fails the same metrics.
 
 Where pinned memory lands, the clocks a process gets and its CPU placement are fixed
 for the life of a process: the steps of one run are not independent samples of the
@@ -47,23 +47,31 @@ def rerun(nodeid: str, args: list[str], rootdir: Path) -> TestResult | str:
 
 
 def apply(result: TestResult, reruns: list[TestResult | str]) -> None:
-    """Keep the failures every re-run reproduced; the others become ``unconfirmed``.  Each
-    verdict's evidence and the result's ``confirmation`` say what the re-runs showed."""
-    failed_again = [{v.metric: v for v in r.verdicts if v.status == "regressed"} if isinstance(r, TestResult)
-                    else None for r in reruns]
+    """Keep the failures every re-run that measured the test reproduced; the others become
+    ``unconfirmed``.  A re-run that measured nothing (its reason is a string) neither
+    confirms nor clears: when none measured, the failures stand, since a broken re-run is
+    no evidence of noise.  Each verdict's evidence and the result's ``confirmation`` say
+    what the re-runs showed."""
+    measured = [{v.metric: v for v in r.verdicts if v.status == "regressed"} for r in reruns
+                if isinstance(r, TestResult)]
+    reasons = [r for r in reruns if isinstance(r, str)]
     for v in result.verdicts:
-        if v.status != "regressed":
+        if v.status != "regressed" or not measured:
             continue
-        seen = [again.get(v.metric) if again is not None else None for again in failed_again]
-        changes = ", ".join(f"{again.change() or format_number(again.current)}" for again in seen if again)
+        seen = [again.get(v.metric) for again in measured]
         if all(seen):
-            v.evidence += f"; confirmed in {len(seen)} fresh process(es): {changes}"
+            v.evidence += f"; confirmed in {len(seen)} fresh process(es): " + ", ".join(
+                again.change() or format_number(again.current) for again in seen)
         else:
             v.status = "unconfirmed"
             v.evidence += f"; not reproduced in {sum(1 for s in seen if not s)} of {len(seen)} fresh process(es)"
-    reasons = [r for r in reruns if isinstance(r, str)]
     kept = sum(1 for v in result.verdicts if v.status == "regressed")
-    result.confirmation = (f"{len(reruns)} re-run(s) in fresh processes: "
-                           + (f"{kept} failure(s) reproduced in every one" if kept else "the failures did not reproduce")
+    if not measured:
+        outcome = "none measured the test: the failures stand, unconfirmed"
+    elif kept:
+        outcome = f"{kept} failure(s) reproduced in every one that measured the test"
+    else:
+        outcome = "the failures did not reproduce"
+    result.confirmation = (f"{len(reruns)} re-run(s) in fresh processes: {outcome}"
                            + (f" ({'; '.join(reasons)})" if reasons else ""))
     result.status = test_status(result.verdicts, True)

@@ -101,6 +101,7 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
         if not results.is_file():
             raise GpuprofError(f"the session under nsys ended (exit {status}) before writing {results}:\n{tail}")
         inner = json.loads(results.read_text())
+        results.unlink()  # read once: the outer session judges from it, nothing else needs it
         passed = [t for t in inner["tests"] if t["passed"]]
         trace = None
         if passed:

@@ -347,7 +347,7 @@ class GpuprofSession:
     def _confirm_args(self) -> list[str]:
         """This run's judging options, for a re-run in a fresh process (``confirm``)."""
         s, r = self.settings, self.settings.rules
-        args = [f"--gpuprof-baseline-dir={s.baseline_dir}", f"--gpuprof-kernel-time-tolerance={r.kernel_time_tolerance}",
+        args = ["--gpuprof", f"--gpuprof-baseline-dir={s.baseline_dir}", f"--gpuprof-kernel-time-tolerance={r.kernel_time_tolerance}",
                 f"--gpuprof-time-tolerance={r.time_tolerance}", f"--gpuprof-time-floor-us={r.time_floor_us}",
                 f"--gpuprof-ratio-tolerance={r.ratio_tolerance}", f"--gpuprof-wait={s.plan.wait}",
                 f"--gpuprof-warmup={s.plan.warmup}", f"--gpuprof-active={s.plan.active}"]
