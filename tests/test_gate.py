@@ -221,7 +221,7 @@ def test_counts_and_thresholds_are_never_sent_to_confirmation():
     assert [v.status for v in partly.verdicts] == ["unconfirmed", "regressed"]  # every re-run must reproduce
     assert partly.verdicts[1].evidence == "; confirmed in 2 fresh process(es): +110.0%, +120.0%"
     assert partly.status == "failed"
-    assert partly.confirmation == "2 re-run(s) in fresh processes: 1 failure(s) reproduced in every one that measured the test"
+    assert partly.confirmation == "2 re-run(s) in fresh processes: 1 failure(s) reproduced in every re-run that decided"
 
 
 def test_a_rerun_that_measured_nothing_neither_confirms_nor_clears():
@@ -232,13 +232,22 @@ def test_a_rerun_that_measured_nothing_neither_confirms_nor_clears():
     alone = result(dataclasses.replace(timing))
     confirm.apply(alone, [broken, broken])
     assert alone.status == "failed" and alone.verdicts[0].status == "regressed"
-    assert alone.confirmation == ("2 re-run(s) in fresh processes: none measured the test: the failures stand, "
-                                  f"unconfirmed ({broken}; {broken})")
+    assert alone.confirmation == ("2 re-run(s) in fresh processes: 1 failure(s) that no re-run could decide stand "
+                                  f"({broken}; {broken})")
     cleared = result(dataclasses.replace(timing))
     confirm.apply(cleared, [result(), broken])  # the one that measured saw no regression
     assert cleared.status == "unconfirmed" and cleared.verdicts[0].status == "unconfirmed"
     assert cleared.verdicts[0].evidence == "; not reproduced in 1 of 1 fresh process(es)"
     assert cleared.confirmation == f"2 re-run(s) in fresh processes: the failures did not reproduce ({broken})"
+    # a re-run that saw the change but judged it unstable (a slower machine, a clock drop) decides nothing
+    unsteady = result(dataclasses.replace(timing), dataclasses.replace(timing, metric="kernel_time_us"))
+    confirm.apply(unsteady, [result(dataclasses.replace(timing, status="unstable"),
+                                    dataclasses.replace(timing, metric="kernel_time_us")), broken])
+    assert [v.status for v in unsteady.verdicts] == ["regressed", "regressed"] and unsteady.status == "failed"
+    assert unsteady.verdicts[0].evidence == "; no fresh process decided (1 saw it unstable)"
+    assert unsteady.verdicts[1].evidence == "; confirmed in 1 fresh process(es): +100.0%"
+    assert unsteady.confirmation == ("2 re-run(s) in fresh processes: 1 failure(s) reproduced in every re-run that "
+                                     f"decided, 1 failure(s) that no re-run could decide stand ({broken})")
 
 
 def test_a_rerun_turns_gpuprof_on(pytester):

@@ -113,18 +113,34 @@ def test_rerun_passes_and_an_extra_kernel_fails(suite):
     broken.stdout.fnmatch_lines(["*kernel_count: baseline 2, current 3 (+50.0%) [[]changed; rule: must match exactly per step]*"])
 
 
-def test_slower_kernels_fail_once_a_fresh_process_confirms_them(suite):
-    run(suite, "--gpuprof-update-baseline").assert_outcomes(passed=2)
+CONFIRMED = """
+import os
+import torch
+
+SIZE = int(os.environ.get("SIZE", "1024"))
+
+def test_scaled(gpuprof):
+    a = torch.randn(SIZE, SIZE, device="cuda")
+    b = torch.empty_like(a)
+    for _ in gpuprof.steps(warmup=3, active=30):
+        torch.mul(a, 2.0, out=b)
+        b.add_(1)
+"""
+
+
+def test_slower_kernels_fail_once_a_fresh_process_confirms_them(pytester):
+    pytester.makepyfile(test_scaled=CONFIRMED)
+    run(pytester, "--gpuprof-update-baseline").assert_outcomes(passed=1)
     os.environ["SIZE"] = "4096"  # the same two kernels on 16 times the elements: only times change
     try:
-        slow = run(suite, "--gpuprof", "--gpuprof-confirm=1", "-k", "fixture_form", "--gpuprof-json=slow.json")
+        slow = run(pytester, "--gpuprof", "--gpuprof-confirm=1", "--gpuprof-json=slow.json")
     finally:
         del os.environ["SIZE"]
-    slow.assert_outcomes(failed=1, deselected=1)
-    (test,) = json.loads((suite.path / "slow.json").read_text())["tests"]
-    assert test["status"] == "failed", test["confirmation"]
+    (test,) = json.loads((pytester.path / "slow.json").read_text())["tests"]
+    assert slow.ret == 1, test["confirmation"]
+    slow.assert_outcomes(failed=1)
     assert test["confirmation"].startswith("1 re-run(s) in fresh processes: ")
-    assert "reproduced in every one that measured the test" in test["confirmation"]
+    assert "reproduced in every re-run that decided" in test["confirmation"]
     kernel_time = next(v for v in test["verdicts"] if v["metric"] == "kernel_time_us")
     assert kernel_time["status"] == "regressed" and "; confirmed in 1 fresh process(es): +" in kernel_time["evidence"]
 

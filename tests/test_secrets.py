@@ -117,14 +117,17 @@ def test_secret_looking_variables_are_held_back_from_nsys():
 
 
 # Stands in for `nsys profile ... -o REPORT COMMAND...`: like nsys, it records the environment
-# it was started with into the report, then runs COMMAND.
+# it was started with into the report, then runs COMMAND, which adds its own environment as
+# it is when the test runs (real nsys records it when CUDA starts in the process, after the
+# session under it got its held variables back: seen on an H200).
 RECORDING_NSYS = textwrap.dedent("""\
     #!{python}
     import json, os, subprocess, sys
     args = sys.argv[1:]
-    with open(args[args.index("-o") + 1] + ".nsys-rep", "w") as report:
-        json.dump(dict(os.environ), report)
-    sys.exit(subprocess.call(args[args.index("-o") + 2:]))
+    report = args[args.index("-o") + 1] + ".nsys-rep"
+    with open(report, "w") as fh:
+        json.dump(dict(os.environ), fh)
+    sys.exit(subprocess.call(args[args.index("-o") + 2:], env={{**os.environ, "FAKE_NSYS_REPORT": report}}))
 """)
 
 
@@ -135,6 +138,8 @@ def test_a_secret_reaches_the_tests_but_no_file_nsys_leaves(pytester, tmp_path, 
 
         def test_sees_the_token():
             assert os.environ["MY_CI_TOKEN"] == {TOKEN!r}
+            with open(os.environ["FAKE_NSYS_REPORT"], "a") as report:  # what CUDA's start would record
+                report.write(repr(dict(os.environ)))
     """)
     fake = executable(tmp_path / "bin" / "nsys", RECORDING_NSYS.format(python=sys.executable))
     private = tmp_path / "tmp"
@@ -148,6 +153,8 @@ def test_a_secret_reaches_the_tests_but_no_file_nsys_leaves(pytester, tmp_path, 
     reports = [p for p in left if p.suffix == ".nsys-rep"]
     assert len(reports) == int(keep)
     if keep:
-        assert "PATH" in reports[0].read_text()  # the stand-in did record its environment
-        assert f"gpuprof: kept {reports[0]}: nsys recorded in it the environment" in done.stdout
+        recorded = reports[0].read_text()
+        assert "PATH" in recorded and "MY_CI_TOKEN" in recorded  # the stand-in did record the environments
+        assert "*" * len(TOKEN) in recorded
+        assert f"gpuprof: kept {reports[0]}, this session's environment values overwritten in it" in done.stdout
     assert os.listdir(private) == []  # the held variables' file is gone

@@ -246,6 +246,22 @@ def scrub_sqlite(path: Path, environ: Iterable[str] = ()) -> Scrubbed:
     return done
 
 
+def scrub_report(path: Path, environ: Iterable[str]) -> int:
+    """Overwrite, in place, each value of ``environ`` (of MIN_SCRUBBED_LEN or more) found
+    in an ``.nsys-rep`` with as many ``*``: the variables the session got back inside nsys
+    (``hold``) are recorded there when CUDA starts.  Same-length bytes keep the file
+    readable by nsys; its format is undocumented, so the scrubbed SQLite export is what to
+    share.  Returns the occurrences replaced."""
+    data = path.read_bytes()
+    found = 0
+    for value in {v.encode() for v in environ if len(v) >= MIN_SCRUBBED_LEN}:
+        found += data.count(value)
+        data = data.replace(value, b"*" * len(value))
+    if found:
+        path.write_bytes(data)
+    return found
+
+
 def _drop_environment(con: sqlite3.Connection, tables: set[str], done: Scrubbed) -> set[bytes]:
     """Delete the environment rows and strings; returns the values they held."""
     values: set[bytes] = set()

@@ -103,7 +103,9 @@ def _launch_us(tiny, launches: int = 500) -> float:
 
 
 def _sm_clock(device: int, work) -> float | None:
-    """The SM clock NVML reads while the GPU works (nvidia-ml-py; None without it)."""
+    """The highest SM clock NVML reads while the GPU works, over ``REPEATS`` readings
+    (nvidia-ml-py; None without it): under a GEMM the power management moves a single
+    reading by 15% between processes of one H200."""
     try:
         import pynvml
 
@@ -111,13 +113,15 @@ def _sm_clock(device: int, work) -> float | None:
     except Exception:
         return None
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(device)
-        for _ in range(20):
-            work()
-        clock = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
         import torch
 
-        torch.cuda.synchronize()
-        return float(clock)
+        handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+        clocks = []
+        for _ in range(REPEATS):
+            for _ in range(20):
+                work()
+            clocks.append(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+            torch.cuda.synchronize()
+        return float(max(clocks))
     finally:
         pynvml.nvmlShutdown()

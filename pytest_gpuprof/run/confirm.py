@@ -48,30 +48,33 @@ def rerun(nodeid: str, args: list[str], rootdir: Path) -> TestResult | str:
 
 def apply(result: TestResult, reruns: list[TestResult | str]) -> None:
     """Keep the failures every re-run that measured the test reproduced; the others become
-    ``unconfirmed``.  A re-run that measured nothing (its reason is a string) neither
-    confirms nor clears: when none measured, the failures stand, since a broken re-run is
-    no evidence of noise.  Each verdict's evidence and the result's ``confirmation`` say
-    what the re-runs showed."""
-    measured = [{v.metric: v for v in r.verdicts if v.status == "regressed"} for r in reruns
-                if isinstance(r, TestResult)]
+    ``unconfirmed``.  A re-run that measured nothing (its reason is a string), or whose
+    verdict on a metric is ``unstable`` (it saw the change on an unhealthy or slower
+    machine), neither confirms nor clears that metric: when no re-run decides, the failure
+    stands, since a broken or unsteady re-run is no evidence of noise.  Each verdict's
+    evidence and the result's ``confirmation`` say what the re-runs showed."""
+    measured = [{v.metric: v for v in r.verdicts} for r in reruns if isinstance(r, TestResult)]
     reasons = [r for r in reruns if isinstance(r, str)]
+    confirmed = undecided = 0
     for v in result.verdicts:
-        if v.status != "regressed" or not measured:
+        if v.status != "regressed":
             continue
         seen = [again.get(v.metric) for again in measured]
-        if all(seen):
-            v.evidence += f"; confirmed in {len(seen)} fresh process(es): " + ", ".join(
-                again.change() or format_number(again.current) for again in seen)
+        deciding = [again for again in seen if again is None or again.status != "unstable"]
+        if not deciding:
+            undecided += 1
+            v.evidence += f"; no fresh process decided ({len(measured)} saw it unstable)" if measured else ""
+        elif all(again is not None and again.status == "regressed" for again in deciding):
+            confirmed += 1
+            v.evidence += f"; confirmed in {len(deciding)} fresh process(es): " + ", ".join(
+                again.change() or format_number(again.current) for again in deciding)
         else:
             v.status = "unconfirmed"
-            v.evidence += f"; not reproduced in {sum(1 for s in seen if not s)} of {len(seen)} fresh process(es)"
-    kept = sum(1 for v in result.verdicts if v.status == "regressed")
-    if not measured:
-        outcome = "none measured the test: the failures stand, unconfirmed"
-    elif kept:
-        outcome = f"{kept} failure(s) reproduced in every one that measured the test"
-    else:
-        outcome = "the failures did not reproduce"
+            missed = sum(1 for again in deciding if again is None or again.status != "regressed")
+            v.evidence += f"; not reproduced in {missed} of {len(deciding)} fresh process(es)"
+    parts = [f"{confirmed} failure(s) reproduced in every re-run that decided"] if confirmed else []
+    parts += [f"{undecided} failure(s) that no re-run could decide stand"] if undecided else []
+    outcome = ", ".join(parts) or "the failures did not reproduce"
     result.confirmation = (f"{len(reruns)} re-run(s) in fresh processes: {outcome}"
                            + (f" ({'; '.join(reasons)})" if reasons else ""))
     result.status = test_status(result.verdicts, True)

@@ -33,6 +33,7 @@ from ..capture.nsys import (
     hold,
     profile_command,
     run_streamed,
+    scrub_report,
     scrub_sqlite,
     split_environment,
 )
@@ -128,8 +129,8 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
 
 
 def keep_or_delete(report: Path, keep: bool) -> Path | None:
-    """Keep the report and its scrubbed export when asked (saying what the report holds), or
-    delete every file nsys wrote; returns the kept export."""
+    """Keep the report, its environment values overwritten, and its scrubbed export when
+    asked, or delete every file nsys wrote; returns the kept export."""
     written = [report.with_suffix(suffix) for suffix in (".nsys-rep", ".qdstrm", ".sqlite")]
     if not keep:
         for path in written:
@@ -137,8 +138,10 @@ def keep_or_delete(report: Path, keep: bool) -> Path | None:
         return None
     export = report.with_suffix(".sqlite")
     if report.is_file():
-        print(f"gpuprof: kept {report}: nsys recorded in it the environment of every process the session "
-              "started, which cannot be scrubbed there" + (f"; share the scrubbed {export}" if export.is_file() else ""))
+        scrub_report(report, os.environ.values())
+        print(f"gpuprof: kept {report}, this session's environment values overwritten in it; nsys recorded "
+              "the environments of the processes the session started, which may hold others"
+              + (f": share the scrubbed {export}" if export.is_file() else ""))
     return export if export.is_file() else None
 
 
