@@ -188,7 +188,7 @@ def measure(trace: Trace) -> Measurement:
     metrics["window_us"] = _us(w_end - w_start)
     per_step["window_us"] = [_us(v) for v in slices]
     per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
-    per_step["stalled"] = stalled_steps(per_step)
+    per_step["stalled"] = stalled_steps(per_step, [name for name, spec in METRICS.items() if spec.kind == "count"])
     metrics["step_count"] = n
     metrics["step_gpu_time_us"] = _step_busy_us(own_work, n)
     peak = trace.metadata.get("peak_memory_allocated_bytes")
