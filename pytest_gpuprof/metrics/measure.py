@@ -19,7 +19,7 @@ import pandas as pd
 from ..capture.ranges import L2_FLUSH_RANGE, STEP_RANGE_PREFIX
 from ..trace.model import COPY_KINDS, Trace
 from .health import stalled_steps
-from .intervals import clip, covered_length, merge_intervals, union_length, union_length_per_group
+from .intervals import clip, covered_length, longest_gap, merge_intervals, union_length, union_length_per_group
 
 
 @dataclass(frozen=True)
@@ -340,15 +340,8 @@ def _host_gaps(trace: Trace, step_start: np.ndarray, step_end: np.ndarray, threa
     [previous step's CPU end, this step's CPU end] (a stall between two steps delays the
     second), counted from the first step's start for the first."""
     calls = trace.runtime[np.isin(trace.runtime["tid"].to_numpy(np.int64), threads)]
-    seg_s, seg_e = merge_intervals(*_bounds(calls))
     lo = np.concatenate(([step_start[0]], step_end[:-1]))
-    out = np.zeros(len(step_start), dtype=np.int64)
-    for i, (a, b) in enumerate(zip(lo.tolist(), step_end.tolist())):
-        inside = (seg_e > a) & (seg_s < b)
-        s, e = np.clip(seg_s[inside], a, b), np.clip(seg_e[inside], a, b)
-        edges = np.concatenate(([a], e)), np.concatenate((s, [b]))  # the gaps between the calls
-        out[i] = max(0, int((edges[1] - edges[0]).max()))
-    return out
+    return longest_gap(merge_intervals(*_bounds(calls)), lo, step_end)
 
 
 def _bincount(steps: np.ndarray, n: int, weights: np.ndarray | None = None) -> list[int]:
