@@ -15,6 +15,22 @@ def ns(value) -> int:
     return int(Decimal(str(value)) * 1000)
 
 
+def longest_pauses(calls, steps):
+    """docs/metrics.md's ``host_gap_us`` in ns, by a sweep: per step [start, end], the longest
+    time in [previous step's end (this step's start for the first), end] in which none of
+    ``calls`` ([start, end] pairs) ran; a call of no length ends a pause too."""
+    out = []
+    for i, (start, end) in enumerate(steps):
+        free_from = steps[i - 1][1] if i else start
+        longest = 0
+        for s, e in sorted(calls):
+            if s > free_from:
+                longest = max(longest, min(s, end) - free_from)
+            free_from = max(free_from, e)
+        out.append(max(longest, end - free_from))
+    return out
+
+
 class Naive:
     """An independent, slow reading of a Kineto trace that follows docs/metrics.md literally."""
 
@@ -34,6 +50,11 @@ class Naive:
             (e["name"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]))
             for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")
         ]
+        # the launching threads: those whose calls launched a kernel, memcpy or memset
+        launched = {e["args"]["correlation"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")}
+        calls = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+        threads = {e["tid"] for e in calls if e["args"]["correlation"] in launched}
+        self.launching_calls = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in calls if e["tid"] in threads]
 
         def gpu(cat):
             rows = []
@@ -112,6 +133,10 @@ class Naive:
             out.append((previous, end))
             previous = end
         return out
+
+    def host_gaps(self):
+        """Per step, the longest pause of the launching threads, in ns."""
+        return longest_pauses(self.launching_calls, self.steps)
 
     def per_step_gpu_utilization(self):
         """Per slice: |union of all kernel intervals within it| / its length."""

@@ -8,8 +8,10 @@ intervals; the explicit cases are the ones a wrong running maximum gets wrong.
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from naive import longest_pauses
 
 from pytest_gpuprof.metrics.intervals import (
     clip,
@@ -17,7 +19,9 @@ from pytest_gpuprof.metrics.intervals import (
     merge_intervals,
     union_length,
 )
-from pytest_gpuprof.metrics.measure import _step_busy_us, _step_of, _step_slices
+from pytest_gpuprof.metrics.measure import _host_gaps, _step_busy_us, _step_of, _step_slices
+from pytest_gpuprof.trace.model import (COPY_COLUMNS, KERNEL_COLUMNS, RANGE_COLUMNS, RUNTIME_COLUMNS, SET_COLUMNS,
+                                        Trace, make_table)
 
 POINT = st.integers(min_value=0, max_value=60)
 
@@ -167,6 +171,58 @@ def test_a_step_s_gpu_time_is_the_union_of_its_own_work(data):
 def test_a_step_s_gpu_time_counts_nested_work_once():
     work = pd.DataFrame({"start": [0, 1, 5, 100], "end": [10, 2, 8, 101]})
     assert _step_busy_us([(work, np.array([0, 0, 0, 1]))], 2) == [0.01, 0.001]
+
+
+# --- host gaps: the longest pause of the launching threads in each step ---------------
+
+def host_gaps(calls, steps) -> list[int]:
+    """``_host_gaps`` of steps [start, end] and calls (start, end, tid); thread 1 launches, 2 does not."""
+    runtime = make_table(RUNTIME_COLUMNS, {"start": [c[0] for c in calls], "end": [c[1] for c in calls],
+                                           "tid": [c[2] for c in calls], "name": ["cudaLaunchKernel"] * len(calls),
+                                           "correlation": list(range(1, len(calls) + 1))})
+    trace = Trace(*(make_table(c, {}) for c in (KERNEL_COLUMNS, COPY_COLUMNS, SET_COLUMNS)), runtime,
+                  make_table(RANGE_COLUMNS, {}), source="kineto")
+    starts, ends = (np.array([s[k] for s in steps], dtype=np.int64) for k in (0, 1))
+    return _host_gaps(trace, starts, ends, np.array([1])).tolist()
+
+
+@st.composite
+def steps_and_calls(draw):
+    """Steps sorted by start, of length 0 or more, that may overlap or nest (a step ending
+    before the previous one did); calls of length 0 or more on threads 1 and 2."""
+    starts = sorted(draw(st.lists(st.integers(0, 40), min_size=1, max_size=6)))
+    steps = [(s, s + draw(st.integers(0, 12))) for s in starts]
+    calls = draw(st.lists(st.tuples(st.integers(0, 55), st.integers(0, 6), st.sampled_from([1, 2])), max_size=14))
+    return [(s, s + length, tid) for s, length, tid in calls], steps
+
+
+@given(steps_and_calls())
+def test_host_gaps_match_a_sweep_over_the_launching_threads_calls(data):
+    calls, steps = data
+    assert host_gaps(calls, steps) == longest_pauses([(s, e) for s, e, tid in calls if tid == 1], steps)
+
+
+@pytest.mark.parametrize("calls, steps, expected", [
+    # no launches: each step's whole window, [0, 10] then [10, 30]
+    ([], [(0, 10), (20, 30)], [10, 20]),
+    # only the other thread's calls: the same
+    ([(2, 8, 2), (12, 28, 2)], [(0, 10), (20, 30)], [10, 20]),
+    # a single launch [4, 6]: 0..4 and 6..10 in step 0, nothing in [10, 30]
+    ([(4, 6, 1)], [(0, 10), (20, 30)], [4, 20]),
+    # a launch exactly on the boundary 10 (step 0's end): it cuts step 1's window [10, 30] to 12..30,
+    # not step 0's; one ending at 20 (step 1's start) splits [10, 30] into 10..20 and 20..30
+    ([(10, 12, 1)], [(0, 10), (20, 30)], [10, 18]),
+    ([(15, 20, 1)], [(0, 10), (20, 30)], [10, 10]),
+    # a launch of no length at 25 still ends the pause: 10..25 and 25..30
+    ([(25, 25, 1)], [(0, 10), (20, 30)], [10, 15]),
+    # empty steps: one of no length (5, 5) after [0, 5] has an empty window; one ending (at 7)
+    # before the previous one (at 9) too; a call covering a whole window leaves no pause
+    ([(1, 2, 1)], [(0, 5), (5, 5), (6, 9), (7, 7)], [3, 0, 4, 0]),
+    ([(0, 10, 1)], [(0, 10)], [0]),
+])
+def test_host_gaps_on_edge_cases(calls, steps, expected):
+    assert host_gaps(calls, steps) == expected
+    assert longest_pauses([(s, e) for s, e, tid in calls if tid == 1], steps) == expected
 
 
 @settings(max_examples=50)

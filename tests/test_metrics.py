@@ -238,3 +238,13 @@ def test_per_step_slices_and_gpu_utilization_match_the_naive_reading(path):
     slices = naive.step_slices()
     assert m.per_step["window_us"] == [round((hi - lo) / 1000, 3) for lo, hi in slices]
     assert m.per_step["gpu_utilization"] == pytest.approx(naive.per_step_gpu_utilization(), abs=1e-6)
+
+
+@pytest.mark.parametrize("path", [*sorted((DATA / "host").glob("*.json.gz")),
+                                  *sorted((DATA / "planted").rglob("*.json.gz"))],
+                         ids=lambda p: f"{p.parent.name}-{p.name.split('.')[0][-24:]}")
+def test_per_step_host_gaps_match_the_naive_reading(path):
+    """The host traces (planted stalls, slow hosts, launch-bound loops) and the planted
+    example traces (in three of them a thread that makes CUDA calls but launches nothing)."""
+    m, naive = measure(load_kineto(path)), Naive(path)
+    assert m.per_step["host_gap_us"] == [round(g / 1000, 3) for g in naive.host_gaps()]

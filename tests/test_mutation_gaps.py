@@ -85,7 +85,7 @@ def test_stalled_steps_each_condition_by_hand():
         "kernel_time_us": [100, 100, 100, 100, 100, 50, 100],
         "kernel_count": [2, 2, 2, 2, 2, 2, 3],
     }
-    assert health.stalled_steps(per_step) == [0, 0, 0, 0, 1, 0, 0]
+    assert health.stalled_steps(per_step, ["kernel_count"]) == [0, 0, 0, 0, 1, 0, 0]
 
 
 def test_too_few_steady_steps_means_more_than_half_stalled():

@@ -29,7 +29,7 @@ from ..errors import BaselineError
 from ..files import recover, write_all_atomic
 from ..metrics.measure import METRICS
 from ..metrics.timeline import KINDS, events
-from ..trace.model import COPY_KINDS
+from ..trace.model import COPY_KINDS, INT64_MAX
 from .verdicts import distribution, judged_series
 
 SCHEMA_VERSION = 1
@@ -179,7 +179,7 @@ def check_entry(entry: Any) -> None:
         for key in ("environment", "machine"):
             _need(isinstance(run.get(key, {}), dict), f"{where}.{key}", "an object", run.get(key))
         for probe, value in (run.get("machine") or {}).items():
-            _need(value is None or _number(value), f"{where}.machine.{probe}", "a finite number in [0, 2**63) or null", value)
+            _need(value is None or _number(value), f"{where}.machine.{probe}", f"{_NUMBER} or null", value)
     for key in ("environment", "timeline"):
         _need(isinstance(entry.get(key, {}), dict), key, "an object", entry.get(key))
     _need(isinstance(entry.get("step_source", ""), str), "step_source", "a string", entry.get("step_source"))
@@ -197,20 +197,20 @@ def _check_metrics(metrics: Any) -> None:
         if name == "step_count":
             _need(_integer(value) and value > 0, where, "a positive integer", value)
         elif name == "peak_memory_allocated_bytes":
-            _need(value is None or _integer(value), where, "an integer in [0, 2**63) or null", value)
+            _need(value is None or _integer(value), where, f"{_INTEGER} or null", value)
         elif spec.kind in ("count", "bytes"):
-            _need(_integer(value), where, "an integer in [0, 2**63)", value)
+            _need(_integer(value), where, _INTEGER, value)
         elif name == "overlap_efficiency" and no_copies:
-            _need(value is None or _number(value), where, "a finite number in [0, 2**63) or null", value)
+            _need(value is None or _number(value), where, f"{_NUMBER} or null", value)
         else:
-            _need(_number(value), where, "a finite number in [0, 2**63)", value)
+            _need(_number(value), where, _NUMBER, value)
     kernels = metrics.get("kernels")
     _need(isinstance(kernels, dict), "metrics.kernels", "an object of kernel names", kernels)
     for kernel, row in kernels.items():
         where = f"metrics.kernels[{kernel}]"
         _need(isinstance(row, dict), where, "an object", row)
-        _need(_integer(row.get("count")), f"{where}.count", "an integer in [0, 2**63)", row.get("count"))
-        _need(_number(row.get("time_us")), f"{where}.time_us", "a finite number in [0, 2**63)", row.get("time_us"))
+        _need(_integer(row.get("count")), f"{where}.count", _INTEGER, row.get("count"))
+        _need(_number(row.get("time_us")), f"{where}.time_us", _NUMBER, row.get("time_us"))
     _need(kernels or not metrics["kernel_count"], "metrics.kernels", "the counts of the kernels that ran", kernels)
 
 
@@ -230,7 +230,7 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
         where = f"{prefix}per_step.{name}"
         _need(isinstance(values, list), where, "a list of per-step values", values, missing=values is None)
         for i, value in enumerate(values):
-            _need(_number(value) or value is None and name in _NULL_WHEN, f"{where}[{i}]", "a finite number in [0, 2**63)", value)
+            _need(_number(value) or value is None and name in _NULL_WHEN, f"{where}[{i}]", _NUMBER, value)
         lengths.add(len(values))
     _need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
     for i, value in enumerate(per_step["stalled"]):
@@ -238,7 +238,7 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
     for name, (words, empty) in _NULL_WHEN.items():
         for i, value in enumerate(per_step[name] if name in series else ()):
             _need(value is not None or empty(per_step, i), f"{prefix}per_step.{name}[{i}]",
-                  f"a finite number in [0, 2**63) (null only in {words})", value)
+                  f"{_NUMBER} (null only in {words})", value)
     _check_summaries(summaries, f"{prefix}distribution")
     if complete:
         expected = distribution(per_step)
@@ -267,7 +267,7 @@ def _check_summary(summary: Any, where: str) -> None:
     _need(isinstance(summary, dict), where, "a summary object (n, min, q1, median, q3, max)", summary)
     _need(_integer(summary.get("n")) and summary["n"] > 0, f"{where}.n", "a positive integer", summary.get("n"))
     for key in ("min", "q1", "median", "q3", "max"):
-        _need(_number(summary.get(key)), f"{where}.{key}", "a finite number in [0, 2**63)", summary.get(key))
+        _need(_number(summary.get(key)), f"{where}.{key}", _NUMBER, summary.get(key))
     ordered = [summary[k] for k in ("min", "q1", "median", "q3", "max")]
     _need(ordered == sorted(ordered), where, "ordered min <= q1 <= median <= q3 <= max", ordered)
 
@@ -283,17 +283,19 @@ def _check_timeline(timeline: Mapping[str, Any]) -> None:
     _need(ok, "timeline", "a timeline sample (step, span_ns, streams, names, kinds, events)", timeline)
 
 
-#: The largest value an entry may hold: what the trace tables hold (int64 nanoseconds).
-_LIMIT = 2**63 - 1
+#: What ``_integer`` and ``_number`` accept, in the errors' words: no value past what the
+#: trace tables hold (``INT64_MAX``).
+_INTEGER = "an integer in [0, 2**63)"
+_NUMBER = "a finite number in [0, 2**63)"
 
 
 def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _LIMIT
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX
 
 
 def _number(value: Any) -> bool:
     return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and 0 <= value <= _LIMIT)
+            and 0 <= value <= INT64_MAX)
 
 
 def _need(ok: Any, where: str, what: str, got: Any, missing: bool = False) -> None:

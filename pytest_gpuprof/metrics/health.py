@@ -27,17 +27,15 @@ WARMUP_RATIO = 1.5  # first measured step this many times the median of the othe
 STALL_EXCESS = 0.25  # a stalled step's slice of the window exceeds the median slice by this fraction of it,
 STALL_GAP_SHARE = 0.5  # and a pause of the launching threads is at least this share of the excess,
 STALL_KERNEL_TIME = 0.10  # while its kernel time is within this fraction of the median step's
-#: Counts that must equal the median step's for a slow step to count as stalled (same GPU work).
-STALL_SAME_COUNTS = ("kernel_count", "memcpy_htod_count", "memcpy_dtoh_count", "memcpy_dtod_count",
-                     "memcpy_ptop_count", "memset_count", "sync_count")
 
 
-def stalled_steps(per_step: dict[str, Any]) -> list[int]:
+def stalled_steps(per_step: dict[str, Any], counts: list[str]) -> list[int]:
     """Per step, 1 when the host stalled it: its slice of the window (``window_us``) is
     over ``1 + STALL_EXCESS`` times the median step's, a pause of the launching threads
     (``host_gap_us``) makes up at least ``STALL_GAP_SHARE`` of the excess, and its GPU work
-    is the median step's (every count in ``STALL_SAME_COUNTS`` equal, kernel time within
-    ``STALL_KERNEL_TIME``).  A step slowed by more work, by a synchronization (time spent
+    is the median step's (every series in ``counts`` equal, kernel time within
+    ``STALL_KERNEL_TIME``).  ``measure`` passes its count metrics, so that a count added
+    there is judged here.  A step slowed by more work, by a synchronization (time spent
     inside a CUDA call is no pause) or in every step alike is not stalled."""
     window = np.asarray(per_step["window_us"], dtype=float)
     gaps = np.asarray(per_step["host_gap_us"], dtype=float)
@@ -45,9 +43,9 @@ def stalled_steps(per_step: dict[str, Any]) -> list[int]:
         return [0] * len(window)
     excess = window - np.median(window)
     stalled = (excess > STALL_EXCESS * np.median(window)) & (gaps >= STALL_GAP_SHARE * excess)
-    for name in STALL_SAME_COUNTS:
-        counts = np.asarray(per_step.get(name, [0] * len(window)))
-        stalled &= counts == np.median(counts)
+    for name in counts:
+        same = np.asarray(per_step[name])
+        stalled &= same == np.median(same)
     kernel = np.asarray(per_step["kernel_time_us"], dtype=float)
     stalled &= np.abs(kernel - np.median(kernel)) <= STALL_KERNEL_TIME * np.median(kernel)
     return [int(s) for s in stalled]

@@ -1,12 +1,14 @@
-"""Interval algebra on integer-nanosecond [start, end) arrays: unions, overlaps, clipping.
+"""Interval algebra on integer-nanosecond [start, end) arrays: unions, overlaps, gaps, clipping.
 
-Every utilization and overlap metric is built from these few vectorized functions
+Every utilization, overlap and host-gap metric is built from these few vectorized functions
 (tests/test_intervals.py checks each against a brute-force oracle)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+
+from ..trace.model import INT64_MAX, INT64_MIN
 
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -42,6 +44,24 @@ def covered_length(segments: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np
         return np.where(i >= 0, inside, 0)
 
     return covered_up_to(b) - covered_up_to(a)
+
+
+def longest_gap(segments: tuple[np.ndarray, np.ndarray], a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each query interval [a, b], the longest stretch of it that the merged segments
+    leave uncovered (0 for an empty query).  The gaps between the segments are sorted: a
+    query meets a run of them, of which only the first and the last can be cut short."""
+    seg_s, seg_e = segments
+    gap_s = np.concatenate(([INT64_MIN], seg_e))  # gap k is [seg_e[k-1], seg_s[k]), unbounded at both ends
+    gap_e = np.concatenate((seg_s, [INT64_MAX]))
+    first = np.searchsorted(seg_s, a, side="right")  # the gaps that meet [a, b]: first .. last
+    last = np.searchsorted(seg_e, b, side="left")
+    whole = np.zeros(len(gap_s) + 1, dtype=np.int64)  # each bounded gap's length; 0 for the others, and a pad
+    whole[1:-2] = seg_s[1:] - seg_e[:-1]
+    # reduceat over the pairs (first + 1, last): every other result is the longest gap between them
+    between = np.maximum.reduceat(whole, np.stack((first + 1, last), axis=1).ravel())[::2]
+    ends = np.maximum(np.minimum(gap_e[first], b) - np.maximum(gap_s[first], a),
+                      np.minimum(gap_e[last], b) - np.maximum(gap_s[last], a))
+    return np.maximum(ends, np.where(first + 1 < last, between, 0))
 
 
 def clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ import pandas as pd
 from ..capture.ranges import L2_FLUSH_RANGE, STEP_RANGE_PREFIX
 from ..trace.model import COPY_KINDS, Trace
 from .health import stalled_steps
-from .intervals import clip, covered_length, merge_intervals, union_length, union_length_per_group
+from .intervals import clip, covered_length, longest_gap, merge_intervals, union_length, union_length_per_group
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def measure(trace: Trace) -> Measurement:
     metrics["window_us"] = _us(w_end - w_start)
     per_step["window_us"] = [_us(v) for v in slices]
     per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
-    per_step["stalled"] = stalled_steps(per_step)
+    per_step["stalled"] = stalled_steps(per_step, [name for name, spec in METRICS.items() if spec.kind == "count"])
     metrics["step_count"] = n
     metrics["step_gpu_time_us"] = _step_busy_us(own_work, n)
     peak = trace.metadata.get("peak_memory_allocated_bytes")
@@ -340,15 +340,8 @@ def _host_gaps(trace: Trace, step_start: np.ndarray, step_end: np.ndarray, threa
     [previous step's CPU end, this step's CPU end] (a stall between two steps delays the
     second), counted from the first step's start for the first."""
     calls = trace.runtime[np.isin(trace.runtime["tid"].to_numpy(np.int64), threads)]
-    seg_s, seg_e = merge_intervals(*_bounds(calls))
     lo = np.concatenate(([step_start[0]], step_end[:-1]))
-    out = np.zeros(len(step_start), dtype=np.int64)
-    for i, (a, b) in enumerate(zip(lo.tolist(), step_end.tolist())):
-        inside = (seg_e > a) & (seg_s < b)
-        s, e = np.clip(seg_s[inside], a, b), np.clip(seg_e[inside], a, b)
-        edges = np.concatenate(([a], e)), np.concatenate((s, [b]))  # the gaps between the calls
-        out[i] = max(0, int((edges[1] - edges[0]).max()))
-    return out
+    return longest_gap(merge_intervals(*_bounds(calls)), lo, step_end)
 
 
 def _bincount(steps: np.ndarray, n: int, weights: np.ndarray | None = None) -> list[int]:

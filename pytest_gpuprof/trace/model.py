@@ -23,6 +23,8 @@ RANGE_COLUMNS = ("start", "end", "name", "tid")
 #: Copy directions the metrics report, in the order they are printed.
 COPY_KINDS = ("htod", "dtoh", "dtod", "ptop")
 
+#: What the int64 columns hold: the limits of every time, duration and byte count that a
+#: loader or a baseline accepts.
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 #: The longest span a trace may cover: 2^53 ns, 104 days.  Metrics add up the
 #: durations of up to millions of events in int64 and turn times into float
