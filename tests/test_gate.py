@@ -9,10 +9,14 @@ and once beside a process spinning on the same CPU core (busy)."""
 
 import dataclasses
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from pytest_gpuprof.capture.nvml import lineage
 from pytest_gpuprof.capture.probes import best_readings
 from pytest_gpuprof.capture.profiler import StepPlan
 from pytest_gpuprof.compare import baseline as baseline_io
@@ -241,10 +245,11 @@ def test_a_rerun_that_measured_nothing_neither_confirms_nor_clears():
     assert cleared.confirmation == f"2 re-run(s) in fresh processes: the failures did not reproduce ({broken})"
     # a re-run that saw the change but judged it unstable (a slower machine, a clock drop) decides nothing
     unsteady = result(dataclasses.replace(timing), dataclasses.replace(timing, metric="kernel_time_us"))
-    confirm.apply(unsteady, [result(dataclasses.replace(timing, status="unstable"),
-                                    dataclasses.replace(timing, metric="kernel_time_us")), broken])
+    rerun = result(dataclasses.replace(timing, status="unstable"), dataclasses.replace(timing, metric="kernel_time_us"))
+    rerun.health = ["first measured step took 2.0x the median of the others: still warming up (raise warmup)"]
+    confirm.apply(unsteady, [rerun, broken])
     assert [v.status for v in unsteady.verdicts] == ["regressed", "regressed"] and unsteady.status == "failed"
-    assert unsteady.verdicts[0].evidence == "; no fresh process decided (1 saw it unstable)"
+    assert unsteady.verdicts[0].evidence == f"; no fresh process decided (1 saw it unstable: {rerun.health[0]})"
     assert unsteady.verdicts[1].evidence == "; confirmed in 1 fresh process(es): +100.0%"
     assert unsteady.confirmation == ("2 re-run(s) in fresh processes: 1 failure(s) reproduced in every re-run that "
                                      f"decided, 1 failure(s) that no re-run could decide stand ({broken})")
@@ -321,3 +326,13 @@ def test_a_machine_slower_in_every_reading_makes_the_regression_unstable(tmp_pat
         assert result.unstable == result.slower_machine and result.health == []
     # three readings at most: the fourth (which would read PROBES) is never taken
     assert third.status == "unstable" and session.machine["gemm_us"] == 290.0
+
+
+def test_the_processes_that_started_this_one_are_not_other_workloads():
+    ours = lineage()
+    assert {os.getpid(), os.getppid()} <= ours and 1 not in ours
+    child = subprocess.run([sys.executable, "-c", "from pytest_gpuprof.capture.nvml import lineage; "
+                            "import os; print(os.getpid(), *sorted(lineage()))"],
+                           capture_output=True, text=True, check=True)
+    pid, *theirs = map(int, child.stdout.split())
+    assert set(theirs) == ours | {pid}  # the child's lineage is ours and itself

@@ -13,6 +13,22 @@ SLOWDOWNS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: 
              0x80: "hardware power brake"}
 
 
+def lineage() -> set[int]:
+    """This process and those that started it: a pytest that re-runs a test in a fresh
+    process to confirm it (or runs gpuprof's own tests) holds a CUDA context while it
+    waits, and NVML lists it; it is not another workload on the GPU."""
+    pids = {os.getpid()}
+    pid = os.getppid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+                pid = int(fh.read().rpartition(")")[2].split()[1])  # the field after the state
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
 class NvmlSampler:
     """Samples SM clock, slowdown reasons and other processes every ``period_s`` in a thread,
     from the first measured step until the GPU has finished the last one (``stop_when``)."""
@@ -29,6 +45,7 @@ class NvmlSampler:
         self._clocks: list[int] = []
         self._reasons = 0
         self._others: set[int] = set()
+        self._ours = lineage()
         self._readings: dict[str, Any] | None = None
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -58,7 +75,7 @@ class NvmlSampler:
                 self._clocks.append(int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)))
                 self._reasons |= int(reasons(h))
                 for proc in nvml.nvmlDeviceGetComputeRunningProcesses(h):
-                    if proc.pid != os.getpid():
+                    if proc.pid not in self._ours:
                         self._others.add(int(proc.pid))
             except nvml.NVMLError:
                 pass

@@ -53,7 +53,9 @@ def apply(result: TestResult, reruns: list[TestResult | str]) -> None:
     machine), neither confirms nor clears that metric: when no re-run decides, the failure
     stands, since a broken or unsteady re-run is no evidence of noise.  Each verdict's
     evidence and the result's ``confirmation`` say what the re-runs showed."""
-    measured = [{v.metric: v for v in r.verdicts} for r in reruns if isinstance(r, TestResult)]
+    results = [r for r in reruns if isinstance(r, TestResult)]
+    measured = [{v.metric: v for v in r.verdicts} for r in results]
+    unsteady = "; ".join(dict.fromkeys(why for r in results for why in r.unstable))
     reasons = [r for r in reruns if isinstance(r, str)]
     confirmed = undecided = 0
     for v in result.verdicts:
@@ -63,7 +65,7 @@ def apply(result: TestResult, reruns: list[TestResult | str]) -> None:
         deciding = [again for again in seen if again is None or again.status != "unstable"]
         if not deciding:
             undecided += 1
-            v.evidence += f"; no fresh process decided ({len(measured)} saw it unstable)" if measured else ""
+            v.evidence += f"; no fresh process decided ({len(measured)} saw it unstable: {unsteady})" if measured else ""
         elif all(again is not None and again.status == "regressed" for again in deciding):
             confirmed += 1
             v.evidence += f"; confirmed in {len(deciding)} fresh process(es): " + ", ".join(
