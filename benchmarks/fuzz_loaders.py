@@ -6,10 +6,12 @@ a Kineto trace also through the generic parser alone.  Each outcome is one of
 * clean error: a GpuprofError whose message names the file;
 * accepted: metrics that pass the checks below;
 * traceback: any other exception;
-* silently wrong: metrics where the input must be refused, a negative time, count or
-  size, a ratio outside [0, 1], metrics that differ from the unaltered trace's where the
-  alteration touched no event the metrics read, or the fast and generic Kineto parsers
-  disagreeing on a valid JSON document.
+* parsers disagree: a Kineto trace on which the fast path and the generic parser give
+  different metrics, different errors, or metrics and an error;
+* silently wrong: metrics where the input must be refused (a document that is not valid
+  JSON, a value a trace may not hold), a negative time, count or size, a ratio outside
+  [0, 1], or metrics that differ from the unaltered trace's where the alteration touched
+  no event the metrics read.
 
 What must be refused is worked out here, not by the loaders: the standard ``json``
 module says whether a document is valid JSON, and each alteration of a value says
@@ -47,7 +49,6 @@ DATA = ROOT / "tests" / "data"
 #: The small real traces (the 2 MB host traces would only slow the run down).
 KINETO_SOURCES = sorted(DATA.glob("*.pt.trace.json.gz")) + [DATA / "host" / "steady.pt.trace.json.gz"]
 NSYS_SOURCES = sorted((DATA / "nsys").glob("*.sqlite.gz"))
-NEEDED_CATEGORIES = set(kineto.CATEGORIES)
 #: Values an alteration writes, as JSON text.
 VALUES = ["null", '"12"', "-5", "-0.5", "true", "[]", "{}", "NaN", "1e5", str(1 << 63), "9223372036854775.808",
           "7", "0", "[" * 5000 + "]" * 5000]
@@ -60,7 +61,7 @@ NSYS_COLUMNS = {
 }
 SQL_VALUES = [None, "abc", 1.5, (1 << 63) - 1, -5, "swap"]
 RATIOS = ("gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_wait_fraction")
-OUTCOMES = ("clean error", "accepted", "traceback", "silently wrong")
+OUTCOMES = ("clean error", "accepted", "traceback", "silently wrong", "parsers disagree")
 
 
 @dataclass
@@ -83,9 +84,9 @@ def unzipped(path: Path) -> bytes:
     return gzip.decompress(path.read_bytes())
 
 
-def needed_spans(raw: bytes) -> tuple[list[tuple[int, int, dict]], int, int]:
-    """(start, end, event) of each event the metrics read, with the events array's bounds,
-    found by the standard JSON decoder (the sources are ASCII, so offsets are bytes)."""
+def event_spans(raw: bytes) -> tuple[list[tuple[int, int, dict]], int, int]:
+    """(start, end, event) of each event, with the events array's bounds, found by the
+    standard JSON decoder (the sources are ASCII, so offsets are bytes)."""
     text = raw.decode("ascii")
     at = text.index("[", text.index('"traceEvents"')) + 1
     decoder, spans = json.JSONDecoder(), []
@@ -94,8 +95,7 @@ def needed_spans(raw: bytes) -> tuple[list[tuple[int, int, dict]], int, int]:
         if text[at] == "]":
             return spans, text.index('"traceEvents"'), at
         event, end = decoder.raw_decode(text, at)
-        if event.get("ph") == "X" and event.get("cat") in NEEDED_CATEGORIES:
-            spans.append((at, end, event))
+        spans.append((at, end, event))
         at = end
 
 
@@ -136,14 +136,20 @@ def kineto_inputs(rng: random.Random, per_class: int) -> list[Altered]:
     return out
 
 
-KINETO_PROBES = ("truncate", "flip byte", "insert bytes", "set value", "drop key", "deviceProperties")
+KINETO_PROBES = ("truncate", "flip byte", "insert bytes", "set value", "drop key", "deviceProperties",
+                 "unread event", "trailing bytes")
+#: Bytes the insertions draw from.
+JUNK = b'{}[]",:\\-0123456789 e\x00\x1b\xff'
+#: What the "unread event" probe writes into one of the event's strings.
+STRING_BREAKS = [b'"', b"\\", b"\x01", b"\n", b"\xff", b"\\q", b"\\u12", b"\\u00e9"]
 NSYS_PROBES = ("drop column", "set value", "gpuprof mark", "lost string", "file bytes")
 
 
 def _kineto_input(rng: random.Random, probe: str) -> Altered:
     src = rng.choice(KINETO_SOURCES)
     raw = unzipped(src)
-    spans, first, last = needed_spans(raw)
+    events, first, last = event_spans(raw)
+    spans = [span for span in events if kineto._needed(span[2])]
     gz, probe_name = rng.random() < 0.5, "kineto " + probe
     if probe == "truncate":
         at = rng.randrange(len(raw))
@@ -153,9 +159,13 @@ def _kineto_input(rng: random.Random, probe: str) -> Altered:
         if probe == "flip byte":
             data, hi = raw[:at] + bytes([raw[at] ^ (1 << rng.randrange(8))]) + raw[at + 1:], at + 1
         else:
-            junk = bytes(rng.choice(b'{}[]",:\\-0123456789 e\x00\x1b\xff') for _ in range(rng.randint(1, 4)))
-            data, hi = raw[:at] + junk + raw[at:], at
+            data, hi = raw[:at] + _junk(rng) + raw[at:], at
         return Altered(probe_name, src, f"at {at}", data, gz, untouched=not touches(spans, at, hi, first, last))
+    if probe == "unread event":
+        return _unread_event(rng, src, raw, [span for span in events if not kineto._needed(span[2])], gz)
+    if probe == "trailing bytes":
+        junk = _junk(rng)
+        return Altered(probe_name, src, f"{junk!r} appended", raw.rstrip() + junk, gz, untouched=True)
     if probe == "deviceProperties":
         value = rng.choice(["5", '"x"', "[5]", '[{"id": "0", "name": "g"}]', '[{"id": 0, "name": 5}]', "{}",
                             "[" * 5000 + "]" * 5000])
@@ -174,6 +184,38 @@ def _kineto_input(rng: random.Random, probe: str) -> Altered:
     data = raw[:start] + new.encode() + raw[end:]
     return Altered(probe_name, src, f"{event['cat']} {key}: {new[:60]!r}", data, gz,
                    must_fail=expect is False, untouched=expect is True)
+
+
+def _junk(rng: random.Random) -> bytes:
+    return bytes(rng.choice(JUNK) for _ in range(rng.randint(1, 4)))
+
+
+def _unread_event(rng: random.Random, src: Path, raw: bytes, spans, gz: bool) -> Altered:
+    """One event the metrics do not read altered: a flipped bit, inserted bytes, a string
+    broken in its middle or a number given a leading zero.  Valid or not, the metrics
+    must be the unaltered trace's if the document is accepted."""
+    start, end, event = rng.choice(spans)
+    how = rng.choice(["flip", "insert", "string", "leading zero"])
+    if how == "flip":
+        at = rng.randrange(start, end)
+        new = bytes([raw[at] ^ (1 << rng.randrange(8))])
+        data = raw[:at] + new + raw[at + 1:]
+    elif how == "insert":
+        at, new = rng.randrange(start, end), _junk(rng)
+        data = raw[:at] + new + raw[at:]
+    else:
+        pattern = rb'"[^"]*"' if how == "string" else rb'(?<=": )-?(?=[0-9])'
+        found = list(re.finditer(pattern, raw[start:end]))
+        if not found:
+            return _unread_event(rng, src, raw, spans, gz)
+        match = rng.choice(found)
+        if how == "string":
+            at, new = start + rng.randint(match.start() + 1, match.end() - 1), rng.choice(STRING_BREAKS)
+        else:
+            at, new = start + match.end(), b"0"
+        data = raw[:at] + new + raw[at:]
+    return Altered("kineto unread event", src, f"{event.get('cat', event.get('ph'))} event, {how} {new!r} at {at}",
+                   data, gz, untouched=True)
 
 
 def _dropped_ok(cat: str, key: str) -> bool | None:
@@ -365,23 +407,14 @@ def judge(item: Altered, folder: Path) -> tuple[str, str]:
     kind, text = outcome(path)
     if kind == "traceback" or (generic and generic[0] == "traceback"):
         return "traceback", text if kind == "traceback" else generic[1]
+    if generic and generic != (kind, text):
+        return "parsers disagree", f"fast path {kind}, generic {generic[0]}: {text[:200]} | {generic[1][:200]}"
     if kind == "error":
         if str(path) not in text:
             return "silently wrong", f"the error does not name the file: {text}"
-    if item.data is not None:
-        try:
-            json.loads(item.data)
-            valid = True
-        except (ValueError, RecursionError):
-            valid = False
-        if valid and generic != (kind, text):
-            return "silently wrong", f"fast path {kind}, generic {generic[0]}: {text[:200]} | {generic[1][:200]}"
-        if not valid and generic[0] != "error":
-            return "silently wrong", "the generic parser accepted invalid JSON"
-        if not valid and kind == "ok" and text != reference(item.source):
-            return "silently wrong", "invalid JSON accepted with other metrics than the unaltered trace's"
-    if kind == "error":
         return "clean error", text
+    if item.data is not None and not valid_json(item.data):
+        return "silently wrong", "invalid JSON accepted"
     if item.must_fail:
         return "silently wrong", f"accepted: {item.describe}"
     bad = wrong_numbers(text)
@@ -392,13 +425,21 @@ def judge(item: Altered, folder: Path) -> tuple[str, str]:
     return "accepted", ""
 
 
+def valid_json(data: bytes) -> bool:
+    try:
+        json.loads(data)
+        return True
+    except (ValueError, RecursionError):
+        return False
+
+
 def run(inputs: list[Altered]) -> dict[str, Counter]:
     counts: dict[str, Counter] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for item in inputs:
             verdict, why = judge(item, Path(tmp))
             counts.setdefault(item.probe, Counter())[verdict] += 1
-            if verdict in ("traceback", "silently wrong"):
+            if verdict in ("traceback", "silently wrong", "parsers disagree"):
                 print(f"{verdict}: {item.probe} of {item.source.name} ({item.describe}): {why}", file=sys.stderr)
     return counts
 
@@ -419,9 +460,10 @@ def main() -> int:
         total += counts[probe]
         print(f"| {probe} | {sum(counts[probe].values())} | " + " | ".join(str(counts[probe][o]) for o in OUTCOMES) + " |")
     print(f"| all | {sum(total.values())} | " + " | ".join(str(total[o]) for o in OUTCOMES) + " |")
-    bad = total["traceback"] + total["silently wrong"]
+    bad = total["traceback"] + total["silently wrong"] + total["parsers disagree"]
     print(f"{'smoke ' if args.smoke else ''}fuzz {'passed' if not bad else 'FAILED'}: {sum(total.values())} inputs, "
-          f"{total['clean error']} clean errors, {total['traceback']} tracebacks, {total['silently wrong']} silently wrong")
+          f"{total['clean error']} clean errors, {total['traceback']} tracebacks, {total['silently wrong']} silently wrong, "
+          f"{total['parsers disagree']} parser disagreements")
     return 1 if bad else 0
 
 

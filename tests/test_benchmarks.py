@@ -215,8 +215,10 @@ def test_observer_effect_smoke_prints_cost_against_no_profiler():
 
 def test_fuzz_loaders_smoke_tries_every_probe_without_a_traceback_or_a_wrong_number():
     out = run_script("fuzz_loaders.py", "--smoke")
-    rows = re.findall(r"^\| (kineto|nsys) ([a-zA-Z ]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", out, re.M)
-    assert len(rows) == 11, out  # 6 Kineto probes, 5 nsys probes
-    for *_, tried, errors, accepted, tracebacks, wrong in rows:
-        assert int(tried) == 3 == int(errors) + int(accepted) and tracebacks == wrong == "0", out
-    assert re.search(r"smoke fuzz passed: 33 inputs, \d+ clean errors, 0 tracebacks, 0 silently wrong", out), out
+    rows = re.findall(r"^\| (kineto|nsys) ([a-zA-Z ]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$",
+                      out, re.M)
+    assert len(rows) == 13, out  # 8 Kineto probes, 5 nsys probes
+    for *_, tried, errors, accepted, tracebacks, wrong, disagree in rows:
+        assert int(tried) == 3 == int(errors) + int(accepted) and tracebacks == wrong == disagree == "0", out
+    assert re.search(r"smoke fuzz passed: 39 inputs, \d+ clean errors, 0 tracebacks, 0 silently wrong, "
+                     r"0 parser disagreements", out), out

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ from pytest_gpuprof.metrics import timeline
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.trace import kineto
 from pytest_gpuprof.trace.kineto import load_kineto
+from pytest_gpuprof.trace.model import Trace
 from pytest_gpuprof.trace.nsys_sqlite import load_nsys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -46,10 +48,11 @@ def judged(item: fuzz.Altered) -> tuple[str, str]:
 PROBES = [(p, fuzz._kineto_input) for p in fuzz.KINETO_PROBES] + [(p, fuzz._nsys_input) for p in fuzz.NSYS_PROBES]
 
 
-@settings(FUZZ, max_examples=220)
+@settings(FUZZ, max_examples=260)
 @given(probe=st.sampled_from(PROBES), rng=st.randoms(use_true_random=False))
 def test_altered_traces_give_a_clean_error_or_right_metrics(probe, rng):
-    """Kineto traces and nsys reports, each probe about 20 times (about 10 s)."""
+    """Kineto traces and nsys reports, each probe about 20 times (about 12 s); a Kineto
+    input is also read by the generic parser alone, which must give the same outcome."""
     name, build = probe
     item = build(rng, name)
     verdict, why = judged(item)
@@ -67,12 +70,23 @@ def test_the_judge_calls_a_negative_time_silently_wrong():
     assert fuzz.wrong_numbers(json.dumps(metrics)) == "overlap_efficiency = -0.0197"
 
 
-def test_the_judge_calls_an_accepted_truncation_silently_wrong(monkeypatch):
+def test_the_judge_calls_an_accepted_truncation_a_disagreement(monkeypatch):
     raw = gzip.decompress(SYNC.read_bytes())
     cut = raw.rindex(b'"traceName"')
     item = fuzz.Altered("kineto truncate", SYNC, "cut", raw[:cut], must_fail=True)
-    monkeypatch.setattr(kineto, "_trailer", lambda tail: {})  # the check this work added, undone
-    assert judged(item)[0] == "silently wrong"
+    # the check that the document closes, undone: the last event taken as it stands
+    monkeypatch.setattr(kineto, "_trailer", lambda tail: (tail[:tail.rindex(b"}")] + kineto._SEP, {}))
+    assert judged(item)[0] == "parsers disagree"
+
+
+def test_the_judge_calls_a_broken_unread_event_read_by_one_parser_a_disagreement(monkeypatch):
+    text = sync_text()
+    start, end = first_event(text, "cpu_op")
+    broken = text[:start] + text[start:end].replace('", "pid"', '" "pid"', 1) + text[end:]
+    item = fuzz.Altered("kineto unread event", SYNC, "a comma dropped", broken.encode(), untouched=True)
+    assert judged(item)[0] == "clean error"
+    monkeypatch.setattr(kineto, "_vouch", lambda *_: None)  # the fast path's check of every event, undone
+    assert judged(item)[0] == "parsers disagree"
 
 
 # ---- Kineto: each crash class of the issue --------------------------------------------
@@ -212,6 +226,102 @@ def test_a_broken_category_byte_does_not_hide_a_needed_event(tmp_path):
     refused(tmp_path, text, "not a Chrome-trace JSON file")
     text = sync_text().replace('"cat": "kernel"', '"cat" "kernel"', 1)
     refused(tmp_path, text, "not a Chrome-trace JSON file")
+
+
+def cpu_op_changed(old: str, new: str) -> str:
+    """The sync trace with OLD replaced by NEW in its first CPU op event, which no metric reads."""
+    text = sync_text()
+    start, end = first_event(text, "cpu_op")
+    assert old in text[start:end]
+    return text[:start] + text[start:end].replace(old, new, 1) + text[end:]
+
+
+@pytest.mark.parametrize("old, new", [
+    ('", "pid"', '" "pid"'),  # a comma dropped
+    ('"pid"', '"pid":'),  # a colon doubled
+    ('"name": "aten::', '"name": "aten::\x01'),  # a raw control character in a string
+    ('"name": "aten::', '"name": "ate"n::'),  # a quote in the middle of a string
+    ('"name": "aten::', '"name": "aten::\\q'),  # an escape JSON does not have
+    ('"dur": ', '"dur": 0'),  # a number with a leading zero
+    ('"dur": ', '"dur": +'),  # a plus sign
+    ('"args": {', '"args": {"x": tru, '),  # a misspelt literal
+    ('"args": {', '"args": {"x": [1, 2,], '),  # a trailing comma
+    ('"args": {', '"args": {"x": ' + "[" * 100000 + "]" * 100000 + ", "),  # nesting no parser follows
+], ids=["comma", "colon", "control", "quote", "escape", "leading zero", "plus", "literal", "trailing comma",
+        "deep nesting"])
+def test_invalid_json_in_an_event_no_metric_reads_is_refused_by_both_parsers(tmp_path, old, new):
+    """The fast path used to skip such an event unread and accept the file; the generic
+    parser refused it.  A file that is not valid JSON is now refused whichever path reads it."""
+    refused(tmp_path, cpu_op_changed(old, new), "is not a Chrome-trace JSON file")
+
+
+def test_bytes_that_are_not_utf8_in_an_unread_event_are_refused_by_both_parsers(tmp_path):
+    text = cpu_op_changed('"name": "aten::', '"name": "aten::\U0010ffff')  # a mark, then its bytes made 0xFF
+    refused(tmp_path, text.encode().replace("\U0010ffff".encode(), b"\xff"), "is not a Chrome-trace JSON file")
+
+
+@pytest.mark.parametrize("change", [
+    lambda t: t.rstrip() + "x",
+    lambda t: t.rstrip() + "}",
+    lambda t: t.rstrip() + ' {"traceEvents": []}',
+    lambda t: t.replace("\n  ]", "\x0b]", 1),  # not JSON whitespace
+    lambda t: t.replace("},\n  {", "},\n\x0c  {", 1),
+    lambda t: t.replace('"traceEvents": [', '"traceEvents": [ // events\n', 1),
+    lambda t: t.replace('"baseTimeNanoseconds": 1790857026000000000,', '"baseTimeNanoseconds": 1790857026000000000', 1),
+    lambda t: t.replace('"baseTimeNanoseconds": 1790857026000000000,', '"baseTimeNanoseconds": 1790857026000000000,,', 1),
+], ids=["garbage after the object", "brace after the object", "a second object", "vertical tab", "form feed",
+        "comment", "comma missing before traceEvents", "comma doubled before traceEvents"])
+def test_invalid_json_around_the_events_is_refused_by_both_parsers(tmp_path, change):
+    refused(tmp_path, change(sync_text()), "is not a Chrome-trace JSON file")
+
+
+def read_alike(tmp_path: Path, content: str) -> Trace:
+    """The trace both Kineto parsers read from CONTENT, which must be the same."""
+    path = tmp_path / "t.json"
+    path.write_text(content)
+    fast = load_kineto(path)
+    with fuzz.generic_only():
+        generic = load_kineto(path)
+    for table in ("kernels", "copies", "sets", "runtime", "ranges"):
+        pd.testing.assert_frame_equal(getattr(fast, table), getattr(generic, table), check_categorical=False)
+    return fast
+
+
+@pytest.mark.parametrize("cat, change, kernels", [
+    ("cpu_op", lambda e: {**e, "args": {"inner": {**json.loads(first_kernel()), "name": "nested"}}}, 4),
+    ("kernel", lambda e: {**e, "ts": e["ts"] + 1}, 4),  # written twice below: JSON keeps the last
+    ("kernel", lambda e: {**e, "ph": "i"}, 3),
+    ("kernel", lambda e: {**e, "cat": "cpu_op"}, 3),
+], ids=["an event nested in args", "ts given twice", "ph given twice", "cat given twice"])
+def test_valid_json_the_fast_path_used_to_misread_is_read_alike(tmp_path, cat, change, kernels):
+    """A kernel inside another event's args is no event; a key given again after args
+    overrides the first (the fast path used to read the first)."""
+    text = sync_text()
+    start, end = first_event(text, cat)
+    event = json.loads(text[start:end])
+    changed = json.dumps(change(event))
+    if cat == "kernel":  # the event as Kineto wrote it, then the changed key again
+        key = next(k for k in event if event[k] != change(event)[k])
+        changed = text[start:end - 1].rstrip() + f', "{key}": {json.dumps(change(event)[key])}}}'
+    trace = read_alike(tmp_path, text[:start] + changed + text[end:])
+    assert len(trace.kernels) == kernels and "nested" not in trace.kernels["name"].astype(str).tolist()
+
+
+def first_kernel() -> str:
+    text = sync_text()
+    start, end = first_event(text, "kernel")
+    return text[start:end]
+
+
+def test_a_key_ending_in_ph_is_not_ph(tmp_path):
+    r"""'"a\"ph": "X"' is the key 'a"ph', so the event has no ph and is no kernel."""
+    text = sync_text().replace('"ph": "X", "cat": "kernel"', '"a\\"ph": "X", "cat": "kernel"', 1)
+    assert len(read_alike(tmp_path, text).kernels) == 3
+
+
+def test_events_under_another_key_than_trace_events_are_refused_by_both_parsers(tmp_path):
+    refused(tmp_path, sync_text().replace('"traceEvents": [', '"traceEvents": 5, "other": [', 1),
+            "no traceEvents array")
 
 
 def test_a_kineto_trace_with_args_nulls_gives_no_negative_bytes(tmp_path):

@@ -65,9 +65,41 @@ def test_events_split_across_chunk_boundaries_are_read_whole(path, chunk, monkey
     assert_same(fast_only(path, monkeypatch, chunk), generic(path, monkeypatch))
 
 
+@pytest.mark.parametrize("into", [3, len('"traceEvents"'), len('"traceEvents": ')])
+def test_a_chunk_boundary_inside_the_events_key_is_read_across(tmp_path, monkeypatch, into):
+    """The first chunk ends INTO bytes past the start of '"traceEvents": [' (a header
+    member pads it there): the key is looked for again with the next chunk."""
+    text = gzip.decompress((DATA / "overlap.pt.trace.json.gz").read_bytes()).decode()
+    at = text.index('"traceEvents"')
+    path = tmp_path / "t.json"
+    path.write_text(text[:at] + '"pad": "' + "x" * (4096 - into - at - len('"pad": "",  ')) + '",  ' + text[at:])
+    assert path.read_bytes().index(b'"traceEvents"') == 4096 - into
+    assert_same(fast_only(path, monkeypatch, 4096), generic(path, monkeypatch))
+
+
+def test_event_texts_checked_are_forgotten_past_the_bound(monkeypatch):
+    """The fast path remembers the event texts it has checked, up to a bound that keeps the
+    memory of a trace of ever new texts in check; past it, it checks them again."""
+    path = DATA / "overlap.pt.trace.json.gz"
+    monkeypatch.setattr(kineto, "_VOUCHED", 2)
+    assert_same(fast_only(path, monkeypatch, 4096), generic(path, monkeypatch))
+
+
+def test_what_valid_json_allows_in_an_unread_event_keeps_the_fast_path(tmp_path, monkeypatch):
+    """Numbers that look odd but are JSON (-0, 0.5, 1e05, 1E+2, NaN for Python's json), escapes,
+    non-ASCII text, nested arrays and objects: the events no metric reads are checked, not
+    refused for what JSON allows."""
+    text = gzip.decompress((DATA / "sync.pt.trace.json.gz").read_bytes()).decode()
+    extra = ('"a": -0, "b": 0.5, "c": 1e05, "d": 1E+2, "e": NaN, "f": "\\u00e9\\n\\"01", "g": "é :01", '
+             '"h": [[0, [-0.0]], {"i": null, "j": true}], ')
+    path = tmp_path / "odd.json"
+    path.write_text(text.replace('"External id": 515,', '"External id": 515, ' + extra, 1))  # aten::full, a CPU op
+    assert_same(fast_only(path, monkeypatch), generic(path, monkeypatch))
+
+
 def test_an_event_in_another_layout_is_not_dropped(tmp_path, monkeypatch):
     """One kernel event with its keys in another order: the fast expression does not match
-    it, the per-category count says so, and the generic parser reads the file."""
+    it, the check of each event the metrics read says so, and the generic parser reads the file."""
     text = gzip.decompress((DATA / "overlap.pt.trace.json.gz").read_bytes()).decode()
     layout = '"ph": "X", "cat": "kernel", '
     assert text.count(layout) == 40

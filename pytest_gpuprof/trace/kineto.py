@@ -4,21 +4,26 @@ Kineto traces reach hundreds of megabytes, and a generic JSON parser turns
 each event into Python dicts (gigabytes for 1.5 million events).  The fast path
 reads the file in chunks and pulls only the fields the metrics need out of the
 events the metrics use, with regular expressions that follow Kineto's own
-writer (key order ``ph, cat, name, pid, tid, ts, dur, args``; any whitespace).
-Every chunk is checked: the number of events of each needed category must equal
-the number the fast path matched.  Past the regular expressions the work is on
-whole columns (numpy, pandas), not event by event, so a 400 MB trace of 1.5
-million events loads in seconds in a fraction of its size in memory
-(docs/benchmarks.md).  A file laid out any other way (re-saved by
-another tool, minified, reordered) fails the check and is read with the generic
-parser instead, so the result never depends on which path ran.  So does anything the
-fast path cannot vouch for (a value of another type, a number out of range, a name
-with a raw control character, a document that does not end with the events array and
-the top-level object closed, as a truncated file does not): the generic parser is
-the one judge of what is wrong with a file, so both paths give one result or one
-error.  The fast path does not check the JSON syntax of events the metrics do not
-read (a full parse costs 10 times the load): a broken byte there cannot change a
-number, and the generic parser refuses such a file.
+writer (key order ``ph, cat, name, pid, tid, ts, dur, args``; any whitespace, but a
+newline after the ``},`` that ends an event).
+Past the regular expressions the work is on whole columns (numpy, pandas), not
+event by event, so a 400 MB trace of 1.5 million events loads in seconds in a
+fraction of its size in memory (docs/benchmarks.md).
+
+A trace that is not valid JSON is refused whichever path reads it, so the fast path
+checks every event, read or not, without parsing 1.5 million of them: it splits the
+events where Kineto ends one (``},`` and a newline, which no JSON string holds), maps
+every digit to ``1`` so that events differing only in their numbers share one text, and
+has ``json`` read each distinct text once (a few hundred in a real trace).  The one
+rule of JSON that the mapping would hide, no leading zero, is checked first.  The same
+reading says which events the metrics use: each must be in the layout the expression
+reads, and no other may hold a match, so the expression yields exactly those events.
+A file laid out any other way (re-saved by another tool, minified, reordered) or
+holding what the fast path cannot vouch for (a value of another type, a number out
+of range, a document that does not end with the events array and the top-level
+object closed, as a truncated file does not) is read with the generic parser
+instead: it is the one judge of what is wrong with a file, so both paths give one
+result or one error.
 
 Timestamps are decimal microseconds with up to three fractional digits; they
 are converted exactly, from their text, to integer nanoseconds.
@@ -30,7 +35,6 @@ import gzip
 import json
 import re
 import zlib
-from collections import Counter
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Iterable
@@ -63,12 +67,17 @@ _EVENT = re.compile(
     rb'\s*"ts":\s*(-?\d+)(?:\.(\d+))?,\s*"dur":\s*(\d+)(?:\.(\d+))?\s*,'
     rb'\s*"args":\s*\{([^{}]*)\}'
 )
-#: Every event's category, needed or not, and the member's end.
-_CAT = re.compile(rb'"cat":\s*"([^"]*)"\s*[,}]')
-#: What a category looks like; any other (a broken byte, a quote moved) sends the file
-#: to the generic parser.
-_CLEAN_CAT = re.compile(rb'[A-Za-z0-9_]*')
-_QUOTED = {cat.encode(): b'"' + cat.encode() + b'"' for cat in CATEGORIES}
+#: A needed event that is nothing but what ``_EVENT`` reads: no key before, after or twice.
+_WHOLE = re.compile(rb"\s*\{\s*" + _EVENT.pattern + rb"\s*\}\s*")
+#: Where Kineto ends an event and the next begins; a JSON string holds no raw newline.
+_SEP = b"},\n"
+#: Every digit as 1: the events of a trace then come in a few hundred distinct texts.
+_DIGITS = bytes.maketrans(b"0123456789", b"1111111111")
+#: A zero that would start a number of more digits (``01``, ``-01``), which JSON does not
+#: have and the mapped digits no longer show: a number follows whitespace, ``:``, ``,`` or
+#: ``[`` (or the start of the scanned text).  Such a zero is written ``x``, which a string
+#: may hold (``"12:05"``) and a number may not.
+_LEADING_ZERO = re.compile(rb"0(?:(?<![^\s:,\[]0)|(?<=-0)(?<![^\s:,\[]-0))(?=[0-9])")
 #: One needed args key with an integer value; the tail runs on to the end of the
 #: event's args (they are scanned joined by NUL), so an event yields at most one hit.
 _ARG = {
@@ -76,7 +85,7 @@ _ARG = {
     for key in ("correlation", "device", "stream", "bytes")
 }
 #: The key as a quoted token: more of these than integer hits is a value of another
-#: type, a key given twice or a broken byte around it, for the generic parser to judge.
+#: type or a key given twice, for the generic parser to judge.
 _ARG_KEY = {key: b'"' + key.encode() + b'"' for key in _ARG}
 #: The args keys each category's table keeps; the others are not looked for.
 _CAT_ARGS = {
@@ -89,7 +98,9 @@ _CAT_ARGS = {
 #: against 64 MiB chunks they cut the read of a 400 MB trace by 30 to 40% and
 #: halve the peak memory.
 _CHUNK = 8 << 20
-_EVENTS_KEY = b'"traceEvents"'
+_EVENTS_START = re.compile(rb'"traceEvents"[ \t\n\r]*:[ \t\n\r]*\[')
+#: Distinct event texts remembered across chunks (a real trace has a few hundred).
+_VOUCHED = 1 << 16
 
 #: Kineto's memcpy event names start "Memcpy HtoD (...)"; the word after
 #: "Memcpy" is the direction.
@@ -196,6 +207,7 @@ def _read_fast(path: Path) -> tuple[dict, _Columns]:
 def _read_chunks(path: Path) -> tuple[dict, _Columns]:
     columns = _Columns()
     header: dict | None = None
+    vouched: set[bytes] = set()
     carry = b""
     with _open(path) as fh:
         while True:
@@ -204,53 +216,54 @@ def _read_chunks(path: Path) -> tuple[dict, _Columns]:
             data = carry + block
             del block  # the chunk lives on in data; holding both would double the peak
             if header is None:
-                at = data.find(_EVENTS_KEY)
-                if at < 0:
+                start = _EVENTS_START.search(data)
+                if not start:
                     if not last:
                         carry = data
                         continue
                     raise _Fallback
-                header = _parse_header(data[:at])
-                data = data[at:]
+                header = _parse_header(data[:start.start()])
+                data = data[start.end():]
+            # Scan up to the last event's end, in place: slicing would copy the chunk.
+            cut = data.rfind(_SEP)
+            if cut < 0 and not last:
+                if len(data) >= _CHUNK:  # no event ends within a whole chunk: not Kineto's layout
+                    raise _Fallback
+                carry = data
+                continue
+            end = cut + len(_SEP) if cut >= 0 else 0
+            _scan(data, end, columns, vouched)
             if last:
-                end, carry = len(data), b""
-            else:
-                # Scan up to the last event's start, in place: slicing would copy the chunk.
-                end = data.rfind(b'"ph"')
-                if end <= 0:
-                    carry = data
-                    continue
-                carry = data[end:]
-            _scan(data, end, columns)
-            if last:
-                header.update(_trailer(data))
+                event, members = _trailer(data[end:])
+                _scan(event, len(event), columns, vouched)
+                header.update(members)
                 break
+            carry = data[end:]
     return header, columns
 
 
 def _parse_header(text: bytes) -> dict:
-    """The top-level members written before ``traceEvents`` (device properties, metadata)."""
-    body = text.strip()
-    if not body.startswith(b"{"):
+    """The top-level members written before ``traceEvents`` (device properties, metadata).
+    With the key and a value appended they must make one whole object: then the key is a
+    member of the top-level object, not a part of a string or of a nested value."""
+    if text.endswith(b"\\"):  # the key's opening quote would be escaped
         raise _Fallback
-    body = body.rstrip().rstrip(b",")
     try:
-        return json.loads(body + b"}")
+        header = json.loads(text.decode() + '"traceEvents": 0}')
     except (ValueError, RecursionError):
         raise _Fallback from None
+    del header["traceEvents"]
+    return header
 
 
-def _trailer(tail: bytes) -> dict:
-    """The top-level members after ``traceEvents``, read from the last event on: that
-    event, the events array and the top-level object must all close, which a truncated
-    file's end does not."""
-    at = tail.rfind(b'"ph"')
-    if at < 0:
-        raise _Fallback
-    text = "{" + tail[at:].decode("utf-8")
+def _trailer(tail: bytes) -> tuple[bytes, dict]:
+    """The last event, ended by ``_SEP`` as the others are, and the top-level members after
+    the events array, from TAIL, the text after the last separator.  The event, the array
+    and the top-level object must all close, which a truncated file's end does not."""
+    text = tail.decode()
     try:
-        event, end = _DECODER.raw_decode(text)
-        rest = text[end:].lstrip()
+        event, end = _DECODER.raw_decode(text, len(text) - len(text.lstrip(_JSON_SPACE)))
+        rest = text[end:].lstrip(_JSON_SPACE)
         if not isinstance(event, dict) or not rest.startswith("]"):
             raise _Fallback
         members = json.loads('{"_": 0' + rest[1:])  # "}" or ", more members }"
@@ -259,39 +272,29 @@ def _trailer(tail: bytes) -> dict:
     del members["_"]
     if "traceEvents" in members:  # given twice: JSON keeps the last, the fast path read the first
         raise _Fallback
-    return members
+    return text[:end - 1].encode() + _SEP, members
 
 
 _DECODER = json.JSONDecoder()
+_JSON_SPACE = " \t\n\r"
 
 
-def _scan(data: bytes, end: int, columns: _Columns) -> None:
-    """Add the needed events of ``data[:end]`` to the columns, or give up on the fast path.
+def _scan(data: bytes, end: int, columns: _Columns, vouched: set[bytes]) -> None:
+    """Add the events of ``data[:end]``, each ended by ``_SEP``, that the metrics read to the
+    columns, or give up on the fast path.
 
     The regular expressions yield Python bytes per field; everything after them
     works on whole columns (numpy, pandas), never event by event.
     """
+    _vouch(data, end, vouched)
     matches = _EVENT.findall(data, 0, end)
-    expected = Counter(_CAT.findall(data, 0, end))
-    if not all(_CLEAN_CAT.fullmatch(cat) for cat in expected):  # a broken byte must not hide a needed event
-        raise _Fallback
-    # A broken byte around a needed event's category hides the event from both expressions:
-    # in the key, the category's quoted name is left; in the value, the key is left.
-    if data.count(b'"cat"', 0, end) != sum(expected.values()) or any(
-        data.count(_QUOTED[cat], 0, end) != expected[cat] for cat in _QUOTED
-    ):
-        raise _Fallback
     if not matches:
-        if any(expected[cat] for cat in _QUOTED):
-            raise _Fallback
         return
     table = np.array(matches, dtype=object)
     del matches  # its tuples are the largest transient; the table holds the same bytes
     cats = table[:, 0]
     for cat in CATEGORIES:
         rows = table[cats == cat.encode()]
-        if len(rows) != expected[cat.encode()]:
-            raise _Fallback
         if len(rows):
             _, names, tids, ts_i, ts_f, dur_i, dur_f, args = rows.T
             columns.add(
@@ -300,15 +303,42 @@ def _scan(data: bytes, end: int, columns: _Columns) -> None:
             )
 
 
+def _vouch(data: bytes, end: int, vouched: set[bytes]) -> None:
+    """Check that the events of ``data[:end]`` are valid JSON, each read by ``_EVENT`` whole
+    if the metrics use it and not at all otherwise: then ``_EVENT`` yields exactly the
+    events the generic parser keeps.  VOUCHED holds the texts (digits mapped) already
+    checked, so each distinct one is read once."""
+    if _LEADING_ZERO.search(data, 0, end):  # rare: searched for first, so the text is copied only then
+        data = _LEADING_ZERO.sub(b"x", data)
+    texts = data.translate(_DIGITS).split(_SEP)
+    texts.pop()  # what follows the last separator: the next chunk's
+    if len(vouched) > _VOUCHED:  # a trace of ever new texts: memory stays bounded
+        vouched.clear()
+    for text in set(texts).difference(vouched):
+        event = text + b"}"
+        try:
+            value = json.loads(event.decode())
+        except (ValueError, RecursionError):
+            raise _Fallback from None
+        if not _WHOLE.fullmatch(event) if _needed(value) else _EVENT.search(event):
+            raise _Fallback
+        vouched.add(text)
+
+
+
+def _needed(event: Any) -> bool:
+    """Whether the metrics read the event: a complete event ("X") of a category they use."""
+    return isinstance(event, dict) and event.get("ph") == "X" and event.get("cat") in CATEGORIES
+
+
 def _find_args(args: np.ndarray, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     """One integer per event for each of the keys.  An event without one (Kineto writes
-    them all) or with a broken byte near one goes to the generic parser, which reads a
-    missing key as -1 and refuses a broken file."""
+    them all) or with a value of another type goes to the generic parser, which reads a
+    missing key as -1 and names the value.  The args are valid JSON (``_vouch``), so
+    no raw NUL is among them to be taken for a separator."""
     if not keys:
         return {}
     blob = b"\x00".join(args)
-    if blob.count(b"\x00") != len(args) - 1:  # a raw NUL: not valid JSON text
-        raise _Fallback
     parsed = {}
     for key in keys:
         found = _ARG[key].findall(blob)
@@ -350,7 +380,7 @@ def _read_generic(path: Path) -> tuple[dict, _Columns]:
     columns = _Columns()
     rows: dict[str, list[dict]] = {}
     for ev in doc["traceEvents"]:
-        if isinstance(ev, dict) and ev.get("ph") == "X" and ev.get("cat") in CATEGORIES:
+        if _needed(ev):
             rows.setdefault(ev["cat"], []).append(ev)
     for cat, evs in rows.items():
         names, tids, starts, durs = [], [], [], []
