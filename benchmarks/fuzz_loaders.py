@@ -35,7 +35,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from pytest_gpuprof.capture.ranges import METADATA_MARK, NVTX_DOMAIN
 from pytest_gpuprof.cli.inputs import measure_any
@@ -392,7 +392,9 @@ def judge(item: Altered, folder: Path) -> tuple[str, str]:
     return "accepted", ""
 
 
-def run(inputs: list[Altered]) -> dict[str, Counter]:
+def run(inputs: list, judge: Callable[[Any, Path], tuple[str, str]]) -> dict[str, Counter]:
+    """The outcome of each input (``judge(item, folder)``: one of OUTCOMES, why) counted per
+    probe; tracebacks and silently wrong inputs are told on stderr."""
     counts: dict[str, Counter] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for item in inputs:
@@ -403,15 +405,17 @@ def run(inputs: list[Altered]) -> dict[str, Counter]:
     return counts
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(doc: str, make_inputs: Callable[[random.Random, int], list],
+         judge: Callable[[Any, Path], tuple[str, str]]) -> int:
+    """A fuzz script's command line (``--per-class``, ``--seed``, ``--smoke``) and its table of
+    outcomes per probe; 1 when an input gave a traceback or was silently wrong.  (Also
+    ``fuzz_baselines.py``'s.)"""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--per-class", type=int, default=300, help="inputs per probe (default 300)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--smoke", action="store_true", help="3 inputs per probe, in seconds")
     args = parser.parse_args()
-    per_class = 3 if args.smoke else args.per_class
-    rng = random.Random(args.seed)
-    counts = run(kineto_inputs(rng, per_class) + nsys_inputs(rng, per_class))
+    counts = run(make_inputs(random.Random(args.seed), 3 if args.smoke else args.per_class), judge)
     print(f"| probe | inputs | {' | '.join(OUTCOMES)} |")
     print("|---|---:|" + "---:|" * len(OUTCOMES))
     total = Counter()
@@ -426,4 +430,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, lambda rng, per_class: kineto_inputs(rng, per_class) + nsys_inputs(rng, per_class), judge))

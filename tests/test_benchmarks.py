@@ -220,3 +220,12 @@ def test_fuzz_loaders_smoke_tries_every_probe_without_a_traceback_or_a_wrong_num
     for *_, tried, errors, accepted, tracebacks, wrong in rows:
         assert int(tried) == 3 == int(errors) + int(accepted) and tracebacks == wrong == "0", out
     assert re.search(r"smoke fuzz passed: 33 inputs, \d+ clean errors, 0 tracebacks, 0 silently wrong", out), out
+
+
+def test_fuzz_baselines_smoke_tries_every_probe_without_a_traceback_or_a_wrong_judgement():
+    out = run_script("fuzz_baselines.py", "--smoke")
+    rows = re.findall(r"^\| ((?!all )[a-zA-Z0-9 -]+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", out, re.M)
+    assert len(rows) == 17, out  # 10 probes of the structure, 7 of the bytes
+    for *_, tried, errors, accepted, tracebacks, wrong in rows:
+        assert int(tried) == 3 == int(errors) + int(accepted) and tracebacks == wrong == "0", out
+    assert re.search(r"smoke fuzz passed: 51 inputs, \d+ clean errors, 0 tracebacks, 0 silently wrong", out), out
