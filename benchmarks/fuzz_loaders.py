@@ -37,7 +37,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from pytest_gpuprof.capture.ranges import METADATA_MARK, NVTX_DOMAIN
 from pytest_gpuprof.cli.inputs import measure_any
@@ -62,6 +62,9 @@ NSYS_COLUMNS = {
 SQL_VALUES = [None, "abc", 1.5, (1 << 63) - 1, -5, "swap"]
 RATIOS = ("gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_wait_fraction")
 OUTCOMES = ("clean error", "accepted", "traceback", "silently wrong", "parsers disagree")
+#: How the summary line counts each outcome.
+SUMMARY_WORDS = {"clean error": "clean errors", "traceback": "tracebacks", "silently wrong": "silently wrong",
+                 "parsers disagree": "parser disagreements"}
 
 
 @dataclass
@@ -433,39 +436,42 @@ def valid_json(data: bytes) -> bool:
         return False
 
 
-def run(inputs: list[Altered]) -> dict[str, Counter]:
+def run(inputs: list, judge: Callable[[Any, Path], tuple[str, str]]) -> dict[str, Counter]:
+    """The outcome of each input (``judge(item, folder)``: one of OUTCOMES, why) counted per
+    probe; every outcome past "accepted" is told on stderr."""
     counts: dict[str, Counter] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for item in inputs:
             verdict, why = judge(item, Path(tmp))
             counts.setdefault(item.probe, Counter())[verdict] += 1
-            if verdict in ("traceback", "silently wrong", "parsers disagree"):
+            if verdict in OUTCOMES[2:]:
                 print(f"{verdict}: {item.probe} of {item.source.name} ({item.describe}): {why}", file=sys.stderr)
     return counts
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(doc: str, make_inputs: Callable[[random.Random, int], list],
+         judge: Callable[[Any, Path], tuple[str, str]], outcomes: tuple[str, ...] = OUTCOMES) -> int:
+    """A fuzz script's command line (``--per-class``, ``--seed``, ``--smoke``) and its table of
+    ``outcomes`` per probe; 1 when an input had an outcome past "accepted" (a traceback, a
+    silently wrong number, ...).  (Also ``fuzz_baselines.py``'s.)"""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--per-class", type=int, default=300, help="inputs per probe (default 300)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--smoke", action="store_true", help="3 inputs per probe, in seconds")
     args = parser.parse_args()
-    per_class = 3 if args.smoke else args.per_class
-    rng = random.Random(args.seed)
-    counts = run(kineto_inputs(rng, per_class) + nsys_inputs(rng, per_class))
-    print(f"| probe | inputs | {' | '.join(OUTCOMES)} |")
-    print("|---|---:|" + "---:|" * len(OUTCOMES))
+    counts = run(make_inputs(random.Random(args.seed), 3 if args.smoke else args.per_class), judge)
+    print(f"| probe | inputs | {' | '.join(outcomes)} |")
+    print("|---|---:|" + "---:|" * len(outcomes))
     total = Counter()
     for probe in sorted(counts):
         total += counts[probe]
-        print(f"| {probe} | {sum(counts[probe].values())} | " + " | ".join(str(counts[probe][o]) for o in OUTCOMES) + " |")
-    print(f"| all | {sum(total.values())} | " + " | ".join(str(total[o]) for o in OUTCOMES) + " |")
-    bad = total["traceback"] + total["silently wrong"] + total["parsers disagree"]
+        print(f"| {probe} | {sum(counts[probe].values())} | " + " | ".join(str(counts[probe][o]) for o in outcomes) + " |")
+    print(f"| all | {sum(total.values())} | " + " | ".join(str(total[o]) for o in outcomes) + " |")
+    bad = sum(total[o] for o in outcomes[2:])
     print(f"{'smoke ' if args.smoke else ''}fuzz {'passed' if not bad else 'FAILED'}: {sum(total.values())} inputs, "
-          f"{total['clean error']} clean errors, {total['traceback']} tracebacks, {total['silently wrong']} silently wrong, "
-          f"{total['parsers disagree']} parser disagreements")
+          + ", ".join(f"{total[o]} {SUMMARY_WORDS[o]}" for o in outcomes if o != "accepted"))
     return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(__doc__, lambda rng, per_class: kineto_inputs(rng, per_class) + nsys_inputs(rng, per_class), judge))

@@ -29,12 +29,14 @@ def _file_mode(path: Path) -> int:
 
 
 def _write_temp(path: Path, text: str) -> Path:
-    """``text`` in a new temporary file beside ``path``, synced to disk."""
+    """``text`` in a new temporary file beside ``path``, synced to disk.  A lone surrogate
+    (a name read from a ``\\ud800`` JSON escape), which UTF-8 cannot hold, is written as
+    that escape: in a JSON file it reads back as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.chmod(tmp, _file_mode(path))  # mkstemp makes 0600; give the file the mode it has or would get
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_gpuprof.compare import baseline
-from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
+from pytest_gpuprof.compare.evaluate import evaluate, new_baseline_entry, of_measurement
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import distribution
 from pytest_gpuprof.errors import BaselineError
@@ -106,7 +106,15 @@ def _set(entry, path, value):
         node[last] = value
 
 
-DELETE = object()
+class _Delete:
+    """Marks a member to leave out; its repr names the test ids alike in every process
+    (pytest-xdist compares them)."""
+
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+DELETE = _Delete()
 MOE = "test_moe"
 CASES = [  # (where, new value, words of the error)
     ((), "a string", "entry must be an object, got 'a string'"),
@@ -120,7 +128,10 @@ CASES = [  # (where, new value, words of the error)
     (("per_step", "stalled", 0), 2, "per_step.stalled[0] must be 0 or 1, got 2"),
     (("metrics", "kernel_time_us"), math.nan, "metrics.kernel_time_us must be a finite number in [0, 2**63), got nan"),
     (("metrics", "window_us"), math.inf, "metrics.window_us must be a finite number in [0, 2**63), got inf"),
-    (("metrics", "gpu_utilization"), None, "metrics.gpu_utilization must be a finite number in [0, 2**63), got None"),
+    (("metrics", "gpu_utilization"), None, "metrics.gpu_utilization must be a finite number in [0, 1], got None"),
+    (("metrics", "sync_wait_fraction"), 7, "metrics.sync_wait_fraction must be a finite number in [0, 1], got 7"),
+    (("metrics", "kernel_time_us"), 10**400, "metrics.kernel_time_us must be a finite number in [0, 2**63), got 1000"),
+    (("metrics", "kernel_time_us"), 2**63 - 1, "metrics.kernel_time_us must be a finite number in [0, 2**63), got 9223"),
     (("metrics", "step_count"), 0, "metrics.step_count must be a positive integer, got 0"),
     (("metrics", "sync_count"), DELETE, "metrics.sync_count is missing"),
     (("metrics", "kernels"), [], "metrics.kernels must be an object of kernel names, got []"),
@@ -139,11 +150,14 @@ CASES = [  # (where, new value, words of the error)
     (("per_step", "kernel_time_us"), DELETE, "per_step.kernel_time_us is missing"),
     (("per_step", "kernel_time_us", 3), -4.0, "per_step.kernel_time_us[3] must be a finite number in [0, 2**63), got -4.0"),
     (("per_step", "kernel_time_us", 3), None, "per_step.kernel_time_us[3] must be a finite number in [0, 2**63), got None"),
-    (("per_step", "gpu_utilization", 3), None, "per_step.gpu_utilization[3] must be a finite number in [0, 2**63) (null only in a step with no window), got None"),
+    (("per_step", "gpu_utilization", 3), None, "per_step.gpu_utilization[3] must be a finite number in [0, 1] (null only in a step with no window), got None"),
+    (("per_step", "sync_wait_fraction", 3), 1.5, "per_step.sync_wait_fraction[3] must be a finite number in [0, 1], got 1.5"),
+    (("runs", 0, "per_step", "memcpy_htod_count"), math.inf, "runs[0].per_step.memcpy_htod_count must be a list of per-step values, got inf"),
     (("per_step", "stalled"), DELETE, "per_step.stalled is missing"),
     (("distribution",), "wide", "distribution must be an object, got 'wide'"),
     (("distribution", "kernel_time_us", "median"), "x", "distribution.kernel_time_us.median must be a finite number in [0, 2**63), got 'x'"),
     (("distribution", "kernel_time_us", "q1"), 1e9, "distribution.kernel_time_us must be ordered min <= q1 <= median <= q3 <= max"),
+    (("distribution", "gpu_utilization", "max"), 2, "distribution.gpu_utilization.max must be a finite number in [0, 1], got 2"),
     (("timeline", "events"), "0 0 zero", "timeline must be a timeline sample"),
 ]
 
@@ -162,6 +176,13 @@ def test_a_malformed_entry_is_an_error_naming_the_file_the_test_and_the_part(tmp
     (b'{"schema_version": 1, "tests": {"m.py::t": {"H200": {"metrics": "\xff\xfe"}}}}', "is not UTF-8 text"),
     (b"[" * 100_000 + b"]" * 100_000, "is not valid JSON"),
     (b'{"schema_version": 1, "tests": {"m.py::t": "H200"}}', "test m.py::t must map GPU models to entries, got 'H200'"),
+    # found by benchmarks/fuzz_baselines.py: each was read, as no baseline or as the last of two values
+    (b'{"schema_version": 1, "tests": {"m.py::t": {"H200": null}}}', "entry of m.py::t on H200: entry must be an object, got None"),
+    (b'{"schema_version": 1, "tests": {"m.py::t": {"backend": "torch", "metrics": {}}}}',  # the GPU level left out
+     "entry of m.py::t on backend: entry must be an object, got 'torch'"),
+    (b'{"schema_version": 1, "tests": {"m.py::t": {"H200": {"metrics": {}}, "H200": {"metrics": {}}}}}',
+     "gives the name 'H200' twice in one object"),
+    (b'{"schema_version": true, "tests": {}}', "has schema_version True"),
 ])
 def test_an_unreadable_file_is_an_error_naming_it(tmp_path, content, words):
     path = tmp_path / "m.json"
@@ -179,6 +200,32 @@ def test_an_entry_of_before_samples_were_kept_is_judged_on_its_metrics(tmp_path)
     old = baseline.entry(path, nodeid, GPU)
     assert old == {"backend": "torch", "metrics": entry["metrics"]}
     assert judge_against(MOE, old, regressed=True)[0] == "failed"
+
+
+def test_a_lone_surrogate_in_a_name_is_written_as_its_escape_and_reads_back(tmp_path):
+    """A ``\\ud800`` escape in a baseline (or a trace) is a string UTF-8 cannot hold: the
+    reports and the baseline update wrote it as a traceback; they write it as the escape."""
+    path = tmp_path / "m.json"
+    doc = {"schema_version": 1, "tests": {"m.py::t": {"H200": {"environment": {"note\ud800": "x\udfff"}}}}}
+    path.write_text(json.dumps(doc))
+    baseline.update(path, {"m.py::u": {"H200": {"metrics": {}}}})
+    assert path.read_text().count("\\ud800") == 1
+    assert baseline.read(path)["tests"]["m.py::t"] == doc["tests"]["m.py::t"]
+
+
+def test_an_update_replaces_recorded_runs_that_share_no_kernel_with_it():
+    """Runs of another test pasted into an entry: pooled with this run, no kernel would be
+    left to judge, and the next run would refuse the entry the update wrote."""
+    nodeid, entry = stored(MOE)
+    result = of_measurement(nodeid, measured(MOE), "torch")
+    assert new_baseline_entry(result, entry, 5)[1] == "run 4 of at most 5 recorded"
+    foreign = copy.deepcopy(entry)
+    for run in foreign["runs"]:
+        steps = len(run["per_step"]["stalled"])
+        run["per_step"]["kernels"] = {"another_kernel": [1.0] * steps}
+    new, how = new_baseline_entry(result, foreign, 5)
+    assert how == "replaced: the GPU work per step changed" and len(new["runs"]) == 1
+    baseline.check_entry(new)
 
 
 # --- the same through pytest: an `error` status, the file left as it was -----

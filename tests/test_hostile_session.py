@@ -19,6 +19,8 @@ import pytest
 from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.files import JOURNAL
 from pytest_gpuprof.run.backends import trace_name, unique_trace_name
+from test_nsys_backend import FAKE_NSYS, executable
+from test_nsys_backend import run as run_under_nsys
 from test_plugin import NO_GPU, ROOT, TRACES, fixture_test, replay_dir, section, write_module
 
 SHIPPED = {  # node id -> its shipped trace (named by trace_name, without a digest)
@@ -307,24 +309,42 @@ def test_replaying_a_folder_without_some_traces_skips_those_tests_naming_the_fil
     result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}", "--gpuprof-strict",
                                 "--gpuprof-update-baseline")  # (a strict gate needs baselines; record them)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert "--gpuprof-strict: 1 profiled test(s) were not measured (skipped, see above): the gate fails" \
+    assert "--gpuprof-strict: 1 of 5 profiled test(s) were not measured (skipped, see above): the gate fails" \
         in section(result)
 
 
-def test_a_strict_gate_without_a_gpu_fails(pytester):
+def without_a_gpu(pytester, tmp_path, backend, *args):
+    """(exit status, the gpuprof section) of the shipped suite run here, where there is no GPU;
+    with the nsys backend under a stand-in nsys, the outer session's section."""
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("checks the no-GPU path")
+    reports = ["--gpuprof-json=r.json", "--gpuprof-html=r.html"]
+    if backend == "torch":
+        result = pytester.runpytest("-p", "no:cacheprovider", "--gpuprof", *reports, *args)
+        result.assert_outcomes(skipped=5)
+        return result.ret, section(result)
+    fake = executable(tmp_path / "bin" / "nsys", FAKE_NSYS.format(python=sys.executable))
+    done = run_under_nsys(pytester, fake, {"NSYS_FAKE_LOG": str(tmp_path / "nsys.log")}, *reports, *args)
+    assert "5 skipped" in done.stdout, done.stdout + done.stderr  # the session under nsys
+    return done.returncode, done.stdout.split(" gpuprof (nsys backend) ")[1].splitlines()[1:]
+
+
+@pytest.mark.parametrize("backend", ["torch", "nsys"])
+def test_a_strict_gate_without_a_gpu_fails(pytester, tmp_path, backend):
     shipped_suite(pytester)
-    result = pytester.runpytest("-p", "no:cacheprovider", "--gpuprof", "--gpuprof-strict", "--gpuprof-json=r.json",
-                                "--gpuprof-html=r.html")
-    result.assert_outcomes(skipped=5)
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    assert f"5 profiled test(s) skipped: {NO_GPU}" in section(result)
+    status, lines = without_a_gpu(pytester, tmp_path, backend, "--gpuprof-strict")
+    assert status == pytest.ExitCode.TESTS_FAILED, lines
+    assert f"5 profiled test(s) skipped: {NO_GPU}" in lines
+    assert "--gpuprof-strict: 5 of 5 profiled test(s) were not measured (skipped, see above): the gate fails" in lines
     doc = json.loads((pytester.path / "r.json").read_text())
     assert doc["tests"] == [] and len(doc["skipped"]) == 5
     html = (pytester.path / "r.html").read_text()
     assert "nothing was measured" in html and "no GPU performance regression" not in html
+    # without --gpuprof-strict the run passes, saying why nothing was measured
+    status, lines = without_a_gpu(pytester, tmp_path, backend)
+    assert status == 0 and f"5 profiled test(s) skipped: {NO_GPU}" in lines
+    assert not any(line.startswith("--gpuprof-strict") for line in lines)
 
 
 def test_example_suite_runs_with_the_plugin_disabled():

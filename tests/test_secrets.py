@@ -5,17 +5,22 @@ unless kept.  Checked on the committed reports (tests/data/nsys), altered here."
 
 import dataclasses
 import gzip
+import json
 import os
 import shutil
 import sqlite3
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from pytest_gpuprof.capture.nsys import SCRUBBED, scrub_sqlite, split_environment
+from pytest_gpuprof.cli.main import main
 from pytest_gpuprof.errors import GpuprofError
+from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.trace.nsys_sqlite import load_nsys
 from test_nsys_backend import NSYS, executable, run
 
@@ -158,3 +163,43 @@ def test_a_secret_reaches_the_tests_but_no_file_nsys_leaves(pytester, tmp_path, 
         assert "*" * len(TOKEN) in recorded
         assert f"gpuprof: kept {reports[0]}, this session's environment values overwritten in it" in done.stdout
     assert os.listdir(private) == []  # the held variables' file is gone
+
+
+# Stands in for `nsys export --type sqlite ... -o TARGET REPORT`: writes what nsys exports, an
+# SQLite file holding the profiled process's environment (a committed report, planted).
+EXPORTING_NSYS = textwrap.dedent("""\
+    #!{python}
+    import shutil, sys
+    args = sys.argv[1:]
+    assert args[:3] == ["export", "--type", "sqlite"], args
+    target = args[args.index("-o") + 1]
+    shutil.copy({planted!r}, target)
+    with open({log!r}, "a") as log:
+        log.write(target + "\\n")
+""")
+
+
+@pytest.mark.parametrize("command", ["analyze", "diff"])
+def test_the_cli_reads_a_nsys_rep_through_an_export_it_deletes(command, tmp_path, monkeypatch, capsys):
+    planted = unpack("sync", tmp_path)
+    plant(planted)
+    log = tmp_path / "exports.log"
+    fake = executable(tmp_path / "bin" / "nsys",
+                      EXPORTING_NSYS.format(python=sys.executable, planted=str(planted), log=str(log)))
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    report = folder / "session.nsys-rep"
+    report.write_text("the report nsys exports")
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    args = ["analyze", str(report), "--json"] if command == "analyze" else ["diff", str(report), str(report)]
+    assert main([*args, "--nsys", str(fake)]) == 0
+    out = capsys.readouterr().out
+    if command == "analyze":
+        assert json.loads(out)["metrics"] == json.loads(json.dumps(measure(load_nsys(planted)).metrics))
+    exports = log.read_text().split()
+    assert len(exports) == (1 if command == "analyze" else 2)
+    assert all(Path(e).parent.parent == private and Path(e).name == "session.sqlite" for e in exports)
+    assert os.listdir(folder) == ["session.nsys-rep"] and os.listdir(private) == []  # no export left anywhere
+    assert TOKEN not in out

@@ -139,9 +139,9 @@ def check_report(report: Path, output_tail: str) -> None:
     raise GpuprofError(f"nsys wrote no report {report}. nsys said:\n{said or output_tail}")
 
 
-def export_sqlite(nsys: Path, report: Path) -> Path:
-    """``nsys export --type sqlite`` beside the report; returns the .sqlite path."""
-    target = report.with_suffix(".sqlite")
+def export_sqlite(nsys: Path, report: Path, target: Path | None = None) -> Path:
+    """``nsys export --type sqlite`` to ``target`` (default: beside the report); returns it."""
+    target = target or report.with_suffix(".sqlite")
     cmd = [str(nsys), "export", "--type", "sqlite", "--force-overwrite=true", "-o", str(target), str(report)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0 or not target.is_file():

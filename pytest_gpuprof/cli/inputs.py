@@ -3,10 +3,11 @@ or a ``.nsys-rep`` exported first), and its metrics."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from ..capture.nsys import export_sqlite, find_nsys
-from ..errors import GpuprofError
+from ..errors import GpuprofError, TraceError
 from ..metrics.measure import Measurement, measure
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
@@ -14,15 +15,26 @@ from ..trace.nsys_sqlite import for_range, load_nsys
 
 
 def load_any(path: str, test_range: str | None = None, nsys: str | None = None) -> Trace:
-    """A Kineto trace or an nsys report (a .nsys-rep is exported to SQLite beside it first)."""
+    """A Kineto trace or an nsys report (a .nsys-rep exported to SQLite first, ``exported``)."""
     if path.endswith((".sqlite", ".nsys-rep")):
-        if path.endswith(".nsys-rep"):
-            path = str(export_sqlite(find_nsys(nsys, option="--nsys"), Path(path)))
-        trace = load_nsys(path)
+        trace = exported(path, nsys) if path.endswith(".nsys-rep") else load_nsys(path)
         return for_range(trace, test_range) if test_range else trace
     if test_range:
         raise GpuprofError("--range applies to nsys reports only")
     return load_kineto(path)
+
+
+def exported(report: str, nsys: str | None) -> Trace:
+    """A .nsys-rep read through its SQLite export, made in a private temporary folder and
+    deleted once read: the export holds the environment of every process nsys traced
+    (tokens and all), and nothing is left beside the report."""
+    binary = find_nsys(nsys, option="--nsys")
+    with tempfile.TemporaryDirectory(prefix="gpuprof-") as folder:
+        export = export_sqlite(binary, Path(report), Path(folder) / Path(report).with_suffix(".sqlite").name)
+        try:
+            return load_nsys(export)
+        except TraceError as exc:  # named after the report, not the export about to be deleted
+            raise TraceError(f"{report}: {str(exc).replace(str(export), 'its SQLite export')}") from None
 
 
 def measure_any(path: str, test_range: str | None = None, nsys: str | None = None) -> Measurement:

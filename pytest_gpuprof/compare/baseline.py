@@ -7,9 +7,10 @@ a baseline recorded on the same model.  Keys are sorted and indented, so a
 refreshed baseline shows as a small diff.
 
 The entry a test is judged against is checked where it is read (``entry``): one
-that cannot be trusted (a metric of the wrong type, negative or NaN; a missing
-part; an unknown backend) is an error naming the file and the test, never a
-weaker gate.  A file that cannot be read is never written: an update re-reads
+that cannot be trusted (a metric of the wrong type, negative or NaN; a ratio over 1;
+a missing part; an unknown backend) is an error naming the file and the test, never
+a weaker gate; so is a file that gives a name twice in one object, or an entry that
+is not an object.  A file that cannot be read is never written: an update re-reads
 every file under an exclusive lock on the baseline directory just before it
 writes, and writes all its files as one step (``files.write_all_atomic``): every
 file new, or none, even when the process is killed.
@@ -20,10 +21,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import math
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import BaselineError
 from ..files import recover, write_all_atomic
@@ -58,15 +58,18 @@ def read(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise BaselineError(f"cannot read baseline file {path}: {exc}") from exc
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=_object)
     except RecursionError:
         raise BaselineError(f"baseline file {path} is not valid JSON (nested too deeply); fix or delete it") from None
+    except _Twice as exc:
+        raise BaselineError(f"baseline file {path} gives the name {_shown(exc.args[0])} twice in one object; "
+                            "fix or delete it") from None
     except ValueError as exc:
         raise BaselineError(f"baseline file {path} is not valid JSON ({exc}); fix or delete it") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("tests"), dict):
         raise BaselineError(f"baseline file {path} has no 'tests' object; fix or delete it")
     version = doc.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise BaselineError(
             f"baseline file {path} has schema_version {version!r}; this gpuprof reads {SCHEMA_VERSION}"
         )
@@ -74,7 +77,26 @@ def read(path: Path) -> dict[str, Any]:
         if not isinstance(by_gpu, dict):
             raise BaselineError(f"baseline file {path}: test {nodeid} must map GPU models to entries, "
                                 f"got {_shown(by_gpu)}; fix or delete it")
+        for gpu, found in by_gpu.items():  # else a null entry, or a test without its GPU level, reads as no baseline
+            if not isinstance(found, dict):
+                raise _entry_error(path, nodeid, gpu, f"entry must be an object, got {_shown(found)}")
     return doc
+
+
+class _Twice(ValueError):
+    """A name given twice in one JSON object."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of a baseline file, refused when it gives a name twice (a merge or an
+    edit gone wrong): a reviewer sees both values, the reader would take the last, and the
+    next update would drop the other."""
+    found: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in found:
+            raise _Twice(name)
+        found[name] = value
+    return found
 
 
 def lookup(doc: dict[str, Any], nodeid: str, gpu: str) -> dict[str, Any] | None:
@@ -90,9 +112,13 @@ def entry(path: Path, nodeid: str, gpu: str) -> dict[str, Any] | None:
         try:
             check_entry(found)
         except ValueError as exc:
-            raise BaselineError(f"baseline file {path}: entry of {nodeid} on {gpu}: {exc}; fix or delete "
-                                "the entry (an update does not overwrite it)") from None
+            raise _entry_error(path, nodeid, gpu, exc) from None
     return found
+
+
+def _entry_error(path: Path, nodeid: str, gpu: str, problem: Any) -> BaselineError:
+    return BaselineError(f"baseline file {path}: entry of {nodeid} on {gpu}: {problem}; fix or delete "
+                         "the entry (an update does not overwrite it)")
 
 
 def update(path: Path, entries: dict[str, dict[str, dict[str, Any]]]) -> None:
@@ -148,13 +174,13 @@ _NULL_WHEN = {
 }
 
 
-def check_entry(entry: Any) -> None:
+def check_entry(entry: dict[str, Any]) -> None:
     """Raise ValueError saying what is wrong with a stored entry (``where: problem``):
-    each part the verdicts read is of its type, finite, not negative and under 2**63, so that no part
-    is silently skipped (a missing value is "not compared", a weaker gate).  Entries
-    written before per-step samples (only ``metrics``) or their summaries (no
-    ``distribution``) were kept are judged as they were; samples come with their runs."""
-    _need(isinstance(entry, dict), "entry", "an object", entry)
+    each part the verdicts read is of its type, finite, not negative and under 2**63 (a ratio
+    at most 1), so that no part is silently skipped (a missing value is "not compared", a
+    weaker gate).  Entries written before per-step samples (only ``metrics``) or their
+    summaries (no ``distribution``) were kept are judged as they were; samples come with
+    their runs."""
     _need("metrics" in entry, "metrics", "", None, missing=True)
     backend = entry.get("backend", BACKENDS[0])
     _need(backend in BACKENDS, "backend", f"one of {', '.join(map(repr, BACKENDS))}", backend)
@@ -194,6 +220,7 @@ def _check_metrics(metrics: Any) -> None:
         where = f"metrics.{name}"
         _need(name in metrics, where, "present", None, missing=True)
         value = metrics[name]
+        check, words = _bound(name)
         if name == "step_count":
             _need(_integer(value) and value > 0, where, "a positive integer", value)
         elif name == "peak_memory_allocated_bytes":
@@ -201,9 +228,9 @@ def _check_metrics(metrics: Any) -> None:
         elif spec.kind in ("count", "bytes"):
             _need(_integer(value), where, _INTEGER, value)
         elif name == "overlap_efficiency" and no_copies:
-            _need(value is None or _number(value), where, f"{_NUMBER} or null", value)
+            _need(value is None or check(value), where, f"{words} or null", value)
         else:
-            _need(_number(value), where, _NUMBER, value)
+            _need(check(value), where, words, value)
     kernels = metrics.get("kernels")
     _need(isinstance(kernels, dict), "metrics.kernels", "an object of kernel names", kernels)
     for kernel, row in kernels.items():
@@ -216,9 +243,10 @@ def _check_metrics(metrics: Any) -> None:
 
 def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False) -> None:
     """A run's ``per_step``: a list per judged series, ``stalled`` and each kernel name, all
-    of one length, values >= 0 (nulls only in ratios); and its ``distribution``, with a
-    summary of every series that has usable steps when ``complete`` (a recorded run's:
-    its medians bound the next run's, and one left out would widen that bound)."""
+    of one length with the other lists (which an update pools), values >= 0 (ratios at most
+    1, nulls only in ratios); and its ``distribution``, with a summary of every series that
+    has usable steps when ``complete`` (a recorded run's: its medians bound the next run's,
+    and one left out would widen that bound)."""
     _need(isinstance(per_step, dict), f"{prefix}per_step", "an object", per_step)
     kernels = per_step.get("kernels")
     _need(isinstance(kernels, dict), f"{prefix}per_step.kernels", "an object of kernel names", kernels,
@@ -229,16 +257,21 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
                          *((f"kernels[{k}]", v) for k, v in kernels.items())]:
         where = f"{prefix}per_step.{name}"
         _need(isinstance(values, list), where, "a list of per-step values", values, missing=values is None)
+        check, words = _bound(name)
         for i, value in enumerate(values):
-            _need(_number(value) or value is None and name in _NULL_WHEN, f"{where}[{i}]", _NUMBER, value)
+            _need(check(value) or value is None and name in _NULL_WHEN, f"{where}[{i}]", words, value)
         lengths.add(len(values))
+    for name, values in per_step.items():
+        if name not in (*series, "stalled", "kernels"):
+            _need(isinstance(values, list), f"{prefix}per_step.{name}", "a list of per-step values", values)
+            lengths.add(len(values))
     _need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
     for i, value in enumerate(per_step["stalled"]):
         _need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)
     for name, (words, empty) in _NULL_WHEN.items():
         for i, value in enumerate(per_step[name] if name in series else ()):
             _need(value is not None or empty(per_step, i), f"{prefix}per_step.{name}[{i}]",
-                  f"{_NUMBER} (null only in {words})", value)
+                  f"{_RATIO} (null only in {words})", value)
     _check_summaries(summaries, f"{prefix}distribution")
     if complete:
         expected = distribution(per_step)
@@ -258,16 +291,17 @@ def _check_summaries(summaries: Any, where: str) -> None:
     _need(isinstance(kernels, dict), f"{where}.kernels", "an object of kernel names", kernels)
     for name, summary in summaries.items():
         if name in METRICS:
-            _check_summary(summary, f"{where}.{name}")
+            _check_summary(summary, f"{where}.{name}", name)
     for kernel, summary in kernels.items():
-        _check_summary(summary, f"{where}.kernels[{kernel}]")
+        _check_summary(summary, f"{where}.kernels[{kernel}]", "kernel")
 
 
-def _check_summary(summary: Any, where: str) -> None:
+def _check_summary(summary: Any, where: str, name: str) -> None:
     _need(isinstance(summary, dict), where, "a summary object (n, min, q1, median, q3, max)", summary)
     _need(_integer(summary.get("n")) and summary["n"] > 0, f"{where}.n", "a positive integer", summary.get("n"))
+    check, words = _bound(name)
     for key in ("min", "q1", "median", "q3", "max"):
-        _need(_number(summary.get(key)), f"{where}.{key}", _NUMBER, summary.get(key))
+        _need(check(summary.get(key)), f"{where}.{key}", words, summary.get(key))
     ordered = [summary[k] for k in ("min", "q1", "median", "q3", "max")]
     _need(ordered == sorted(ordered), where, "ordered min <= q1 <= median <= q3 <= max", ordered)
 
@@ -283,10 +317,9 @@ def _check_timeline(timeline: Mapping[str, Any]) -> None:
     _need(ok, "timeline", "a timeline sample (step, span_ns, streams, names, kinds, events)", timeline)
 
 
-#: What ``_integer`` and ``_number`` accept, in the errors' words: no value past what the
-#: trace tables hold (``INT64_MAX``).
-_INTEGER = "an integer in [0, 2**63)"
-_NUMBER = "a finite number in [0, 2**63)"
+#: What ``_integer``, ``_number`` and ``_ratio`` accept, in the errors' words: no value past
+#: what the trace tables hold (``INT64_MAX``).
+_INTEGER, _NUMBER, _RATIO = "an integer in [0, 2**63)", "a finite number in [0, 2**63)", "a finite number in [0, 1]"
 
 
 def _integer(value: Any) -> bool:
@@ -294,8 +327,21 @@ def _integer(value: Any) -> bool:
 
 
 def _number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and 0 <= value <= INT64_MAX)
+    """In [0, 2**63), also as the float that summaries and verdicts compute with (2**63 - 1
+    is 2.0**63 there); NaN and the infinities fail the comparisons, a 400-digit integer
+    fails before it is converted."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= INT64_MAX
+            and float(value) <= INT64_MAX)
+
+
+def _ratio(value: Any) -> bool:
+    return _number(value) and value <= 1
+
+
+def _bound(name: str) -> tuple[Callable[[Any], bool], str]:
+    """How a value of the metric or series NAME is checked, and the words saying so."""
+    spec = METRICS.get(name)
+    return (_ratio, _RATIO) if spec is not None and spec.kind == "ratio" else (_number, _NUMBER)
 
 
 def _need(ok: Any, where: str, what: str, got: Any, missing: bool = False) -> None:

@@ -214,20 +214,23 @@ def is_timing(metric: str) -> bool:
 def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, keep_runs: int) -> tuple[dict, str]:
     """The entry ``--gpuprof-update-baseline`` stores for this run, and what it did: this run
     is added to the previous entry's runs (the last ``keep_runs`` kept) when both did the
-    same GPU work per step, else it replaces them."""
+    same GPU work per step, else it replaces them.  Runs whose kernel samples share no
+    kernel name (the previous ones edited by hand) did not: pooled, they would leave the
+    entry no kernel to judge, which ``baseline.check_entry`` refuses."""
     run = {"per_step": result.per_step, "distribution": result.distribution, "environment": result.environment}
     if result.machine:
         run["machine"] = result.machine
-    runs = baseline_runs(previous)
+    runs = (baseline_runs(previous) + [run])[-keep_runs:]
+    samples = pooled([r["per_step"] for r in runs])
     if previous and keep_runs > 1 and same_program(previous["metrics"], result.metrics) \
-            and previous.get("backend", "torch") == result.backend:
-        runs = (runs + [run])[-keep_runs:]
+            and previous.get("backend", "torch") == result.backend \
+            and (samples.get("kernels") or not result.per_step.get("kernels")):
         how = f"run {len(runs)} of at most {keep_runs} recorded"
     else:
         how = "first run recorded" if not previous else (
             "replaced: the GPU work per step changed" if keep_runs > 1 else "replaced (one run kept)")
         runs = [run]
-    samples = pooled([r["per_step"] for r in runs])
+        samples = pooled([run["per_step"]])
     entry = {
         "backend": result.backend,
         "environment": result.environment,

@@ -22,7 +22,7 @@ TOLERANCE = {
     "h2d_pageable_gbps": 0.25,
     "gemm_us": 0.15,
     "launch_us": 0.60,
-    "sm_clock_mhz": 0.05,
+    "sm_clock_mhz": 0.20,
 }
 
 

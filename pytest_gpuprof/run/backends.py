@@ -186,9 +186,11 @@ class NsysInnerBackend:
             torch.cuda.profiler.stop()
             self._capturing = False
 
-    def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None) -> None:
+    def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None,
+               skipped: dict[str, str]) -> None:
         """Close the capture range and tell the outer session which profiled tests ran to the
-        end, and the machine's probes."""
+        end, which were skipped and why (its reports list them, a strict gate fails on them),
+        and the machine's probes."""
         self.close()
-        self._results.write_text(json.dumps({"tests": tests, "exitstatus": int(exitstatus), "machine": machine},
-                                            indent=2))
+        self._results.write_text(json.dumps({"tests": tests, "skipped": skipped, "exitstatus": int(exitstatus),
+                                             "machine": machine}, indent=2))

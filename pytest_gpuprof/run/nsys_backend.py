@@ -4,7 +4,7 @@ The outer pytest (the one the user started) runs no test.  It re-executes the
 same command line under ``nsys profile``; that inner session (``backends.
 NsysInnerBackend``) runs every test, emits NVTX ranges for the profiled ones inside
 one cudaProfilerStart/Stop capture range, and writes which profiled tests ran to
-the end.  Once nsys has written the report, the outer session exports it to
+the end and which it skipped (no GPU).  Once nsys has written the report, the outer session exports it to
 SQLite, cuts out each test's NVTX range (``NsysReportBackend``), judges it like the
 torch backend does, prints the same summary and exits with the status a direct
 run would have had.
@@ -120,6 +120,7 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
     backend = NsysReportBackend(report, trace, kept)
     session = GpuprofSession(settings, backend)
     session.machine = inner.get("machine")
+    session.skipped.update(inner["skipped"])
     for test in passed:
         session.judge(test["nodeid"], test["marker"], lambda nodeid=test["nodeid"]: backend.trace(nodeid))
     status = inner["exitstatus"]

@@ -288,7 +288,7 @@ class GpuprofSession:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if isinstance(self.backend, NsysInnerBackend):
-            self.backend.finish(self.deferred, exitstatus, self.machine)
+            self.backend.finish(self.deferred, exitstatus, self.machine, self.skipped)
             return
         if self.worker:  # the controller writes, from what the workers sent
             return
@@ -387,8 +387,8 @@ class GpuprofSession:
         self._pending.clear()
         unmeasured = self.settings.strict and bool(self.skipped)
         if unmeasured:
-            self.written.append(f"--gpuprof-strict: {len(self.skipped)} profiled test(s) were not measured "
-                                "(skipped, see above): the gate fails")
+            self.written.append(f"--gpuprof-strict: {len(self.skipped)} of {len(self.skipped) + len(self.results)} "
+                                "profiled test(s) were not measured (skipped, see above): the gate fails")
         self.written += write_reports(self.document(), self.settings.reports)
         return not (refused or unmeasured)
 
