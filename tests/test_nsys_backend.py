@@ -376,3 +376,29 @@ def alive(pid):
         return False
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] == "Z")
+
+
+def test_a_relative_nsys_path_is_taken_from_where_pytest_was_started(suite):
+    pytester, fake, log, env = suite
+    (pytester.path / "tools").mkdir()
+    local = executable(pytester.path / "tools" / "nsys", fake.read_text())
+    done = run(pytester, "./tools/nsys", env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert f"re-running this session under Nsight Systems ({local})" in done.stdout
+
+
+def test_a_test_that_left_its_steps_loop_unfinished_is_an_error_as_under_torch(tmp_path):
+    from pytest_gpuprof.capture.profiler import StepPlan
+    from pytest_gpuprof.compare.rules import Rules
+    from pytest_gpuprof.run.backends import UNFINISHED_LOOP
+    from pytest_gpuprof.run.nsys_backend import NsysReportBackend
+    from pytest_gpuprof.run.session import GpuprofSession, Settings
+
+    settings = Settings(update_baseline=False, strict=False, baseline_dir=tmp_path, output_dir=tmp_path,
+                        keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules(), backend="nsys")
+    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, {"test_a.py::test_broke_out"})
+    session = GpuprofSession(settings, backend)
+    result = session.judge("test_a.py::test_broke_out", {}, lambda: backend.trace("test_a.py::test_broke_out"))
+    assert (result.status, result.message) == ("error", UNFINISHED_LOOP)
+    assert result.failed and session.results == [result]

@@ -42,18 +42,20 @@ PROFILE_ARGS = (
 
 
 def find_nsys(explicit: str | None, option: str = "--gpuprof-nsys-path") -> Path:
-    """The nsys binary: the option, then $GPUPROF_NSYS, then PATH, then the usual install places."""
+    """The nsys binary, as an absolute path (the sessions run it from other directories): the
+    option, then $GPUPROF_NSYS (relative to the current directory), then PATH, then the usual
+    install places."""
     looked: list[str] = []
     for origin, candidate in ((option, explicit), (f"${ENV_NSYS}", os.environ.get(ENV_NSYS))):
         if candidate:
             if _runnable(Path(candidate)):
-                return Path(candidate)
+                return Path(candidate).absolute()
             looked.append(f"{origin}={candidate} (not an executable file)")
         else:
             looked.append(f"{origin} (not set)")
     on_path = shutil.which("nsys")
     if on_path:
-        return Path(on_path)
+        return Path(on_path).absolute()
     looked.append("PATH")
     for pattern in INSTALL_GLOBS:
         found = sorted(glob.glob(pattern), reverse=True)  # newest version directory first

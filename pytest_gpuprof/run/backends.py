@@ -33,6 +33,10 @@ def inner_results_path() -> Path | None:
     return Path(value) if value else None
 
 
+#: Why a test that passed without finishing its steps() loop is an error, under either backend.
+UNFINISHED_LOOP = ("the test uses the gpuprof fixture but did not run its `for _ in gpuprof.steps(...)` loop "
+                   "to the end; nothing was measured")
+
 TRACE_SUFFIX = ".pt.trace.json.gz"
 READABLE_CHARS = 160  # of a trace name's node-id part: the whole name stays under 255 bytes
 
@@ -91,10 +95,7 @@ class TorchBackend:
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None]:
         if not prof.completed:
-            raise GpuprofError(
-                "the test uses the gpuprof fixture but did not run its "
-                "`for _ in gpuprof.steps(...)` loop to the end; nothing was measured"
-            )
+            raise GpuprofError(UNFINISHED_LOOP)
         try:
             return load_kineto(prof.trace_path), prof.trace_path if self._keep else None
         finally:

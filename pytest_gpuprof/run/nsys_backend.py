@@ -42,7 +42,7 @@ from ..errors import GpuprofError, TraceError
 from ..report.words import failure_message
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import for_range, load_nsys
-from .backends import INNER_ENV
+from .backends import INNER_ENV, UNFINISHED_LOOP
 from .session import GpuprofSession, Settings
 
 #: The command nsys runs: ``python -m pytest ARGS``, once the held variables are back.
@@ -64,10 +64,11 @@ class NsysReportBackend:
 
     name, runs_tests, needs_gpu = "nsys", False, False
 
-    def __init__(self, report: Path, trace: Trace | None, kept: Path | None) -> None:
+    def __init__(self, report: Path, trace: Trace | None, kept: Path | None, unfinished: set[str]) -> None:
         self.report = report
         self._trace = trace
         self._kept = kept  # the scrubbed export, when kept
+        self._unfinished = unfinished  # tests that passed without finishing their steps() loop
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
@@ -76,6 +77,8 @@ class NsysReportBackend:
         pass
 
     def trace(self, nodeid: str, prof: GpuProf | None = None) -> tuple[Trace, Path | None]:
+        if nodeid in self._unfinished:
+            raise GpuprofError(UNFINISHED_LOOP)
         try:
             return for_range(self._trace, nodeid), self._kept
         except TraceError as exc:
@@ -103,9 +106,8 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
             raise GpuprofError(f"the session under nsys ended (exit {status}) before writing {results}:\n{tail}")
         inner = json.loads(results.read_text())
         results.unlink()  # read once: the outer session judges from it, nothing else needs it
-        passed = [t for t in inner["tests"] if t["passed"]]
         trace = None
-        if passed:
+        if any(t["completed"] for t in inner["tests"]):
             check_report(report, tail)
             export = export_sqlite(nsys, report)
             try:
@@ -117,11 +119,11 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
     finally:
         held_file.unlink(missing_ok=True)
         kept = keep_or_delete(report, settings.keep_traces)
-    backend = NsysReportBackend(report, trace, kept)
+    backend = NsysReportBackend(report, trace, kept, {t["nodeid"] for t in inner["tests"] if not t["completed"]})
     session = GpuprofSession(settings, backend)
     session.machine = inner.get("machine")
     session.skipped.update(inner["skipped"])
-    for test in passed:
+    for test in inner["tests"]:  # the passed ones (a failed test is not judged)
         session.judge(test["nodeid"], test["marker"], lambda nodeid=test["nodeid"]: backend.trace(nodeid))
     status = inner["exitstatus"]
     if status == 0 and any(r.failed for r in session.results):

@@ -310,7 +310,7 @@ class GpuprofSession:
         prof = _or_fail(lambda: self.profiler_of(item))
         kwargs = _or_fail(lambda: marker_arguments(item))
         if isinstance(self.backend, NsysInnerBackend):  # judged by the outer session once nsys wrote the report
-            self.deferred.append({"nodeid": item.nodeid, "marker": kwargs, "passed": prof.completed})
+            self.deferred.append({"nodeid": item.nodeid, "marker": kwargs, "completed": prof.completed})
             return outcome
         result = item.stash[RESULT] if RESULT in item.stash else self.judge_test(item, prof)
         if self.settings.confirm and isinstance(self.backend, TorchBackend) and needs_confirmation(result) \
