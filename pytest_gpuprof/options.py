@@ -70,7 +70,8 @@ OPTIONS: tuple[Option, ...] = (
            "per step is unchanged, and time and ratio verdicts must lie outside what they show; 1 starts afresh"),
     Option("confirm", "int", 0,
            "re-run a test whose only failures are times or ratios this many times, each in a fresh process, "
-           "and fail it only if every re-run fails them too"),
+           "and fail it only if every re-run that decides fails them too (one that measured nothing, or judged "
+           "them unstable, decides nothing)"),
     Option("threshold", "list", [],
            "absolute requirement such as 'gpu_utilization >= 0.85'; repeatable (ini gpuprof_thresholds: one per line)",
            plural=True),
