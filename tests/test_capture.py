@@ -32,8 +32,10 @@ def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed)
     assert ran == list(range(6)) and prof.completed
     trace = load_kineto(tmp_path / "t.pt.trace.json.gz")
     names = trace.ranges["name"].astype(str).tolist()
-    assert sorted(n for n in names if n.startswith("ProfilerStep#")) == ["ProfilerStep#3", "ProfilerStep#4",
-                                                                          "ProfilerStep#5"]
+    # three consecutive step ranges; their numbers are torch's (#3-#5 since torch 2.3, #2-#4 before:
+    # pytorch#121127), and the metrics never read them
+    numbers = sorted(int(n.removeprefix("ProfilerStep#")) for n in names if n.startswith("ProfilerStep#"))
+    assert len(numbers) == 3 and numbers == list(range(numbers[0], numbers[0] + 3)) and numbers[0] in (2, 3)
     assert [n for n in names if n.startswith("step_")] == ["step_0", "step_1", "step_2"]
     assert names.count("work") == 3  # measured steps only: warm-up is not recorded
     assert trace.metadata == {"peak_memory_allocated_bytes": 12345, "environment": {"gpu": "stand-in"},
