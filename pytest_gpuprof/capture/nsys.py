@@ -234,9 +234,8 @@ def scrub_sqlite(path: Path, environ: Iterable[str] = ()) -> Scrubbed:
             con.execute("PRAGMA secure_delete=ON")
             con.execute("BEGIN")
             done = Scrubbed()
-            values = {v.encode() for v in environ} | _drop_environment(con, tables, done)
+            values = _scrubbed({v.encode() for v in environ} | _drop_environment(con, tables, done))
             _blank_machine(con, tables, done)
-            values = {v for v in values if len(v) >= MIN_SCRUBBED_LEN}
             done.values = len(values)
             _replace_values(con, tables, values, done)
             con.execute("COMMIT")
@@ -256,12 +255,17 @@ def scrub_report(path: Path, environ: Iterable[str]) -> int:
     share.  Returns the occurrences replaced."""
     data = path.read_bytes()
     found = 0
-    for value in {v.encode() for v in environ if len(v) >= MIN_SCRUBBED_LEN}:
+    for value in _scrubbed({v.encode() for v in environ}):
         found += data.count(value)
         data = data.replace(value, b"*" * len(value))
     if found:
         path.write_bytes(data)
     return found
+
+
+def _scrubbed(values: set[bytes]) -> set[bytes]:
+    """The values worth looking for: shorter ones ("1", "C") would match any text."""
+    return {v for v in values if len(v) >= MIN_SCRUBBED_LEN}
 
 
 def _drop_environment(con: sqlite3.Connection, tables: set[str], done: Scrubbed) -> set[bytes]:

@@ -112,7 +112,7 @@ class TestResult:
             message=doc.get("message") or "", backend=doc.get("backend") or backend,
             environment=doc.get("environment") or {}, timeline=doc.get("timeline"),
             baseline_entry=entry if any(v is not None for v in entry.values()) else None,
-            health=list(doc.get("health") or [] if "health" in doc else doc.get("unstable") or []),
+            health=list(doc.get("health", doc.get("unstable")) or []),
             slower_machine=list(doc.get("slower_machine") or []),
             per_step=doc.get("per_step"),
             distribution=doc.get("distribution"), notes=list(doc.get("notes") or []), machine=doc.get("machine"),

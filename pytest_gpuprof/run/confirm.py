@@ -63,16 +63,16 @@ def apply(result: TestResult, reruns: list[TestResult | str]) -> None:
             continue
         seen = [again.get(v.metric) for again in measured]
         deciding = [again for again in seen if again is None or again.status != "unstable"]
+        missed = sum(1 for again in deciding if again is None or again.status != "regressed")
         if not deciding:
             undecided += 1
             v.evidence += f"; no fresh process decided ({len(measured)} saw it unstable: {unsteady})" if measured else ""
-        elif all(again is not None and again.status == "regressed" for again in deciding):
+        elif not missed:
             confirmed += 1
             v.evidence += f"; confirmed in {len(deciding)} fresh process(es): " + ", ".join(
                 again.change() or format_number(again.current) for again in deciding)
         else:
             v.status = "unconfirmed"
-            missed = sum(1 for again in deciding if again is None or again.status != "regressed")
             v.evidence += f"; not reproduced in {missed} of {len(deciding)} fresh process(es)"
     parts = [f"{confirmed} failure(s) reproduced in every re-run that decided"] if confirmed else []
     parts += [f"{undecided} failure(s) that no re-run could decide stand"] if undecided else []
