@@ -7,7 +7,7 @@
 #   benchmarks/gate_proof.sh fixtures OUT         the small traces tests/ replays (record_traces.py)
 #   benchmarks/gate_proof.sh aa OUT RUNS          baselines in 3 fresh processes (unless OUT/aa/baselines
 #                                                 exists), one run keeping its traces, then RUNS runs
-#   benchmarks/gate_proof.sh planted OUT          each planted bug once against OUT/aa/baselines
+#   benchmarks/gate_proof.sh planted OUT [BUG..]  each planted bug (or those named) once against OUT/aa/baselines
 #   benchmarks/gate_proof.sh nsys OUT             the launch-bound test under Nsight Systems, recorded
 #                                                 in 2 processes and judged in a third ($GPUPROF_NSYS)
 #   benchmarks/gate_proof.sh sweep OUT RUNS S...  baselines with the slowdown code, RUNS runs per slowdown S
@@ -48,7 +48,9 @@ aa)
   $py benchmarks/gate_noise.py aa --runs "$runs" --out "$out/aa" --budget-s "${BUDGET_S:-500}"
   ;;
 planted)
-  for bug in item compute_stream pageable extra_kernel fp32; do
+  bugs=("$@")
+  [ ${#bugs[@]} -gt 0 ] || bugs=(item compute_stream pageable extra_kernel fp32)
+  for bug in "${bugs[@]}"; do
     GPUPROF_EXAMPLE_BUG=$bug $py "${suite[@]}" --gpuprof --gpuprof-baseline-dir="$out/aa/baselines" \
       --gpuprof-keep-traces --gpuprof-output-dir="$out/planted/$bug" --gpuprof-json="$out/planted/$bug.json" \
       >"$out/planted-$bug.log" 2>&1

@@ -344,3 +344,52 @@ def test_cuda_graph_kernels_are_counted_and_timed_with_nsys(pytester):
                                "--gpuprof-baseline-dir=torch").assert_outcomes(passed=1)
     torch_entry = json.loads((suite.path / "torch" / "test_graphs.json").read_text())["tests"][GRAPH_NODEID][gpu]
     assert entry["metrics"]["kernel_time_us"] == pytest.approx(torch_entry["metrics"]["kernel_time_us"], rel=0.10)
+
+
+def test_machine_probes_agree_with_the_same_work_timed_another_way():
+    """Each probe against this test's own measurement of the same work by a different
+    clock or source: the host clock over many repetitions, NVML's clock limits."""
+    import time
+
+    from pytest_gpuprof.capture.probes import COPY_BYTES, measure_machine
+
+    probes = measure_machine()
+
+    def host_us(work, times=30):
+        work()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(times):
+            work()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - start) / times * 1e6
+
+    dev = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
+    pinned = torch.empty(COPY_BYTES, dtype=torch.uint8).pin_memory()
+    pinned_gbps = COPY_BYTES / 1e3 / host_us(lambda: dev.copy_(pinned, non_blocking=True))
+    # the probe is the best of its repetitions, the host clock's figure an average with launch gaps
+    assert pinned_gbps * 0.95 <= probes["h2d_pinned_gbps"] <= pinned_gbps * 1.3, (probes, pinned_gbps)
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    gemm_us = host_us(lambda: a @ a, times=100)
+    assert gemm_us * 0.7 <= probes["gemm_us"] <= gemm_us * 1.05, (probes, gemm_us)
+    tflops = 2 * 4096**3 / probes["gemm_us"] / 1e6
+    assert 50 < tflops < 2000, f"{tflops:.0f} TFLOP/s is not a bf16 GEMM on one GPU"
+
+    tiny = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(2000):
+        tiny.add_(1)
+    launch_us = (time.perf_counter() - start) / 2000 * 1e6
+    torch.cuda.synchronize()
+    assert launch_us * 0.5 <= probes["launch_us"] <= launch_us * 1.5, (probes, launch_us)
+
+    pynvml = pytest.importorskip("pynvml")
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        max_mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
+    finally:
+        pynvml.nvmlShutdown()
+    assert max_mhz * 0.5 <= probes["sm_clock_mhz"] <= max_mhz, (probes, max_mhz)
