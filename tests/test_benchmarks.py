@@ -230,6 +230,35 @@ def test_gate_figures_of_the_final_rules_follow_from_their_archive(tmp_path):
         "", "2 re-run(s) in fresh processes: 1 failure(s) reproduced in every re-run that decided"}
 
 
+PLANTED = {"item": "test_moe_forward", "compute_stream": "test_weight_streaming", "pageable": "test_weight_streaming",
+           "extra_kernel": "test_transformer_train_step", "fp32": "test_cnn_train_step"}
+
+
+def test_third_session_figures_follow_from_their_archive(tmp_path):
+    with tarfile.open(BENCHMARKS / "results" / "gate_h200_2026-11-23c.tar.xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    runs, doc = tmp_path / "gate_h200_2026-11-23c", doc_text()
+    final = (runs / "gpu-final.log").read_text().splitlines()[-1]
+    assert re.fullmatch(r"10 passed, 684 deselected in 199\.58s \(0:03:19\)", final) and "10 passed, 684 deselected in 199.58s" in doc
+    for bug, culprit in PLANTED.items():
+        tests = {t["nodeid"].split("::")[-1]: t for t in json.loads((runs / "planted" / f"{bug}.json").read_text())["tests"]}
+        assert [name for name, t in tests.items() if t["status"] == "failed"] == [culprit], bug
+        assert all(t["status"] in ("passed", "improved") for name, t in tests.items() if name != culprit), bug
+        assert f"| `{bug}` | 1 failed, 4 passed | {WORKLOADS[culprit]} |" in doc, bug
+    sweep = gate_table(runs / "sweep_weight_streaming")
+    for series, cell in (("slowdown0.15", "5 of 8"), ("slowdown0.20", "**14 of 14**")):
+        (as_run,), spread = sweep[series, "test_weight_streaming"]
+        assert as_run.split()[0].replace("/", " of ") == cell.strip("*")
+        assert f"| {series[-2:]}% | {spread} | {cell}" in doc, (series, spread)
+    probes = [json.loads(line) for line in (runs / "probes.jsonl").read_text().splitlines()]
+    assert len(probes) == 5
+    for name, row, digits in (("h2d_pinned_gbps", "host-to-device, pinned", 2),
+                              ("h2d_pageable_gbps", "host-to-device, pageable", 2), ("gemm_us", "4096³ bf16 GEMM", 1),
+                              ("launch_us", "kernel launch (host)", 2), ("sm_clock_mhz", "SM clock under load", 0)):
+        values = [p[name] for p in probes]
+        assert f"| {row} | {min(values):.{digits}f}-{max(values):.{digits}f} " in doc, name
+
+
 def test_observer_effect_smoke_prints_cost_against_no_profiler():
     out = run_script("observer_effect.py", "--smoke")
     assert re.search(r"no profiler +100\.0 us/step +trace holds: -", out), out

@@ -7,13 +7,12 @@ their noise (a slower PCIe link, a lower clock, a busier host), so that time
 verdicts are ``unstable`` rather than ``regressed``.  Each probe is the best of
 several repetitions timed with CUDA events (the launch probe with the host clock):
 what the machine can do, which a passing hiccup of one repetition does not move
-(medians of 7 moved a GEMM's time by up to 22% between processes of one H200).
-A session reads them again, up to ``READINGS`` times in all, when a reading slower than
-the baseline's would make a regression ``unstable``, and keeps each probe's best reading
-(``best_readings``): a slowdown of the whole machine persists, a passing one (a GEMM
-23% slower at one session's start, at full clock, on an H200) does not, and what
-happens during a test's own steps is its health's to say (``metrics.health``).
-"""
+(medians of 7 moved a GEMM's time by up to 22% between processes of one H200).  Each
+timed repetition is queued behind a spin of the GPU (``torch.cuda._sleep``), so that its
+events time the GPU's work and not the host's launch of it: on an H200, a GEMM whose
+kernel CUPTI timed at 174 us read 211-281 us timed from an idle GPU, 177-178 us behind
+the spin.  The GEMM probe follows its warm-up's 0.2 s of products, so it reads the GEMM
+at the clock the GPU holds under load (194-202 us at 1665-1890 MHz on H200s)."""
 
 from __future__ import annotations
 
@@ -31,6 +30,7 @@ PROBES: dict[str, tuple[str, str, str]] = {
 COPY_BYTES = 64 << 20
 REPEATS = 7
 WARMUP_S = 0.2
+SPIN_CYCLES = 2_000_000  # about 1 ms of GPU clock ahead of each timed repetition
 READINGS = 3  # a session reads the probes at most this many times
 
 
@@ -69,7 +69,8 @@ def measure_machine(device: int = 0) -> dict[str, Any]:
 
 def _gpu_us(work) -> float:
     """Shortest GPU time of ``work`` in microseconds, after the clock has ramped up (an idle
-    GPU runs its first kernels at a low clock)."""
+    GPU runs its first kernels at a low clock).  A spin of the GPU queued ahead of each
+    repetition holds the start event until the host has queued ``work``."""
     import torch
 
     start = time.perf_counter()
@@ -79,6 +80,7 @@ def _gpu_us(work) -> float:
     times = []
     for _ in range(REPEATS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(SPIN_CYCLES)
         start.record()
         work()
         end.record()
