@@ -37,8 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_gpuprof.capture.probes import PROBES
-from pytest_gpuprof.compare.evaluate import is_timing
+from pytest_gpuprof.compare.evaluate import TestResult, is_timing
 from pytest_gpuprof.compare.machine import explains, machine_differences
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import judge
@@ -124,21 +123,16 @@ def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[st
                      samples=(test["per_step"], test["baseline_per_step"]),
                      distributions=(test["distribution"], test["baseline_distribution"]),
                      runs=[r["distribution"] for r in runs if r.get("distribution")])
-    unhealthy = test["health"] if "health" in test else archived_health(test.get("unstable") or [])
+    unhealthy = test["health"] if "health" in test else \
+        [r for r in TestResult.from_json(test).health if not r.startswith(CLOCK_DROP_IN_ARCHIVES)]
     slower = machine_differences(test.get("machine"), [r.get("machine") for r in runs])
     return [v.metric for v in verdicts if v.status == "regressed" and is_timing(v.metric) and not unhealthy
             and not any(explains(p, v.metric) for p in slower)]
 
 
-#: How results written before ``health`` was a field of its own (the 2026-11-21 and
-#: 2026-11-23 archives) begin the ``unstable`` reasons that are not health reasons today:
-#: an SM clock drop with no slowdown reason (a note since), and the machine probes' sentences.
-NOT_HEALTH_IN_ARCHIVES = ("SM clock dropped", *(what for what, _, _ in PROBES.values()))
-
-
-def archived_health(unstable: list[str]) -> list[str]:
-    """The reasons of an archived result's ``unstable`` that still make a run unstable today."""
-    return [r for r in unstable if not r.startswith(NOT_HEALTH_IN_ARCHIVES)]
+#: An SM clock drop with no slowdown reason made a run unstable in the results archived
+#: before ``health`` was a field of its own (2026-11-21 and 2026-11-23); it is a note today.
+CLOCK_DROP_IN_ARCHIVES = "SM clock dropped"
 
 
 def tally(tests: list[dict], regressions) -> str:

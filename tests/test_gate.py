@@ -210,6 +210,16 @@ def test_a_slower_link_makes_copy_regressions_unstable_and_leaves_kernel_ones_fa
                                "(300 us; baseline 190 us)"]
 
 
+def test_a_results_document_written_before_health_and_machine_were_apart_reads_back_split():
+    warming = "first measured step took 2.0x the median of the others: still warming up (raise warmup)"
+    gemm = "a 4096x4096x4096 bf16 GEMM's time is 58% above the baseline machine's (300 us; baseline 190 us)"
+    old = TestResult.from_json({"nodeid": NODE, "status": "unstable", "unstable": [warming, gemm]})
+    assert (old.health, old.slower_machine, old.unstable) == ([warming], [gemm], [warming, gemm])
+    new = TestResult.from_json({"nodeid": NODE, "status": "unstable", "health": [], "slower_machine": [gemm],
+                                "unstable": [gemm]})
+    assert (new.health, new.slower_machine) == ([], [gemm])  # today's document: its fields as written
+
+
 def test_counts_and_thresholds_are_never_sent_to_confirmation():
     def result(*verdicts):
         r = TestResult(NODE, "failed", "NVIDIA H200", {}, verdicts=list(verdicts))

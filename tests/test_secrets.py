@@ -203,3 +203,20 @@ def test_the_cli_reads_a_nsys_rep_through_an_export_it_deletes(command, tmp_path
     assert all(Path(e).parent.parent == private and Path(e).name == "session.sqlite" for e in exports)
     assert os.listdir(folder) == ["session.nsys-rep"] and os.listdir(private) == []  # no export left anywhere
     assert TOKEN not in out
+
+
+def test_an_export_the_cli_cannot_read_is_named_after_its_report(tmp_path, monkeypatch, capsys):
+    broken = tmp_path / "broken.sqlite"
+    broken.write_text("not a database")
+    log = tmp_path / "exports.log"
+    fake = executable(tmp_path / "bin" / "nsys",
+                      EXPORTING_NSYS.format(python=sys.executable, planted=str(broken), log=str(log)))
+    report = tmp_path / "session.nsys-rep"
+    report.write_text("the report nsys exports")
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    assert main(["analyze", str(report), "--nsys", str(fake)]) == 2
+    err = capsys.readouterr().err
+    assert f"{report}'s SQLite export is not a readable SQLite file: file is not a database" in err, err
+    assert log.read_text().split()[0] not in err and os.listdir(private) == []  # the deleted export is not named

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from ..capture.nsys import export_sqlite, find_nsys
-from ..errors import GpuprofError, TraceError
+from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
@@ -31,10 +31,7 @@ def exported(report: str, nsys: str | None) -> Trace:
     binary = find_nsys(nsys, option="--nsys")
     with tempfile.TemporaryDirectory(prefix="gpuprof-") as folder:
         export = export_sqlite(binary, Path(report), Path(folder) / Path(report).with_suffix(".sqlite").name)
-        try:
-            return load_nsys(export)
-        except TraceError as exc:  # named after the report, not the export about to be deleted
-            raise TraceError(f"{report}: {str(exc).replace(str(export), 'its SQLite export')}") from None
+        return load_nsys(export, named=f"{report}'s SQLite export")  # not the export about to be deleted
 
 
 def measure_any(path: str, test_range: str | None = None, nsys: str | None = None) -> Measurement:

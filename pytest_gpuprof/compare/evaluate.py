@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from ..metrics import health
 from ..metrics.measure import METRICS, Measurement
 from ..metrics.timeline import sample
-from .machine import explains, machine_differences
+from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
 from .verdicts import Verdict, distribution, judge, pooled, same_program, stored_samples, test_status
 
@@ -100,9 +100,11 @@ class TestResult:
     def from_json(cls, doc: Mapping[str, Any], backend: str | None = None) -> "TestResult":
         """A test of a results document read back; ``backend`` is the document's, for tests
         that do not name their own.  A document written before ``health`` and
-        ``slower_machine`` were told apart has only ``unstable``: it is read as health."""
+        ``slower_machine`` were told apart (until 2026-11-23) has only ``unstable``: its
+        machine probes' sentences are read as ``slower_machine``, the rest as health."""
         entry = {key: doc.get(f"baseline_{key}") for key in
                  ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs")}
+        unstable = [] if "health" in doc or "slower_machine" in doc else list(doc.get("unstable") or [])
         return cls(
             nodeid=doc.get("nodeid"), status=doc.get("status") or "", gpu=doc.get("gpu"),
             metrics=doc.get("metrics"), baseline=doc.get("baseline_metrics"),
@@ -112,8 +114,8 @@ class TestResult:
             message=doc.get("message") or "", backend=doc.get("backend") or backend,
             environment=doc.get("environment") or {}, timeline=doc.get("timeline"),
             baseline_entry=entry if any(v is not None for v in entry.values()) else None,
-            health=list(doc.get("health", doc.get("unstable")) or []),
-            slower_machine=list(doc.get("slower_machine") or []),
+            health=list(doc.get("health") or []) + [r for r in unstable if not is_difference(r)],
+            slower_machine=list(doc.get("slower_machine") or []) + [r for r in unstable if is_difference(r)],
             per_step=doc.get("per_step"),
             distribution=doc.get("distribution"), notes=list(doc.get("notes") or []), machine=doc.get("machine"),
             confirmation=doc.get("confirmation") or "",

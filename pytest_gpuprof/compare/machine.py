@@ -72,3 +72,8 @@ def machine_differences(current: Mapping[str, Any] | None,
         out[name] = (f"{what} is {abs(change):.0%} {'above' if change > 0 else 'below'} the baseline machine's "
                      f"({format_number(now)} {unit}; baseline {format_number(reference)} {unit})")
     return out
+
+
+def is_difference(sentence: str) -> bool:
+    """Whether a reason is one of ``machine_differences``' sentences."""
+    return sentence.startswith(tuple(what for what, _, _ in PROBES.values()))

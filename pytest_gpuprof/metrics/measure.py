@@ -61,6 +61,8 @@ def _specs() -> dict[str, MetricSpec]:
 #: Every scalar metric, in report order.  ``kernels`` and ``step_gpu_time_us`` are
 #: the two non-scalar members of the metrics object.
 METRICS: dict[str, MetricSpec] = _specs()
+#: The count metrics; a step whose counts differ from the median step's is no host stall (``health.stalled_steps``).
+COUNTS = [name for name, spec in METRICS.items() if spec.kind == "count"]
 
 #: Kernel names (the heaviest) whose per-step times are kept: per_step["kernels"][name].
 PER_STEP_KERNELS = 20
@@ -188,7 +190,7 @@ def measure(trace: Trace) -> Measurement:
     metrics["window_us"] = _us(w_end - w_start)
     per_step["window_us"] = [_us(v) for v in slices]
     per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
-    per_step["stalled"] = stalled_steps(per_step, [name for name, spec in METRICS.items() if spec.kind == "count"])
+    per_step["stalled"] = stalled_steps(per_step, COUNTS)
     metrics["step_count"] = n
     metrics["step_gpu_time_us"] = _step_busy_us(own_work, n)
     peak = trace.metadata.get("peak_memory_allocated_bytes")

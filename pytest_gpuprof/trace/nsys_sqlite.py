@@ -75,37 +75,39 @@ def sqlite_given_as_json(gzipped: bool) -> str:
     return "an SQLite file, not a JSON trace: name it *.sqlite to read it as an Nsight Systems export"
 
 
-def load_nsys(path: str | Path) -> Trace:
-    """Read an nsys SQLite export (``nsys export --type sqlite``) into a Trace."""
-    path = Path(path)
-    if not path.is_file():
-        raise TraceError(f"cannot read report {path}: no such file")
-    with open(path, "rb") as probe:
+def load_nsys(path: str | Path, named: str | None = None) -> Trace:
+    """Read an nsys SQLite export (``nsys export --type sqlite``) into a Trace; errors call
+    the file ``named`` when given (a temporary export is called after its report)."""
+    location = Path(path)
+    name = named or location
+    if not location.is_file():
+        raise TraceError(f"cannot read report {name}: no such file")
+    with open(location, "rb") as probe:
         if probe.read(2) == b"\x1f\x8b":
-            raise TraceError(f"{path}: gzipped, not an SQLite file: {_GUNZIP}")
+            raise TraceError(f"{name}: gzipped, not an SQLite file: {_GUNZIP}")
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = sqlite3.connect(f"file:{location}?mode=ro", uri=True)
     except sqlite3.Error as exc:
-        raise TraceError(f"cannot open {path} as SQLite: {exc}") from exc
+        raise TraceError(f"cannot open {name} as SQLite: {exc}") from exc
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "StringIds" not in tables:
-            raise TraceError(f"{path} is not an Nsight Systems SQLite export (no StringIds table)")
+            raise TraceError(f"{name} is not an Nsight Systems SQLite export (no StringIds table)")
         _check_columns(con, tables)
         trace = _read(con, tables)
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
-        raise TraceError(f"{path} is not a readable SQLite file: {exc}") from exc
+        raise TraceError(f"{name} is not a readable SQLite file: {exc}") from exc
     except UnicodeDecodeError as exc:
-        raise TraceError(f"{path} holds text that is not UTF-8: {exc}") from None
+        raise TraceError(f"{name} holds text that is not UTF-8: {exc}") from None
     except _Invalid as exc:
-        raise TraceError(f"{path}: {exc}") from None
+        raise TraceError(f"{name}: {exc}") from None
     finally:
         con.close()
     problem = first_problem(trace)
     if problem:
-        raise TraceError(f"{path}: {problem}")
+        raise TraceError(f"{name}: {problem}")
     if trace.span() is None:
-        raise TraceError(f"{path} holds no CUDA or NVTX events (was it captured with --trace=cuda,nvtx?)")
+        raise TraceError(f"{name} holds no CUDA or NVTX events (was it captured with --trace=cuda,nvtx?)")
     return trace
 
 
