@@ -245,6 +245,12 @@ def test_third_session_figures_follow_from_their_archive(tmp_path):
         assert [name for name, t in tests.items() if t["status"] == "failed"] == [culprit], bug
         assert all(t["status"] in ("passed", "improved") for name, t in tests.items() if name != culprit), bug
         assert f"| `{bug}` | 1 failed, 4 passed | {WORKLOADS[culprit]} |" in doc, bug
+    aa = gate_table(runs / "aa_vs_shipped", "0.05/0.10")
+    assert {test for series, test in aa} == {*WORKLOADS, "test_small_batch_decode"}
+    assert all(tallies == ["0/10", "0/10"] for tallies, _ in aa.values()), aa
+    statuses = {t["status"] for path in (runs / "aa_vs_shipped").glob("aa-*.json")
+                for t in json.loads(path.read_text())["tests"]}
+    assert statuses == {"passed"} and "10 runs of the whole example suite, **0 failing tests, 0 time or ratio" in doc
     sweep = gate_table(runs / "sweep_weight_streaming")
     for series, cell in (("slowdown0.15", "5 of 8"), ("slowdown0.20", "**14 of 14**")):
         (as_run,), spread = sweep[series, "test_weight_streaming"]
