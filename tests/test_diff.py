@@ -231,3 +231,16 @@ def test_bad_input_exits_2_naming_the_file(tmp_path, which, side):
     assert out.returncode == 2, out.stdout + out.stderr
     assert out.stderr.startswith("gpuprof: ") and str(bad) in out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_kernel_names_reach_the_terminal_escaped(tmp_path):
+    """A name from a trace may hold a line break or a terminal's control sequence: shown escaped."""
+    text = gzip.decompress(ITEM.read_bytes()).decode()
+    hostile = text.replace('"name": "void at::native::reduce_kernel', '"name": "\\n\\u001b[2Jvoid at::native::reduce_kernel')
+    assert hostile != text
+    (tmp_path / "item.json").write_text(hostile)
+    out = diff(GOOD, tmp_path / "item.json")
+    assert out.returncode == 1, out.stderr
+    assert "\x1b" not in out.stdout
+    assert [line for line in out.stdout.splitlines() if "reduce_kernel" in line] == [
+        line for line in out.stdout.splitlines() if "\\n\\x1b[2Jvoid at::native::reduce_kernel" in line]

@@ -27,6 +27,7 @@ from ..compare.rules import Rules
 from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
 from ..numbers import format_number
+from ..report.escaping import terminal_text
 from ..report.document import SCHEMA_VERSION
 from ..report.words import BACKEND_NAMES, broken_header, is_broken, shorten, verdict_line
 from ..trace.nsys_sqlite import SQLITE_MAGIC
@@ -126,7 +127,7 @@ def pairs(a: Side, b: Side, test: str | None) -> list[tuple[str | None, TestResu
 
 def diff(a_path: str, b_path: str, rules: Rules, top: int = 20, test: str | None = None,
          test_range: str | None = None, nsys: str | None = None) -> tuple[int, list[str]]:
-    """(exit status, lines to print)."""
+    """(exit status, lines to print, each ``terminal_text``: they hold names from the traces)."""
     a = load_side(a_path, test_range, nsys)
     b = load_side(b_path, test_range, nsys)
     lines = [f"A (baseline): {_describe(a)}", f"B (current):  {_describe(b)}",
@@ -144,7 +145,7 @@ def diff(a_path: str, b_path: str, rules: Rules, top: int = 20, test: str | None
         lines.append("no tests to compare: both results files are empty")
     worst = max((status for status, _ in compared), default=0)
     lines.append("regression: a metric broke (exit 1)" if worst else "no regression (exit 0)")
-    return worst, lines
+    return worst, [terminal_text(line) for line in lines]
 
 
 def _describe(side: Side) -> str:

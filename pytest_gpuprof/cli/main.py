@@ -61,9 +61,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _emit(status: int, lines: list[str]) -> int:
-    """Print the lines; a reader that stops early (``| head``) ends the output quietly."""
+    """Print the lines (each already fit for a terminal); a reader that stops early
+    (``| head``) ends the output quietly."""
     try:
-        print("\n".join(terminal_text(line) for text in lines for line in text.split("\n")))
+        print("\n".join(lines))
         sys.stdout.flush()
     except BrokenPipeError:
         # Python would report the pipe again while flushing stdout at exit
