@@ -123,8 +123,9 @@ def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[st
                      samples=(test["per_step"], test["baseline_per_step"]),
                      distributions=(test["distribution"], test["baseline_distribution"]),
                      runs=[r["distribution"] for r in runs if r.get("distribution")])
-    unhealthy = test["health"] if "health" in test else \
-        [r for r in TestResult.from_json(test).health if not r.startswith(CLOCK_DROP_IN_ARCHIVES)]
+    unhealthy = TestResult.from_json(test).health
+    if "health" not in test:  # archived before health was a field of its own
+        unhealthy = [r for r in unhealthy if not r.startswith(CLOCK_DROP_IN_ARCHIVES)]
     slower = machine_differences(test.get("machine"), [r.get("machine") for r in runs])
     return [v.metric for v in verdicts if v.status == "regressed" and is_timing(v.metric) and not unhealthy
             and not any(explains(p, v.metric) for p in slower)]

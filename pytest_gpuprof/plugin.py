@@ -79,16 +79,16 @@ def _warn_replay_taken_for_a_path(config: pytest.Config, replay_dir: Path) -> No
     it takes DIR for a test path too: the rootdir, hence node ids, trace names and baseline
     files, can change.  Warn unless that cannot have happened (``=DIR``, ``--rootdir``, or an
     ini file above both DIR and the tests)."""
-    args = [str(a) for a in config.invocation_params.args]
-    if "--gpuprof-replay" not in args[:-1] or config.option.rootdir:
+    args, flag = [str(a) for a in config.invocation_params.args], BY_NAME["replay"].flag
+    if flag not in args[:-1] or config.option.rootdir:
         return
     if config.inipath is not None and replay_dir.resolve().is_relative_to(config.rootpath):
         return
-    value = args[args.index("--gpuprof-replay") + 1]
+    value = args[args.index(flag) + 1]
     config.issue_config_time_warning(pytest.PytestConfigWarning(
-        f"--gpuprof-replay {value}: given with a space, pytest also took {value} for a test path when it chose "
+        f"{flag} {value}: given with a space, pytest also took {value} for a test path when it chose "
         f"the rootdir ({config.rootpath}), which decides the node ids that name traces and baselines; "
-        f"write --gpuprof-replay={value} or pass --rootdir"), stacklevel=2)
+        f"write {flag}={value} or pass --rootdir"), stacklevel=2)
 
 
 @pytest.hookimpl(tryfirst=True)

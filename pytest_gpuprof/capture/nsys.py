@@ -178,11 +178,20 @@ HELD_ENV = "GPUPROF_NSYS_HELD"
 
 
 def hold(held: Mapping[str, str]) -> Path:
-    """Write the held variables to a file only this user can read (``run_inner`` deletes it)."""
+    """Write the held variables to a file only this user can read, for ``restore_held``."""
     fd, name = tempfile.mkstemp(prefix="gpuprof-env-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(dict(held), fh)
     return Path(name)
+
+
+def restore_held() -> None:
+    """In the process nsys launched: put the held variables back into this process (never
+    into its launch environment, which nsys has recorded by now) and delete their file."""
+    held = os.environ.pop(HELD_ENV, None)
+    if held:
+        os.environ.update(json.loads(Path(held).read_text(encoding="utf-8")))
+        Path(held).unlink()
 
 
 #: What replaces a scrubbed string.

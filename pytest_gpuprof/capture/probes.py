@@ -12,7 +12,13 @@ timed repetition is queued behind a spin of the GPU (``torch.cuda._sleep``), so 
 events time the GPU's work and not the host's launch of it: on an H200, a GEMM whose
 kernel CUPTI timed at 174 us read 211-281 us timed from an idle GPU, 177-178 us behind
 the spin.  The GEMM probe follows its warm-up's 0.2 s of products, so it reads the GEMM
-at the clock the GPU holds under load (194-202 us at 1665-1890 MHz on H200s)."""
+at the clock the GPU holds under load (194-202 us at 1665-1890 MHz on H200s).
+A session reads them again, up to ``READINGS`` times in all, when a reading slower than
+the baseline's would make a regression ``unstable``, and keeps each probe's best reading
+(``best_readings``): a slowdown of the whole machine persists, a passing one (a GEMM
+23% slower at one session's start, at full clock, on an H200) does not, and what
+happens during a test's own steps is its health's to say (``metrics.health``).
+"""
 
 from __future__ import annotations
 

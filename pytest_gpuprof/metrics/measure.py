@@ -61,7 +61,8 @@ def _specs() -> dict[str, MetricSpec]:
 #: Every scalar metric, in report order.  ``kernels`` and ``step_gpu_time_us`` are
 #: the two non-scalar members of the metrics object.
 METRICS: dict[str, MetricSpec] = _specs()
-#: The count metrics; a step whose counts differ from the median step's is no host stall (``health.stalled_steps``).
+#: The count metrics; a step whose counts differ from the median step's is no host stall
+#: (``health.stalled_steps``).
 COUNTS = [name for name, spec in METRICS.items() if spec.kind == "count"]
 
 #: Kernel names (the heaviest) whose per-step times are kept: per_step["kernels"][name].

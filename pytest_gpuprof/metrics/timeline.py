@@ -25,7 +25,7 @@ def sample(m: Measurement, cap: int = default("timeline-events")) -> dict[str, A
     if cap <= 0 or m.work is None or not len(m.work):
         return None
     busy = np.asarray(m.metrics["step_gpu_time_us"])
-    working = np.flatnonzero(np.isin(np.arange(len(busy)), m.work["step"].to_numpy()))
+    working = np.unique(m.work["step"].to_numpy())  # the steps with GPU work, in order
     step = int(working[np.argsort(busy[working], kind="stable")[len(working) // 2]])
     work = m.work[m.work["step"] == step].sort_values("start", kind="stable")
     truncated = len(work) > cap

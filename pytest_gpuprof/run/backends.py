@@ -41,16 +41,21 @@ TRACE_SUFFIX = ".pt.trace.json.gz"
 READABLE_CHARS = 160  # of a trace name's node-id part: the whole name stays under 255 bytes
 
 
+def _safe(nodeid: str) -> str:
+    """The node id with every run of unsafe characters replaced by ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_")
+
+
 def trace_name(nodeid: str) -> str:
-    """The node id with every run of unsafe characters replaced by ``_``: readable, but
-    ``a/b``, ``a_b`` and ``a b`` share it.  Replay finds traces under it (example_suite/traces)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_") + TRACE_SUFFIX
+    """The node id made safe for a file name: readable, but ``a/b``, ``a_b`` and ``a b``
+    share it.  Replay finds traces under it (example_suite/traces)."""
+    return _safe(nodeid) + TRACE_SUFFIX
 
 
 def unique_trace_name(nodeid: str) -> str:
     """File name of a test's kept trace: ``trace_name``, not hidden and cut to a length every
     file system takes, with a digest of the node id, so that no two node ids share it."""
-    readable = trace_name(nodeid).removesuffix(TRACE_SUFFIX).lstrip("._")[:READABLE_CHARS]
+    readable = _safe(nodeid).lstrip("._")[:READABLE_CHARS]
     digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{readable}.{digest}{TRACE_SUFFIX}".lstrip(".")
 

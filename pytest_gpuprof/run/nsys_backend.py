@@ -32,6 +32,7 @@ from ..capture.nsys import (
     find_nsys,
     hold,
     profile_command,
+    restore_held,
     run_streamed,
     scrub_report,
     scrub_sqlite,
@@ -50,12 +51,8 @@ INNER_LAUNCH = "import sys; from pytest_gpuprof.run.nsys_backend import run_inne
 
 
 def run_inner(args: list[str]) -> int:
-    """Inside nsys: put the held variables back into this process (never into its launch
-    environment, which nsys has recorded by now), then run pytest."""
-    held = os.environ.pop(HELD_ENV, None)
-    if held:
-        os.environ.update(json.loads(Path(held).read_text(encoding="utf-8")))
-        Path(held).unlink()
+    """Inside nsys: the held variables back (``restore_held``), then pytest."""
+    restore_held()
     return int(pytest.main(args))
 
 
