@@ -42,7 +42,10 @@ from typing import Any, Callable
 from pytest_gpuprof.capture.ranges import METADATA_MARK, NVTX_DOMAIN
 from pytest_gpuprof.cli.inputs import measure_any
 from pytest_gpuprof.errors import GpuprofError
+from pytest_gpuprof.metrics.measure import METRICS
 from pytest_gpuprof.trace import kineto
+
+from make_big_trace import event_spans
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -60,7 +63,7 @@ NSYS_COLUMNS = {
     "CUPTI_ACTIVITY_KIND_RUNTIME": ["start", "end", "nameId", "globalTid", "correlationId"],
 }
 SQL_VALUES = [None, "abc", 1.5, (1 << 63) - 1, -5, "swap"]
-RATIOS = ("gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_wait_fraction")
+RATIOS = [name for name, spec in METRICS.items() if spec.kind == "ratio"]
 OUTCOMES = ("clean error", "accepted", "traceback", "silently wrong", "parsers disagree")
 #: How the summary line counts each outcome.
 SUMMARY_WORDS = {"clean error": "clean errors", "traceback": "tracebacks", "silently wrong": "silently wrong",
@@ -87,19 +90,13 @@ def unzipped(path: Path) -> bytes:
     return gzip.decompress(path.read_bytes())
 
 
-def event_spans(raw: bytes) -> tuple[list[tuple[int, int, dict]], int, int]:
-    """(start, end, event) of each event, with the events array's bounds, found by the
-    standard JSON decoder (the sources are ASCII, so offsets are bytes)."""
+def events_and_bounds(raw: bytes) -> tuple[list[tuple[int, int, dict]], int, int]:
+    """(start, end, event) of each event, with the events array's bounds: where the
+    ``"traceEvents"`` key starts and where the array's ``]`` is (the sources are ASCII,
+    so offsets are bytes)."""
     text = raw.decode("ascii")
-    at = text.index("[", text.index('"traceEvents"')) + 1
-    decoder, spans = json.JSONDecoder(), []
-    while True:
-        at = len(text) - len(text[at:].lstrip(" \n,"))
-        if text[at] == "]":
-            return spans, text.index('"traceEvents"'), at
-        event, end = decoder.raw_decode(text, at)
-        spans.append((at, end, event))
-        at = end
+    spans, first = list(event_spans(text)), text.index('"traceEvents"')
+    return spans, first, text.index("]", spans[-1][1] if spans else first)
 
 
 def touches(spans, lo: int, hi: int, first: int, last: int) -> bool:
@@ -151,7 +148,7 @@ NSYS_PROBES = ("drop column", "set value", "gpuprof mark", "lost string", "file 
 def _kineto_input(rng: random.Random, probe: str) -> Altered:
     src = rng.choice(KINETO_SOURCES)
     raw = unzipped(src)
-    events, first, last = event_spans(raw)
+    events, first, last = events_and_bounds(raw)
     spans = [span for span in events if kineto._needed(span[2])]
     gz, probe_name = rng.random() < 0.5, "kineto " + probe
     if probe == "truncate":
@@ -263,7 +260,7 @@ def _nsys_input(rng: random.Random, probe: str) -> Altered:
     if probe == "lost string":
         table = rng.choice([t for t in tables if t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME")])
         return Altered(probe_name, src, table, edit=_lose_string(table), must_fail=True)
-    size = len(gzip.decompress(src.read_bytes()))
+    size = len(unzipped(src))
     at, cut = rng.randrange(size), rng.random() < 0.3
     return Altered(probe_name, src, f"{'cut' if cut else 'flip'} at {at}", edit=_bytes(at, cut))
 
@@ -282,7 +279,7 @@ def _tables_with_rows(src: Path) -> list[str]:
 def _sqlite_copy(src: Path):
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "report.sqlite"
-        path.write_bytes(gzip.decompress(src.read_bytes()))
+        path.write_bytes(unzipped(src))
         yield path
 
 
@@ -311,15 +308,19 @@ def _set(table: str, column: str, value, where: float):
         rowids = [r[0] for r in con.execute(f"SELECT rowid FROM {table} ORDER BY rowid")]
         con.close()
         rowid = rowids[int(where * len(rowids))]
-        # a copy of the table without its NOT NULL constraints, so that NULL can be written
-        _sql(path, (f"CREATE TABLE loose AS SELECT rowid AS rid, * FROM {table}",), (f"DROP TABLE {table}",),
-             (f"ALTER TABLE loose RENAME TO {table}",))
-        rowid_of = "rid"
+        loosen(path, table)  # so that NULL can be written
         if value == "swap":
-            _sql(path, (f"UPDATE {table} SET start = end, end = start - 1 WHERE {rowid_of} = ?", (rowid,)))
+            _sql(path, (f"UPDATE {table} SET start = end, end = start - 1 WHERE rid = ?", (rowid,)))
         else:
-            _sql(path, (f"UPDATE {table} SET {column} = ? WHERE {rowid_of} = ?", (value, rowid)))
+            _sql(path, (f"UPDATE {table} SET {column} = ? WHERE rid = ?", (value, rowid)))
     return edit
+
+
+def loosen(path: Path, table: str) -> None:
+    """TABLE copied without its NOT NULL constraints (a damaged or hand-made export);
+    its column ``rid`` holds each row's former rowid."""
+    _sql(path, (f"CREATE TABLE loose AS SELECT rowid AS rid, * FROM {table}",), (f"DROP TABLE {table}",),
+         (f"ALTER TABLE loose RENAME TO {table}",))
 
 
 def _mark(payload: str):
@@ -404,7 +405,7 @@ def judge(item: Altered, folder: Path) -> tuple[str, str]:
             generic = outcome(path)
     else:
         path = folder / "t.sqlite"
-        path.write_bytes(gzip.decompress(item.source.read_bytes()))
+        path.write_bytes(unzipped(item.source))
         item.edit(path)
         generic = None
     kind, text = outcome(path)

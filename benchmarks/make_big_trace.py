@@ -27,8 +27,10 @@ import math
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The smallest trace of the example suite (about 4,000 events), the source of the smoke runs.
@@ -49,21 +51,25 @@ def read_text(path: Path) -> str:
     return (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
 
 
-def split_events(text: str) -> tuple[str, list[str], str, str]:
-    """Header (through ``[``), each event's exact text, the separator between events, trailer."""
-    open_at = text.index("[", text.index('"traceEvents"')) + 1
+def event_spans(text: str) -> Iterator[tuple[int, int, Any]]:
+    """(start, end, event) of each event of the ``traceEvents`` array, in order, found by
+    the standard JSON decoder: ``text[start:end]`` is the event's exact text."""
+    pos = text.index("[", text.index('"traceEvents"')) + 1
     decoder = json.JSONDecoder()
-    events, spans = [], []
-    pos = open_at
     while True:
         while text[pos] in " \t\r\n,":
             pos += 1
         if text[pos] == "]":
-            break
-        _, end = decoder.raw_decode(text, pos)
-        spans.append((pos, end))
-        events.append(text[pos:end])
+            return
+        event, end = decoder.raw_decode(text, pos)
+        yield pos, end, event
         pos = end
+
+
+def split_events(text: str) -> tuple[str, list[str], str, str]:
+    """Header (through ``[``), each event's exact text, the separator between events, trailer."""
+    spans = [(start, end) for start, end, _ in event_spans(text)]
+    events = [text[start:end] for start, end in spans]
     separator = text[spans[0][1]:spans[1][0]]
     return text[:spans[0][0]], events, separator, text[spans[-1][1]:]
 

@@ -29,17 +29,34 @@ from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.run import confirm
 from pytest_gpuprof.run.session import GpuprofSession, Settings
 from pytest_gpuprof.trace.kineto import load_kineto
+from pytest_gpuprof.trace.model import Trace
 
 HOST = Path(__file__).parent / "data" / "host"
 NODE = "tests/test_gate.py::fixture"
 
 
-def measured(name: str, kernel_scale: float = 1.0):
+def scaled_trace(name: str, scale: float = 1.0) -> Trace:
+    """The host trace NAME with every kernel SCALE times as long."""
     trace = load_kineto(HOST / f"{name}.pt.trace.json.gz")
-    if kernel_scale != 1.0:  # every kernel runs longer: a real GPU-side regression
+    if scale != 1.0:  # every kernel runs longer: a real GPU-side regression
         k = trace.kernels
-        k["end"] = k["start"] + ((k["end"] - k["start"]) * kernel_scale).round().astype("int64")
-    return measure(trace)
+        k["end"] = k["start"] + ((k["end"] - k["start"]) * scale).round().astype("int64")
+    return trace
+
+
+def measured(name: str, kernel_scale: float = 1.0):
+    return measure(scaled_trace(name, kernel_scale))
+
+
+def session_settings(folder: Path, **more) -> Settings:
+    """A session's settings that judge against the baselines in FOLDER and write there, keeping no traces."""
+    return Settings(update_baseline=False, strict=False, baseline_dir=folder, output_dir=folder, keep_traces=False,
+                    replay_dir=None, plan=StepPlan(), rules=Rules(), **more)
+
+
+def failed_result(*verdicts: Verdict) -> TestResult:
+    """A failed result of NODE holding VERDICTS."""
+    return TestResult(NODE, "failed", "NVIDIA H200", {}, verdicts=list(verdicts))
 
 
 def baseline(*names: str) -> dict:
@@ -221,17 +238,14 @@ def test_a_results_document_written_before_health_and_machine_were_apart_reads_b
 
 
 def test_counts_and_thresholds_are_never_sent_to_confirmation():
-    def result(*verdicts):
-        r = TestResult(NODE, "failed", "NVIDIA H200", {}, verdicts=list(verdicts))
-        return r
     timing = Verdict("window_us", "regressed", 1.0, 2.0, "rule")
-    assert confirm.needs_confirmation(result(timing))
-    assert not confirm.needs_confirmation(result(timing, Verdict("sync_count", "regressed", 0, 8, "rule")))
-    assert not confirm.needs_confirmation(result(Verdict("kernels[k]", "new", None, 1, "rule")))
+    assert confirm.needs_confirmation(failed_result(timing))
+    assert not confirm.needs_confirmation(failed_result(timing, Verdict("sync_count", "regressed", 0, 8, "rule")))
+    assert not confirm.needs_confirmation(failed_result(Verdict("kernels[k]", "new", None, 1, "rule")))
     both = (timing, Verdict("kernel_time_us", "regressed", 1.0, 2.0, "rule"))
-    partly = result(*both)
-    confirm.apply(partly, [result(Verdict("kernel_time_us", "regressed", 1.0, 2.1, "rule")),
-                           result(Verdict("kernel_time_us", "regressed", 1.0, 2.2, "rule"))])
+    partly = failed_result(*both)
+    confirm.apply(partly, [failed_result(Verdict("kernel_time_us", "regressed", 1.0, 2.1, "rule")),
+                           failed_result(Verdict("kernel_time_us", "regressed", 1.0, 2.2, "rule"))])
     assert [v.status for v in partly.verdicts] == ["unconfirmed", "regressed"]  # every re-run must reproduce
     assert partly.verdicts[1].evidence == "; confirmed in 2 fresh process(es): +110.0%, +120.0%"
     assert partly.status == "failed"
@@ -239,23 +253,22 @@ def test_counts_and_thresholds_are_never_sent_to_confirmation():
 
 
 def test_a_rerun_that_measured_nothing_neither_confirms_nor_clears():
-    def result(*verdicts):
-        return TestResult(NODE, "failed", "NVIDIA H200", {}, verdicts=list(verdicts))
     broken = "the re-run wrote no results (exit 4)"
     timing = Verdict("window_us", "regressed", 1.0, 2.0, "rule")
-    alone = result(dataclasses.replace(timing))
+    alone = failed_result(dataclasses.replace(timing))
     confirm.apply(alone, [broken, broken])
     assert alone.status == "failed" and alone.verdicts[0].status == "regressed"
     assert alone.confirmation == ("2 re-run(s) in fresh processes: 1 failure(s) that no re-run could decide stand "
                                   f"({broken}; {broken})")
-    cleared = result(dataclasses.replace(timing))
-    confirm.apply(cleared, [result(), broken])  # the one that measured saw no regression
+    cleared = failed_result(dataclasses.replace(timing))
+    confirm.apply(cleared, [failed_result(), broken])  # the one that measured saw no regression
     assert cleared.status == "unconfirmed" and cleared.verdicts[0].status == "unconfirmed"
     assert cleared.verdicts[0].evidence == "; not reproduced in 1 of 1 fresh process(es)"
     assert cleared.confirmation == f"2 re-run(s) in fresh processes: the failures did not reproduce ({broken})"
     # a re-run that saw the change but judged it unstable (a slower machine, a clock drop) decides nothing
-    unsteady = result(dataclasses.replace(timing), dataclasses.replace(timing, metric="kernel_time_us"))
-    rerun = result(dataclasses.replace(timing, status="unstable"), dataclasses.replace(timing, metric="kernel_time_us"))
+    unsteady = failed_result(dataclasses.replace(timing), dataclasses.replace(timing, metric="kernel_time_us"))
+    rerun = failed_result(dataclasses.replace(timing, status="unstable"),
+                          dataclasses.replace(timing, metric="kernel_time_us"))
     rerun.health = ["first measured step took 2.0x the median of the others: still warming up (raise warmup)"]
     confirm.apply(unsteady, [rerun, broken])
     assert [v.status for v in unsteady.verdicts] == ["regressed", "regressed"] and unsteady.status == "failed"
@@ -275,9 +288,7 @@ def test_a_rerun_turns_gpuprof_on(pytester):
         def test_work():
             pass
     """)
-    session = GpuprofSession(Settings(update_baseline=False, strict=False, baseline_dir=pytester.path,
-                                      output_dir=pytester.path, keep_traces=False, replay_dir=None,
-                                      plan=StepPlan(), rules=Rules()))
+    session = GpuprofSession(session_settings(pytester.path))
     assert confirm.rerun("test_one.py::test_work", session._confirm_args(), pytester.path) == \
         "the re-run did not measure the test"
 
@@ -301,20 +312,15 @@ def _session_judging(tmp_path, monkeypatch, readings):
     entry = baseline("launch_p0", "launch_p1", "launch_p2")
     for run in entry["runs"]:
         run["machine"] = PROBES
-    m = measured("launch_p2", kernel_scale=1.2)
-    settings = Settings(update_baseline=False, strict=False, baseline_dir=tmp_path, output_dir=tmp_path,
-                        keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules())
-    gpu = of_measurement(NODE, m, "torch").gpu
+    trace = scaled_trace("launch_p2", 1.2)
+    gpu = of_measurement(NODE, measure(trace), "torch").gpu
     baseline_io.update(baseline_io.baseline_file(tmp_path, NODE), {NODE: {gpu: entry}})
-    session = GpuprofSession(settings, _Probed())
+    session = GpuprofSession(session_settings(tmp_path), _Probed())
     session.machine = readings[0]
     later = iter(readings[1:])
     monkeypatch.setattr("pytest_gpuprof.run.session.measure_machine", lambda device: next(later))
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("torch.cuda.current_device", lambda: 0)
-    trace = load_kineto(HOST / "launch_p2.pt.trace.json.gz")
-    k = trace.kernels
-    k["end"] = k["start"] + ((k["end"] - k["start"]) * 1.2).round().astype("int64")
     return session, lambda: session.judge(NODE, {}, lambda: (trace, None))
 
 

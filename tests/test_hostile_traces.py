@@ -10,13 +10,11 @@ import contextlib
 import csv
 import gzip
 import json
-import sqlite3
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,6 +27,9 @@ from pytest_gpuprof.trace import kineto
 from pytest_gpuprof.trace.kineto import load_kineto
 from pytest_gpuprof.trace.model import Trace
 from pytest_gpuprof.trace.nsys_sqlite import load_nsys
+
+from test_kineto import assert_same, generic
+from test_nsys_backend import unpack
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 import fuzz_loaders as fuzz  # noqa: E402
@@ -114,8 +115,8 @@ def refused(tmp_path: Path, content: str | bytes, words: str, name: str = "t.jso
     path = tmp_path / name
     path.write_bytes(content.encode() if isinstance(content, str) else content)
     messages = []
-    for generic in (False, True):
-        with fuzz.generic_only() if generic else contextlib.nullcontext():
+    for generic_alone in (False, True):
+        with fuzz.generic_only() if generic_alone else contextlib.nullcontext():
             with pytest.raises(TraceError) as err:
                 load_kineto(path)
         messages.append(str(err.value))
@@ -275,15 +276,12 @@ def test_invalid_json_around_the_events_is_refused_by_both_parsers(tmp_path, cha
     refused(tmp_path, change(sync_text()), "is not a Chrome-trace JSON file")
 
 
-def read_alike(tmp_path: Path, content: str) -> Trace:
+def read_alike(tmp_path: Path, monkeypatch, content: str) -> Trace:
     """The trace both Kineto parsers read from CONTENT, which must be the same."""
     path = tmp_path / "t.json"
     path.write_text(content)
-    fast = load_kineto(path)
-    with fuzz.generic_only():
-        generic = load_kineto(path)
-    for table in ("kernels", "copies", "sets", "runtime", "ranges"):
-        pd.testing.assert_frame_equal(getattr(fast, table), getattr(generic, table), check_categorical=False)
+    fast = load_kineto(path)  # as analyze reads it: the fast path may give up on these
+    assert_same(fast, generic(path, monkeypatch))
     return fast
 
 
@@ -293,7 +291,7 @@ def read_alike(tmp_path: Path, content: str) -> Trace:
     ("kernel", lambda e: {**e, "ph": "i"}, 3),
     ("kernel", lambda e: {**e, "cat": "cpu_op"}, 3),
 ], ids=["an event nested in args", "ts given twice", "ph given twice", "cat given twice"])
-def test_valid_json_the_fast_path_used_to_misread_is_read_alike(tmp_path, cat, change, kernels):
+def test_valid_json_the_fast_path_used_to_misread_is_read_alike(tmp_path, monkeypatch, cat, change, kernels):
     """A kernel inside another event's args is no event; a key given again after args
     overrides the first (the fast path used to read the first)."""
     text = sync_text()
@@ -303,7 +301,7 @@ def test_valid_json_the_fast_path_used_to_misread_is_read_alike(tmp_path, cat, c
     if cat == "kernel":  # the event as Kineto wrote it, then the changed key again
         key = next(k for k in event if event[k] != change(event)[k])
         changed = text[start:end - 1].rstrip() + f', "{key}": {json.dumps(change(event)[key])}}}'
-    trace = read_alike(tmp_path, text[:start] + changed + text[end:])
+    trace = read_alike(tmp_path, monkeypatch, text[:start] + changed + text[end:])
     assert len(trace.kernels) == kernels and "nested" not in trace.kernels["name"].astype(str).tolist()
 
 
@@ -313,10 +311,10 @@ def first_kernel() -> str:
     return text[start:end]
 
 
-def test_a_key_ending_in_ph_is_not_ph(tmp_path):
+def test_a_key_ending_in_ph_is_not_ph(tmp_path, monkeypatch):
     r"""'"a\"ph": "X"' is the key 'a"ph', so the event has no ph and is no kernel."""
     text = sync_text().replace('"ph": "X", "cat": "kernel"', '"a\\"ph": "X", "cat": "kernel"', 1)
-    assert len(read_alike(tmp_path, text).kernels) == 3
+    assert len(read_alike(tmp_path, monkeypatch, text).kernels) == 3
 
 
 def test_events_under_another_key_than_trace_events_are_refused_by_both_parsers(tmp_path):
@@ -334,9 +332,7 @@ def test_a_kineto_trace_with_args_nulls_gives_no_negative_bytes(tmp_path):
 
 @pytest.fixture
 def report(tmp_path) -> Path:
-    path = tmp_path / "report.sqlite"
-    path.write_bytes(gzip.decompress(SYNC_NSYS.read_bytes()))
-    return path
+    return unpack("sync", tmp_path)
 
 
 def nsys_refused(path: Path, words: str) -> str:
@@ -346,39 +342,26 @@ def nsys_refused(path: Path, words: str) -> str:
     return str(err.value)
 
 
-def sql(path: Path, *statements: str) -> None:
-    con = sqlite3.connect(path)
-    for statement in statements:
-        con.execute(statement)
-    con.commit()
-    con.close()
-
-
-def loosen(path: Path, table: str) -> None:
-    """The table without its NOT NULL constraints (a damaged or hand-made export)."""
-    sql(path, f"CREATE TABLE loose AS SELECT * FROM {table}", f"DROP TABLE {table}", f"ALTER TABLE loose RENAME TO {table}")
-
-
 def test_nsys_dropped_column_is_named(report):
-    sql(report, "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN streamId")
+    fuzz._sql(report, ("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN streamId",))
     nsys_refused(report, "table CUPTI_ACTIVITY_KIND_KERNEL lacks the column(s) streamId")
 
 
 @pytest.mark.parametrize("value, words", [("NULL", "start is NULL"), ("'abc'", "start is 'abc'"), ("1.5", "start is 1.5")])
 def test_nsys_start_that_is_not_an_integer_names_the_row(report, value, words):
-    loosen(report, "CUPTI_ACTIVITY_KIND_KERNEL")
-    sql(report, f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {value} WHERE rowid = 3")
+    fuzz.loosen(report, "CUPTI_ACTIVITY_KIND_KERNEL")
+    fuzz._sql(report, (f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {value} WHERE rowid = 3",))
     nsys_refused(report, f"CUPTI_ACTIVITY_KIND_KERNEL row 3: {words}, not an integer")
 
 
 def test_nsys_end_before_start_is_refused_not_a_negative_time(report):
     """'end < start in SQLite gives -4 us'."""
-    sql(report, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 4000 WHERE rowid = 1")
+    fuzz._sql(report, ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 4000 WHERE rowid = 1",))
     nsys_refused(report, "ends before it starts")
 
 
 def test_nsys_negative_copy_bytes_are_refused(report):
-    sql(report, "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = -4 WHERE rowid = 1")
+    fuzz._sql(report, ("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = -4 WHERE rowid = 1",))
     nsys_refused(report, "negative")
 
 
@@ -389,12 +372,13 @@ def test_nsys_malformed_gpuprof_mark_is_named(report, payload, words):
 
 
 def test_nsys_kernel_whose_name_is_lost_is_refused_not_dropped(report):
-    sql(report, "DELETE FROM StringIds WHERE id = (SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)")
+    fuzz._sql(report, ("DELETE FROM StringIds WHERE id = "
+                       "(SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)",))
     nsys_refused(report, "is not a string of StringIds")
 
 
 def test_nsys_empty_tables_are_empty_not_an_error(report):
-    sql(report, "DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    fuzz._sql(report, ("DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY",))
     trace = load_nsys(report)
     assert len(trace.copies) == 0 and len(trace.kernels) == 6
 

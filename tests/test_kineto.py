@@ -77,10 +77,41 @@ def test_a_chunk_boundary_inside_the_events_key_is_read_across(tmp_path, monkeyp
     assert_same(fast_only(path, monkeypatch, 4096), generic(path, monkeypatch))
 
 
+def vouching(path, monkeypatch, bound):
+    """The fast path's read of PATH in 4096-byte chunks, remembering BOUND checked event
+    texts: for each chunk, the texts it checked (one ``json.loads`` each) and how many
+    texts were remembered after it."""
+    loads, vouch, checks, chunks = json.loads, kineto._vouch, 0, []
+
+    def counted_loads(*args, **kwargs):
+        nonlocal checks
+        checks += 1
+        return loads(*args, **kwargs)
+
+    def spied_vouch(data, end, vouched):
+        before = checks
+        vouch(data, end, vouched)
+        chunks.append((checks - before, len(vouched)))
+
+    with monkeypatch.context() as m:
+        m.setattr(kineto, "_VOUCHED", bound)
+        m.setattr(kineto, "_vouch", spied_vouch)
+        m.setattr(json, "loads", counted_loads)
+        fast_only(path, monkeypatch, 4096)
+    return chunks
+
+
 def test_event_texts_checked_are_forgotten_past_the_bound(monkeypatch):
     """The fast path remembers the event texts it has checked, up to a bound that keeps the
     memory of a trace of ever new texts in check; past it, it checks them again."""
     path = DATA / "overlap.pt.trace.json.gz"
+    bounded, unbounded = vouching(path, monkeypatch, 2), vouching(path, monkeypatch, kineto._VOUCHED)
+    assert len(bounded) == len(unbounded) > 10
+    # forgotten texts are checked again: more checks than with the default bound
+    assert sum(n for n, _ in bounded) > sum(n for n, _ in unbounded)
+    # never more remembered than the bound plus the texts one chunk checked
+    assert all(size <= 2 + n for n, size in bounded)
+    assert max(size for _, size in unbounded) > 2 + max(n for n, _ in bounded)  # which the default bound exceeds
     monkeypatch.setattr(kineto, "_VOUCHED", 2)
     assert_same(fast_only(path, monkeypatch, 4096), generic(path, monkeypatch))
 
@@ -93,7 +124,9 @@ def test_what_valid_json_allows_in_an_unread_event_keeps_the_fast_path(tmp_path,
     extra = ('"a": -0, "b": 0.5, "c": 1e05, "d": 1E+2, "e": NaN, "f": "\\u00e9\\n\\"01", "g": "é :01", '
              '"h": [[0, [-0.0]], {"i": null, "j": true}], ')
     path = tmp_path / "odd.json"
-    path.write_text(text.replace('"External id": 515,', '"External id": 515, ' + extra, 1))  # aten::full, a CPU op
+    odd = text.replace('"External id": 515,', '"External id": 515, ' + extra, 1)  # aten::full, a CPU op
+    assert odd != text  # the event is there to take the extra members
+    path.write_text(odd)
     assert_same(fast_only(path, monkeypatch), generic(path, monkeypatch))
 
 

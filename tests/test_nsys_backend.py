@@ -28,17 +28,19 @@ NSYS = DATA / "nsys"
 STEPS = 4
 
 
+def unpack(name: str, folder: Path) -> Path:
+    """The committed report of workload NAME unpacked into FOLDER: the path of its .sqlite."""
+    target = folder / f"{name}.sqlite"
+    with gzip.open(NSYS / f"{name}.sqlite.gz", "rb") as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return target
+
+
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
     """The committed reports, unpacked: {workload: path of its .sqlite}."""
     folder = tmp_path_factory.mktemp("nsys")
-    out = {}
-    for name in ("overlap", "sync", "graph"):
-        target = folder / f"{name}.sqlite"
-        with gzip.open(NSYS / f"{name}.sqlite.gz", "rb") as src, open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        out[name] = target
-    return out
+    return {name: unpack(name, folder) for name in ("overlap", "sync", "graph")}
 
 
 def stats(workload, report):
@@ -389,14 +391,12 @@ def test_a_relative_nsys_path_is_taken_from_where_pytest_was_started(suite):
 
 
 def test_a_test_that_left_its_steps_loop_unfinished_is_an_error_as_under_torch(tmp_path):
-    from pytest_gpuprof.capture.profiler import StepPlan
-    from pytest_gpuprof.compare.rules import Rules
     from pytest_gpuprof.run.backends import UNFINISHED_LOOP
     from pytest_gpuprof.run.nsys_backend import NsysReportBackend
-    from pytest_gpuprof.run.session import GpuprofSession, Settings
+    from pytest_gpuprof.run.session import GpuprofSession
+    from test_gate import session_settings
 
-    settings = Settings(update_baseline=False, strict=False, baseline_dir=tmp_path, output_dir=tmp_path,
-                        keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules(), backend="nsys")
+    settings = session_settings(tmp_path, backend="nsys")
     backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, {"test_a.py::test_broke_out"})
     session = GpuprofSession(settings, backend)
     result = session.judge("test_a.py::test_broke_out", {}, lambda: backend.trace("test_a.py::test_broke_out"))

@@ -4,7 +4,6 @@ secret-looking variables, its SQLite export is scrubbed, and its files are delet
 unless kept.  Checked on the committed reports (tests/data/nsys), altered here."""
 
 import dataclasses
-import gzip
 import json
 import os
 import shutil
@@ -22,18 +21,11 @@ from pytest_gpuprof.cli.main import main
 from pytest_gpuprof.errors import GpuprofError
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.trace.nsys_sqlite import load_nsys
-from test_nsys_backend import NSYS, executable, run
+from test_nsys_backend import executable, run, unpack
 
 WORKLOADS = ("overlap", "sync", "graph")
 TOKEN = "ghp_" + "k3Jq9ZxT0aVbR7mW2eLs5NcY8uHd4FgP1oIt"  # shaped like a GitHub token
 PROJECT = "/home/ci/secret-project"
-
-
-def unpack(workload, folder):
-    target = folder / f"{workload}.sqlite"
-    with gzip.open(NSYS / f"{workload}.sqlite.gz", "rb") as src, open(target, "wb") as dst:
-        shutil.copyfileobj(src, dst)
-    return target
 
 
 def assert_same_trace(a, b):

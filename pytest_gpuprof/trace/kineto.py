@@ -124,8 +124,6 @@ def load_kineto(path: str | Path) -> Trace:
         except _Fallback:
             header, events = _read_generic(path)
         trace = _build(events, header)
-    except FileNotFoundError as exc:
-        raise TraceError(f"cannot read trace {path}: {exc}") from exc
     except (gzip.BadGzipFile, zlib.error) as exc:
         raise TraceError(f"{path} is not a readable gzip file: {exc}") from exc
     except EOFError as exc:
