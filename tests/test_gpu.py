@@ -29,7 +29,6 @@ import pytest
 import torch
 
 EXTRA = int(os.environ.get("EXTRA_ADDS", "0"))
-SIZE = int(os.environ.get("SIZE", "1024"))
 
 def work(a, b, host, dev):
     dev.copy_(host, non_blocking=True)   # 1 host-to-device copy of 1 MiB
@@ -40,7 +39,7 @@ def work(a, b, host, dev):
 
 @pytest.fixture
 def tensors():
-    a = torch.randn(SIZE, SIZE, device="cuda")
+    a = torch.randn(1024, 1024, device="cuda")
     host = torch.ones(256 * 1024).pin_memory()
     return a, torch.empty_like(a), host, torch.empty(256 * 1024, device="cuda")
 
