@@ -122,7 +122,7 @@ def rejudged_regressions(test: dict, tolerances: tuple[float, float]) -> list[st
     verdicts = judge(test["metrics"], test["baseline_metrics"], rules,
                      samples=(test["per_step"], test["baseline_per_step"]),
                      distributions=(test["distribution"], test["baseline_distribution"]),
-                     runs=[r["distribution"] for r in runs if r.get("distribution")])
+                     runs=list(runs))
     unhealthy = TestResult.from_json(test).health
     if "health" not in test:  # archived before health was a field of its own
         unhealthy = [r for r in unhealthy if not r.startswith(CLOCK_DROP_IN_ARCHIVES)]

@@ -4,18 +4,33 @@ Batch 8, width 256, 12 layers of Linear-GeLU-Linear with residual adds, run for 
 decode positions per step: about 500 kernels of a few microseconds each, so the
 GPU waits on the CPU's launches most of the time (gpu_utilization far below 1).
 The gate must not cry wolf on it even though its window and utilization move with
-the host; the planted slowdown (GPUPROF_EXAMPLE_SLOWDOWN) slows its GeLU kernels.
+the host; the planted slowdown (GPUPROF_EXAMPLE_SLOWDOWN) slows its GeLU kernels, and
+the planted ``host_overhead`` bug adds Python work to every block: a host-side
+regression, with the same kernels, launches and synchronizations.
 """
 
 import pytest
-from conftest import activation
+from conftest import activation, planted
 
 BATCH, WIDTH, LAYERS, POSITIONS = 8, 256, 12, 8
+#: Iterations of the host_overhead bug's Python loop per block: about a fifth of the
+#: step's time on the H100 machines it was measured on (docs/benchmarks.md).
+BOOKKEEPING = 200
+
+
+def bookkeeping(n: int) -> int:
+    """Pure-Python work, as a per-layer statistic kept in Python would be: it runs at the
+    host's speed and launches nothing."""
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+    return total
 
 
 def make_mlp(torch):
     nn = torch.nn
     gelu = activation(torch, "gelu")
+    overhead = BOOKKEEPING if planted("host_overhead") else 0
 
     class Block(nn.Module):
         def __init__(self):
@@ -23,6 +38,8 @@ def make_mlp(torch):
             self.up, self.down = nn.Linear(WIDTH, 4 * WIDTH), nn.Linear(4 * WIDTH, WIDTH)
 
         def forward(self, x):
+            if overhead:
+                bookkeeping(overhead)
             return x + self.down(gelu(self.up(x)))
 
     return nn.Sequential(*(Block() for _ in range(LAYERS)))

@@ -111,17 +111,16 @@ def test_two_recorded_runs_cannot_bound_a_third_so_the_shift_passes():
     assert judged("launch_p3", baseline("launch_p0", "launch_p1")).status == "passed"
 
 
-def test_a_host_shift_between_processes_fails_only_on_times_and_the_rerun_does_not_confirm_it():
+def test_a_host_shift_between_processes_passes_at_the_baseline_hosts_speed():
+    """p3's host launched about 1.4x slower than p0-p2's: its window is about 1.6x theirs as
+    measured, and within what they show once each step is put at their host's speed."""
     entry = baseline("launch_p0", "launch_p1", "launch_p2")
     shifted = judged("launch_p3", entry)
-    assert shifted.status == "failed" and "window_us" in regressed(shifted)
-    assert not [m for m in regressed(shifted) if m == "kernel_time_us" or m.startswith("kernels[")]
-    assert confirm.needs_confirmation(shifted)  # times and ratios only: re-measure before failing
-    rerun = judged("launch_p0", entry)  # stands in for a fresh process without the shift
-    assert rerun.status == "passed"
-    confirm.apply(shifted, [rerun])
-    assert shifted.status == "unconfirmed" and not regressed(shifted)
-    assert shifted.confirmation == "1 re-run(s) in fresh processes: the failures did not reproduce"
+    assert shifted.status == "passed", [(v.metric, v.status, v.evidence) for v in shifted.verdicts if v.status != "ok"]
+    window = next(v for v in shifted.verdicts if v.metric == "window_us")
+    assert window.current > 1.4 * window.baseline
+    assert "at the baseline host's speed" in window.evidence and "the host ran 1.4" in window.evidence
+    assert "x slower than the baseline's (launch calls" in window.evidence
 
 
 def test_a_noisy_neighbour_is_not_confirmed_either():

@@ -180,8 +180,8 @@ def test_the_window_keeps_its_own_run_spread_not_the_kernels_pooled_one():
               "kernels": {k: [5.0] * steps for k in KERNELS20}}
     now = {"window_us": [1700.0 + i for i in range(steps)], "kernel_time_us": [100.0] * steps,
            "kernels": {k: [5.0] * steps for k in KERNELS20}}
-    runs = [{"window_us": {"median": w}, "kernel_time_us": {"median": kt},
-             "kernels": {k: {"median": m} for k in KERNELS20}}
+    runs = [{"distribution": {"window_us": {"median": w}, "kernel_time_us": {"median": kt},
+                              "kernels": {k: {"median": m} for k in KERNELS20}}}
             for w, kt, m in ((1000.0, 100.0, 5.0), (1100.0, 101.0, 5.1), (1200.0, 99.0, 4.9))]
     verdicts = judge(metrics, metrics, Rules(), True, (now, before), None, runs)
     window = next(v for v in verdicts if v.metric == "window_us")

@@ -151,7 +151,7 @@ def test_json_document_carries_both_runs_samples_and_distributions(run, planted_
     rules = Rules(thresholds=tuple(parse_threshold(t, "marker") for t in marker))
     again = judge(moe["metrics"], moe["baseline_metrics"], rules, True, (moe["per_step"], moe["baseline_per_step"]),
                   (moe["distribution"], moe["baseline_distribution"]),
-                  [r["distribution"] for r in moe["baseline_runs"]])
+                  moe["baseline_runs"])
     assert len(moe["baseline_runs"]) == len(entry["runs"]) == 3  # recorded in 3 processes
     assert [v.to_json() for v in again] == moe["verdicts"]
     assert any("Mann-Whitney U p=" in v["evidence"] for v in moe["verdicts"])
@@ -318,7 +318,7 @@ def test_junit_xml_carries_status_metrics_and_broken_verdicts(run, planted_metri
     assert named["gpuprof_status"] == "failed" and named["gpuprof_gpu"] == "NVIDIA H200"
     assert named["gpuprof_baseline_file"] == str(ROOT / "baselines" / "example_suite" / "test_moe.json")
     scalars = [k for k, v in planted_metrics.items() if not isinstance(v, (dict, list))]
-    assert len(scalars) == 23  # docs/metrics.md: 23 scalar metrics
+    assert len(scalars) == 24  # docs/metrics.md: 24 scalar metrics
     for metric in scalars:
         expected = as_compared(metric, planted_metrics)
         if expected is None:

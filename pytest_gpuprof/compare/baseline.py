@@ -218,6 +218,10 @@ def _check_metrics(metrics: Any) -> None:
     no_copies = all(metrics.get(name) == 0 for name in _COPY_TIMES)
     for name, spec in METRICS.items():
         where = f"metrics.{name}"
+        if name == "launch_call_us":  # recorded since 2026-11-25: older entries lack it
+            value = metrics.get(name)
+            _need(value is None or _number(value) and value > 0, where, f"a positive {_NUMBER} or null", value)
+            continue
         _need(name in metrics, where, "present", None, missing=True)
         value = metrics[name]
         check, words = _bound(name)
@@ -265,6 +269,9 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
         if name not in (*series, "stalled", "kernels"):
             _need(isinstance(values, list), f"{prefix}per_step.{name}", "a list of per-step values", values)
             lengths.add(len(values))
+    for i, value in enumerate(per_step.get("launch_call_us") or ()):
+        _need(value is None or _number(value) and value > 0, f"{prefix}per_step.launch_call_us[{i}]",
+              f"a positive {_NUMBER} or null", value)
     _need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
     for i, value in enumerate(per_step["stalled"]):
         _need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)

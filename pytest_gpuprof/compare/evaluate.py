@@ -14,6 +14,7 @@ from typing import Any, Mapping
 from ..metrics import health
 from ..metrics.measure import METRICS, Measurement
 from ..metrics.timeline import sample
+from . import host
 from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
 from .verdicts import Verdict, distribution, judge, pooled, same_program, stored_samples, test_status
@@ -84,7 +85,7 @@ class TestResult:
             "baseline_per_step": stored,
             "baseline_distribution": distribution(stored, entry.get("distribution")) if stored else None,
             "baseline_runs": [{k: r.get(k) for k in ("distribution", "machine", "environment")}
-                              for r in baseline_runs(entry)] or None,
+                              | {"per_step": host.kept(r.get("per_step"))} for r in baseline_runs(entry)] or None,
             "verdicts": [v.to_json() for v in self.verdicts],
             "unstable": self.unstable,
             "health": self.health,
@@ -179,8 +180,7 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     runs = baseline_runs(entry)
     result.verdicts = judge(result.metrics, result.baseline, rules, same_backend,
                             (result.per_step, stored.get("per_step")),
-                            (result.distribution, stored.get("distribution")),
-                            [r["distribution"] for r in runs if r.get("distribution")])
+                            (result.distribution, stored.get("distribution")), runs)
     result.status = test_status(result.verdicts, entry is not None)
     result.health = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"),
                                   m.per_step.get("stalled"))
@@ -194,7 +194,8 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
             if result.health or by:
                 v.status = "unstable"
                 explaining |= by
-    result.slower_machine = [differences[p] for p in differences if p in explaining]
+    result.slower_machine = [differences[p] for p in differences if p in explaining] + [
+        f"{v.threshold.text} {v.evidence}" for v in result.verdicts if v.status == "unstable" and v.threshold]
     result.notes += [differences[p] for p in differences if p not in explaining]
     if result.unstable and result.status != "no baseline":
         result.status = test_status(result.verdicts, True)

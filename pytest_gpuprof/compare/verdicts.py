@@ -31,6 +31,7 @@ from typing import Any, Mapping, NamedTuple
 
 from ..metrics.measure import METRICS, MetricSpec
 from ..numbers import format_change, format_number
+from . import host
 from .rules import Rules, Threshold, beyond_time_rule, same
 from .stats import evenly_spaced, mann_whitney_u, smallest_p, steps_for, summarize, t_quantile
 
@@ -166,19 +167,24 @@ def judge(
     ``samples`` are the (current, baseline) ``per_step`` objects and ``distributions``
     their ``distribution`` objects: series found in both ``per_step`` are judged on them
     (see ``_compare_samples``); a side without a distribution is summarized from its
-    samples.  ``runs`` are the distributions of the baseline's recorded runs, one each:
-    with two or more, a change must also lie outside what they show.  Thresholds apply
-    to the medians per step where the run kept samples.  A baseline recorded with the
-    other backend is compared on counts and bytes only: times differ between profilers,
-    and so do the spellings of kernel names."""
+    samples.  ``runs`` are the baseline's recorded runs (each with its ``distribution``
+    and, where kept, its ``per_step``): a change must also lie outside what their
+    medians show.  The window and the ratios over it are judged at the baseline host's
+    speed too (``host``), when both sides read it.  Thresholds apply to the medians per
+    step where the run kept samples.  A baseline recorded with the other backend is
+    compared on counts and bytes only: times differ between profilers, and so do the
+    spellings of kernel names."""
     now_summaries = distribution(*(samples[0], (distributions or (None,))[0])) if samples and samples[0] else None
     now = judged_values(current, now_summaries)
-    verdicts = [_check_threshold(t, now.get(t.metric)) for t in rules.thresholds]
+    paired = _paired_series(samples, distributions, runs or []) if same_backend and baseline is not None else {}
+    speeds = _speeds(samples, baseline is not None and same_backend)
+    at_baseline_speed = _at_baseline_speed(samples, runs or [], speeds) if speeds else {}
+    verdicts = [_check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric), speeds)
+                for t in rules.thresholds]
     if baseline is None:
         return verdicts
     now = compared_values(current)
     before = compared_values(baseline)
-    paired = _paired_series(samples, distributions, runs or []) if same_backend else {}
     family = len(paired)  # the series judged on samples: the Bonferroni correction's m
     shared = pooled_log_spread([before.run_medians for key, (before, _) in paired.items() if kernel_series(key)])
     for name, spec in METRICS.items():
@@ -187,14 +193,15 @@ def judge(
         if not same_backend and spec.kind not in ("count", "bytes"):
             continue
         if name in paired:
-            verdicts.append(_compare_samples(spec, *paired[name], rules, family,
-                                             shared if kernel_series(name) else None))
+            host_pair = (*at_baseline_speed[name], speeds) if name in at_baseline_speed else None
+            spread = _spread_of(name, shared, len(paired[name][0].run_medians))
+            verdicts.append(_compare_samples(spec, *paired[name], rules, family, spread, host_pair))
         else:
             verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
     if not same_backend:
         return verdicts
     kernel_time = MetricSpec("kernel time", "time", "lower", True, "us")
-    verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules, family, shared)
+    verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules, family, shared or ONE_RUN_SPREAD["kernel"])
                  for key, pair in paired.items() if key.startswith("kernels[")]
     kernels = sorted(
         {k for k in list(now) + list(before) if k.startswith("kernels[")},
@@ -208,6 +215,33 @@ def judge(
         elif not same(b, c):
             verdicts.append(Verdict(key, "changed", b, c, "count per step must match exactly"))
     return verdicts
+
+
+def _speeds(samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
+            compared: bool) -> tuple[float, float] | None:
+    """(this run's, the baseline's) host-speed readings (``host.speed``), when both have one."""
+    if not compared or not samples or not samples[0] or not samples[1]:
+        return None
+    now, before = host.speed(samples[0]), host.speed(samples[1])
+    return (now, before) if now and before else None
+
+
+def _at_baseline_speed(samples: tuple[Mapping[str, Any], Mapping[str, Any]], runs: list[Mapping[str, Any]],
+                       speeds: tuple[float, float]) -> dict[str, tuple[Series, Series]]:
+    """(baseline, current) of each host series (``host.HOST_SERIES``) at the baseline host's
+    speed: both runs' steps scaled by their readings against the baseline's, and the
+    medians of the baseline's recorded runs likewise (runs that kept no readings left out)."""
+    now, before = (host.converted(p, speeds[1]) for p in samples)
+    kept = [host.converted(r["per_step"], speeds[1]) for r in runs if host.speed(r.get("per_step"))]
+    out = {}
+    for name in host.HOST_SERIES:
+        b, c = usable(before, before.get(name) or []), usable(now, now.get(name) or [])
+        if not b or not c:
+            continue
+        medians = tuple(summarize(u)["median"] for u in (usable(r, r.get(name) or []) for r in kept) if u)
+        digits = 6 if METRICS[name].kind == "ratio" else 3
+        out[name] = (Series(b, summarize(b, digits), medians), Series(c, summarize(c, digits)))
+    return out
 
 
 def same_program(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
@@ -236,10 +270,20 @@ def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
     return "passed"
 
 
-def _check_threshold(t: Threshold, value: float | None) -> Verdict:
+def _check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Series] | None = None,
+                     speeds: tuple[float, float] | None = None) -> Verdict:
+    """A threshold on this run's value.  One on a ratio over the window (``pair``: its series
+    at the baseline host's speed) that is broken only because the host ran slower than the
+    baseline's, and holds at the baseline host's speed, is ``unstable``, not broken."""
     if value is None:
         return Verdict(t.metric, "ok", None, None, f"{t.text} (not applicable: no value)", threshold=t)
-    return Verdict(t.metric, "ok" if t.holds(value) else "threshold", None, value, t.text, threshold=t)
+    if t.holds(value):
+        return Verdict(t.metric, "ok", None, value, t.text, threshold=t)
+    if pair is not None and speeds[0] > speeds[1] and t.holds(pair[1].summary["median"]):
+        return Verdict(t.metric, "unstable", None, value, t.text, threshold=t, evidence=(
+            f"broken only because {host.slower(*speeds)}: {format_number(pair[1].summary['median'])} "
+            "at the baseline host's speed"))
+    return Verdict(t.metric, "threshold", None, value, t.text, threshold=t)
 
 
 def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -> Verdict:
@@ -290,8 +334,10 @@ def _paired_series(
     now, before = samples
     now_d, before_d = (distribution(p, d) for p, d in zip(samples, distributions or (None, None)))
 
+    summaries = [r["distribution"] for r in runs if r.get("distribution")]
+
     def medians(name: str, kernel: bool = False) -> tuple[float, ...]:
-        found = [(r.get("kernels") or {}).get(name) if kernel else r.get(name) for r in runs]
+        found = [(r.get("kernels") or {}).get(name) if kernel else r.get(name) for r in summaries]
         return tuple(s["median"] for s in found if s)
 
     out = {name: (Series(usable(before, before[name]), before_d[name], medians(name)),
@@ -335,37 +381,100 @@ def pooled_log_spread(series: list[tuple[float, ...]]) -> tuple[float, int] | No
 
 def run_spread(medians: tuple[float, ...], shared: tuple[float, int] | None = None) -> tuple[float, float] | None:
     """The two-sided 1 - RUNS_LEVEL prediction interval of one more run's median, from the
-    medians of R >= 2 recorded runs; None with fewer.
+    medians of the R recorded runs; None with none, or with one and no ``shared`` spread.
 
-    A kernel series with ``shared`` (``pooled_log_spread``) is bounded on the log scale:
-    mean ± t(1 - RUNS_LEVEL/2, pooled df) · max(s, pooled s) · sqrt(1 + 1/R), s the
-    series' own standard deviation of log medians, so a series that moves more than the
-    test's others keeps its own wider spread.  Otherwise (copy times, the window, ratios):
-    mean ± t(1 - RUNS_LEVEL/2, R-1) · s · sqrt(1 + 1/R) on the values themselves."""
+    With ``shared`` (a log spread and its degrees of freedom: ``pooled_log_spread`` for
+    kernel series, or an assumed spread, ``ONE_RUN_SPREAD`` and ``host.HOST_UNITS_SPREAD``)
+    the series is bounded on the log scale: mean ± t(1 - RUNS_LEVEL/2, its df) ·
+    max(s, shared s) · sqrt(1 + 1/R), s the series' own standard deviation of log medians
+    (0 for one run), so a series that moves more keeps its own wider spread.  Otherwise
+    (copy times, the window, ratios of two or more runs): mean ± t(1 - RUNS_LEVEL/2, R-1) ·
+    s · sqrt(1 + 1/R) on the values themselves."""
     r = len(medians)
-    if r < 2:
+    if r == 0 or (r < 2 and shared is None):
         return None
     if shared is not None and min(medians) > 0:
         spread, freedom = shared
         logs = [math.log(m) for m in medians]
         mean = sum(logs) / r
-        own = math.sqrt(sum((x - mean) ** 2 for x in logs) / (r - 1))
+        own = math.sqrt(sum((x - mean) ** 2 for x in logs) / (r - 1)) if r > 1 else 0.0
         half = t_quantile(1 - RUNS_LEVEL / 2, freedom) * max(own, spread) * math.sqrt(1 + 1 / r)
         return math.exp(mean - half), math.exp(mean + half)
+    if r < 2:
+        return None
     mean = sum(medians) / r
     s = math.sqrt(sum((m - mean) ** 2 for m in medians) / (r - 1))
     half = t_quantile(1 - RUNS_LEVEL / 2, r - 1) * s * math.sqrt(1 + 1 / r)
     return mean - half, mean + half
 
 
+#: The between-process spread assumed for a GPU-side time when the baseline recorded one
+#: run (log-scale standard deviation, degrees of freedom): with one run nothing is known
+#: of how the series moves between processes.  On H100s one kernel moved 7.5% between
+#: machines and weight streaming's kernels 6.5% between processes; host-to-device copies
+#: 46% (docs/metrics.md): one run's interval is ±10% for kernel times, ±40% for copies.
+ONE_RUN_SPREAD = {"kernel": (0.025, 20), "copy": (0.10, 20)}
+
+
+def _spread_of(name: str, pooled: tuple[float, int] | None, recorded: int) -> tuple[float, int] | None:
+    """The shared spread of a series' prediction interval (``run_spread``) when the baseline
+    recorded ``recorded`` runs: the kernel series' pooled one; with fewer than two runs,
+    the one assumed for a GPU-side time (``ONE_RUN_SPREAD``); else none (its own)."""
+    if kernel_series(name):
+        return pooled or ONE_RUN_SPREAD["kernel"]
+    if name.startswith("memcpy_") and recorded < 2:
+        return ONE_RUN_SPREAD["copy"]
+    return None
+
+
+class Finding(NamedTuple):
+    """One scale's outcome for a series: ok, undecided, regressed or improved, and why."""
+
+    status: str
+    evidence: str = ""
+
+
+def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, level: float,
+                  shared: tuple[float, int] | None, bounded: bool = True) -> Finding:
+    """The decisions on one scale, in order: the medians beyond the tolerance (and, for
+    times, the floor); enough steps for a p-value under ``level``; a Mann-Whitney U test
+    that says the steps differ; with ``bounded``, the median outside the prediction interval
+    of the baseline's runs (``run_spread``)."""
+    b, c = before.summary["median"], now.summary["median"]
+    if not _beyond(spec, c - b, b, rules):
+        return Finding("ok")
+    unit = " us" if spec.kind == "time" else ""
+    spreads = f"{_spread('median', now.summary, unit)} vs {_spread('baseline', before.summary, unit)}"
+    sizes = f"n={len(now.samples)}/{len(before.samples)}"
+    if smallest_p(len(before.samples), len(now.samples)) >= level:
+        return Finding("undecided", f"{spreads}; too few steps to tell a change from noise ({sizes}): no p-value "
+                                    f"can get under {level:.2g}; measure at least {steps_for(level)} steps")
+    _, p = mann_whitney_u(before.samples, now.samples)
+    evidence = f"{spreads}; Mann-Whitney U p={p:.2g} ({sizes})"
+    if p >= level:
+        return Finding("ok", evidence + ": within noise")
+    interval = run_spread(before.run_medians, shared) if bounded else None
+    if interval is not None:
+        spread = (f"{len(before.run_medians)} recorded run(s)' medians "
+                  f"{format_number(min(before.run_medians))}–{format_number(max(before.run_medians))}{unit}, "
+                  f"{1 - RUNS_LEVEL:.0%} prediction interval {format_number(interval[0])}–"
+                  f"{format_number(interval[1])}{unit}")
+        if interval[0] <= c <= interval[1]:
+            return Finding("ok", f"{evidence}; within what the baseline's runs show ({spread})")
+        evidence += f"; outside what the baseline's runs show ({spread})"
+    return Finding(_direction(spec, c - b), evidence)
+
+
 def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules, family: int,
-                     shared: tuple[float, int] | None = None) -> Verdict:
-    """A time or ratio metric on per-step samples: the medians of all usable steps beyond the
-    tolerance (and, for times, the floor); a Mann-Whitney U test on the samples kept that
-    says the steps differ at the test's corrected level, alpha / family; and, when the
-    baseline recorded two or more runs, the current median outside the prediction
-    interval their medians give (``run_spread``; for kernel times, with the spread
-    ``shared`` by the test's kernel series)."""
+                     shared: tuple[float, int] | None = None,
+                     host_pair: tuple[Series, Series, tuple[float, float]] | None = None) -> Verdict:
+    """A time or ratio metric on per-step samples, judged ``_on_one_scale`` at the test's
+    corrected level, alpha / family.  A series the host's pace moves (``host_pair``: the
+    baseline's and this run's series at the baseline host's speed, and the two readings)
+    changes only when it changes both in its own units (tolerance and steps) and at the
+    baseline host's speed (tolerance, steps and the baseline's runs, with at least
+    ``host.HOST_UNITS_SPREAD``): a host that merely ran slower or faster changes the
+    first alone, more host-side work per step both."""
     b, c = before.summary["median"], now.summary["median"]
     tol = rules.tolerance(spec)
     level = rules.alpha / max(family, 1)
@@ -376,34 +485,24 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
                  f"{format_number(tol)}"
     rule = (f"{within} unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)} / {family} series "
             f"= {level:.2g})")
-    interval = run_spread(before.run_medians, shared)
-    if interval is not None:
-        rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
     relative = spec.kind == "time"
-    delta = c - b
-    if not _beyond(spec, delta, b, rules):
-        return Verdict(spec.name, "ok", b, c, rule, relative)
-    unit = " us" if spec.kind == "time" else ""
-    spreads = f"{_spread('median', now.summary, unit)} vs {_spread('baseline', before.summary, unit)}"
-    sizes = f"n={len(now.samples)}/{len(before.samples)}"
-    if smallest_p(len(before.samples), len(now.samples)) >= level:
-        return Verdict(spec.name, "undecided", b, c, rule, relative, evidence=(
-            f"{spreads}; too few steps to tell a change from noise ({sizes}): no p-value can get under "
-            f"{level:.2g}; measure at least {steps_for(level)} steps"))
-    _, p = mann_whitney_u(before.samples, now.samples)
-    evidence = f"{spreads}; Mann-Whitney U p={p:.2g} ({sizes})"
-    if p >= level:
-        return Verdict(spec.name, "ok", b, c, rule, relative, evidence=evidence + ": within noise")
-    if interval is not None:
-        spread = (f"{len(before.run_medians)} recorded runs' medians "
-                  f"{format_number(min(before.run_medians))}–{format_number(max(before.run_medians))}{unit}, "
-                  f"{1 - RUNS_LEVEL:.0%} prediction interval {format_number(interval[0])}–"
-                  f"{format_number(interval[1])}{unit}")
-        if interval[0] <= c <= interval[1]:
-            return Verdict(spec.name, "ok", b, c, rule, relative,
-                           evidence=f"{evidence}; within what the baseline's runs show ({spread})")
-        evidence += f"; outside what the baseline's runs show ({spread})"
-    return Verdict(spec.name, _direction(spec, delta), b, c, rule, relative, evidence=evidence)
+    if host_pair is not None:
+        rule += (f", and so at the baseline host's speed, where the median must also lie outside the "
+                 f"{1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs")
+        raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False)
+        if raw.status not in ("regressed", "improved"):
+            return Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence)
+        before_h, now_h, speeds = host_pair
+        at = _on_one_scale(spec, before_h, now_h, rules, level, host.HOST_UNITS_SPREAD)
+        moved = format_change(now_h.summary["median"], before_h.summary["median"], relative)
+        evidence = (f"{raw.evidence}; {format_change(c, b, relative)} as measured, {moved} at the baseline host's "
+                    f"speed ({at.evidence or 'within the tolerance'}): {host.slower(*speeds)}")
+        return Verdict(spec.name, raw.status if at.status == raw.status else "ok", b, c, rule, relative,
+                       evidence=evidence)
+    if len(before.run_medians) >= 2 or (shared is not None and before.run_medians):
+        rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
+    found = _on_one_scale(spec, before, now, rules, level, shared)
+    return Verdict(spec.name, found.status, b, c, rule, relative, evidence=found.evidence)
 
 
 def _spread(label: str, summary: Mapping[str, Any], unit: str) -> str:

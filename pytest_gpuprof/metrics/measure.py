@@ -52,6 +52,7 @@ def _specs() -> dict[str, MetricSpec]:
         MetricSpec("sync_count", "count", "lower", True),
         MetricSpec("sync_wait_fraction", "ratio", "lower", False),
         MetricSpec("window_us", "time", "lower", True, "us"),
+        MetricSpec("launch_call_us", "info", None, False, "us"),
         MetricSpec("step_count", "info", None, False),
         MetricSpec("peak_memory_allocated_bytes", "info", None, False, "B"),
     ]
@@ -71,6 +72,14 @@ PER_STEP_KERNELS = 20
 _PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _USER_STEP = re.compile(rf"^{STEP_RANGE_PREFIX}(\d+)$")
 _API_SUFFIX = re.compile(r"(_v\d+)?(_ptds|_ptsz)?$")
+#: Kernel-launch calls, whose CPU-side durations measure the host's speed (``launch_call_us``).
+_LAUNCH_CALLS = frozenset({
+    "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+    "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
+})
+#: The quantile of a step's launch-call durations that is its host-speed reading: a low one,
+#: since a call that waited on a full launch queue measures the GPU, not the host.
+LAUNCH_QUANTILE = 0.25
 _SYNC_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
@@ -99,6 +108,11 @@ class Measurement:
             "metrics": self.metrics,
             "per_step": self.per_step,
         }
+
+
+def is_launch_call(name: str) -> bool:
+    """True for runtime/driver calls that launch one kernel (not a graph)."""
+    return _API_SUFFIX.sub("", name) in _LAUNCH_CALLS
 
 
 def is_sync_call(name: str) -> bool:
@@ -139,7 +153,7 @@ def measure(trace: Trace) -> Measurement:
     kernels = trace.kernels[k_step >= 0]
     copies = trace.copies[c_step >= 0]
     sets = trace.sets[s_step >= 0]
-    sync_mask = (r_step >= 0) & _sync_mask(trace.runtime["name"])
+    sync_mask = (r_step >= 0) & _name_mask(trace.runtime["name"], is_sync_call)
     syncs = trace.runtime[sync_mask]
 
     w_start = int(step_start.min())
@@ -192,6 +206,10 @@ def measure(trace: Trace) -> Measurement:
     per_step["window_us"] = [_us(v) for v in slices]
     per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
     per_step["stalled"] = stalled_steps(per_step, COUNTS)
+    launches = (r_step >= 0) & _name_mask(trace.runtime["name"], is_launch_call)
+    durations = _dur(trace.runtime)[launches]
+    per_step["launch_call_us"] = _step_quantile_us(r_step[launches], n, durations)
+    metrics["launch_call_us"] = _us(np.quantile(durations, LAUNCH_QUANTILE, method="lower")) if len(durations) else None
     metrics["step_count"] = n
     metrics["step_gpu_time_us"] = _step_busy_us(own_work, n)
     peak = trace.metadata.get("peak_memory_allocated_bytes")
@@ -266,11 +284,23 @@ def _step_of(times: np.ndarray, step_start: np.ndarray, step_end: np.ndarray) ->
     return np.where((i >= 0) & (times >= 0) & (times <= step_end[j]), i, -1)
 
 
-def _sync_mask(names: pd.Series) -> np.ndarray:
+def _name_mask(names: pd.Series, test) -> np.ndarray:
+    """``test(name)`` for each call, evaluated once per distinct name."""
     cats = names.cat.categories
-    is_sync = np.array([is_sync_call(str(c)) for c in cats], dtype=bool)
+    hit = np.array([test(str(c)) for c in cats], dtype=bool)
     codes = names.cat.codes.to_numpy()
-    return is_sync[codes] if len(cats) else np.zeros(len(names), dtype=bool)
+    return hit[codes] if len(cats) else np.zeros(len(names), dtype=bool)
+
+
+def _step_quantile_us(steps: np.ndarray, n: int, dur_ns: np.ndarray) -> list[float | None]:
+    """Per step, the ``LAUNCH_QUANTILE`` of its durations (the lower of the two middle
+    values, a real call's duration), in microseconds; None for a step without one."""
+    order = np.lexsort((dur_ns, steps))
+    steps, dur_ns = steps[order], dur_ns[order]
+    first = np.searchsorted(steps, np.arange(n), side="left")
+    count = np.searchsorted(steps, np.arange(n), side="right") - first
+    at = first + np.floor(LAUNCH_QUANTILE * (count - 1)).astype(np.int64)
+    return [_us(dur_ns[i]) if c else None for i, c in zip(at, count)]
 
 
 def _per_kernel(kernels: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -4,6 +4,7 @@
     python tests/data/record_traces.py --out tests/data/host host           # steady, stalled, slow_host
     python tests/data/record_traces.py --out tests/data/host --tag p0 launch   # one process per tag
     python tests/data/record_traces.py --out tests/data/host --tag busy --busy-cpu launch
+    python tests/data/record_traces.py --out tests/data/host --tag overhead --host-overhead 300 launch
     tests/data/record_nsys.sh                     # the same workloads under Nsight Systems
 
 Each workload has a structure known by construction, so the tests can check
@@ -33,7 +34,9 @@ launch    through the plugin's capture: a small-batch decode loop, 6 layers of
           Linear-GeLU-Linear at batch 8, 4 positions per step (about 100 small
           kernels a step, launch-bound), 10 measured steps; recorded once per
           process with --tag (--busy-cpu: a process spinning on the same CPU core,
-          a noisy neighbour), so the traces show what moves between processes.
+          a noisy neighbour), so the traces show what moves between processes;
+          --host-overhead N: N iterations of a pure-Python loop before every layer
+          (a host-side regression: the same kernels, launches and syncs).
 """
 
 import argparse
@@ -164,9 +167,9 @@ def record_host_family(out: Path) -> None:
     record_through_plugin("slow_host", out, lambda i: work(0.002 if i >= 0 else 0), plan)
 
 
-def record_launch(out: Path, tag: str, busy_cpu: bool) -> None:
+def record_launch(out: Path, tag: str, busy_cpu: bool, overhead: int = 0) -> None:
     """The launch-bound decode loop, in this process (pinned to one core, with a spinning
-    neighbour on it when ``busy_cpu``)."""
+    neighbour on it when ``busy_cpu``; ``overhead`` Python iterations before each layer)."""
     import os
     import subprocess
     import sys
@@ -186,6 +189,7 @@ def record_launch(out: Path, tag: str, busy_cpu: bool) -> None:
                 h = x
                 for _ in range(4):
                     for up, down in layers:
+                        sum(k * k % 7 for k in range(overhead))
                         h = h + down(torch.nn.functional.gelu(up(h)))
 
         record_through_plugin(f"launch_{tag}", out, step, StepPlan(wait=0, warmup=5, active=10))
@@ -237,6 +241,8 @@ def main():
                         help="emit NVTX ranges for nsys instead of recording with torch.profiler")
     parser.add_argument("--tag", default="p0", help="launch: the name of this process's trace (launch_TAG)")
     parser.add_argument("--busy-cpu", action="store_true", help="launch: a process spinning on the same core")
+    parser.add_argument("--host-overhead", type=int, default=0, metavar="N",
+                        help="launch: N iterations of Python work before each layer (a host-side regression)")
     parser.add_argument("only", nargs="*", metavar="WORKLOAD",
                         help="record only these of overlap, sync, graph, nested, flush, host, launch "
                         "(default: overlap, sync, graph, nested, flush)")
@@ -248,7 +254,7 @@ def main():
     if "host" in args.only:
         record_host_family(args.out)
     if "launch" in args.only:
-        record_launch(args.out, args.tag, args.busy_cpu)
+        record_launch(args.out, args.tag, args.busy_cpu, args.host_overhead)
     workloads = {"overlap": (overlap_step, overlap_state), "sync": (sync_step, list),
                  "graph": (graph_step, graph_state), "nested": (nested_step, nested_state)}
     if args.nvtx:

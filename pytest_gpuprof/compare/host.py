@@ -1,0 +1,78 @@
+"""The host's speed taken out of the series it moves: the window and the ratios over it.
+
+A virtual machine's CPU changes speed by up to 2.5x within seconds, and a launch-bound
+step's window follows it.  Every step carries a reading of the host's speed from its own
+trace, ``launch_call_us`` (the first quartile of its kernel-launch calls' CPU durations,
+``metrics.measure``).  A series is put at the baseline host's speed by scaling each step
+by its reading against the baseline's: a time is multiplied by ``reference / reading``
+(what the step would have taken on a host that launched at the baseline's pace), a ratio
+over the window by ``reading / reference`` (the same window shortened), capped at 1.
+docs/metrics.md, "The host's speed", says why and what it costs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Mapping
+
+from ..metrics.measure import METRICS
+from ..numbers import format_number
+
+#: The per-step series the host's pace moves through the window.
+HOST_SERIES = ("window_us", "gpu_utilization", "sync_wait_fraction")
+#: The per-step host-speed reading (``metrics.measure``).
+READING = "launch_call_us"
+#: Between-process spread of a launch-bound step's window at the baseline host's speed: the
+#: standard deviation of the logarithm of one process's median, pooled over 15 processes of
+#: three launch-bound workloads on an H100 (docs/metrics.md), and its degrees of freedom.
+#: The interval a run at the baseline host's speed must leave uses at least this spread.
+HOST_UNITS_SPREAD = (0.065, 12)
+
+
+def speed(per_step: Mapping[str, Any] | None) -> float | None:
+    """The host-speed reading of a run (or of a baseline's pooled runs): the median of the
+    readings of its usable steps (stalled steps left out); None without readings."""
+    if not per_step or not per_step.get(READING):
+        return None
+    stalled = per_step.get("stalled") or ()
+    readings = [v for i, v in enumerate(per_step[READING])
+                if v is not None and v > 0 and not (i < len(stalled) and stalled[i])]
+    return statistics.median(readings) if readings else None
+
+
+def at_speed(name: str, per_step: Mapping[str, Any], reference: float) -> list[float | None]:
+    """The per-step values of ``name`` as they would be on a host launching at ``reference``
+    microseconds a call; None for a step without a value or a reading."""
+    readings = per_step.get(READING) or []
+    out: list[float | None] = []
+    for i, value in enumerate(per_step[name]):
+        reading = readings[i] if i < len(readings) else None
+        if value is None or not reading or reading <= 0:
+            out.append(None)
+        elif METRICS[name].kind == "time":
+            out.append(round(value * reference / reading, 3))
+        else:
+            out.append(round(min(value * reading / reference, 1.0), 6))
+    return out
+
+
+def converted(per_step: Mapping[str, Any], reference: float) -> dict[str, Any]:
+    """``per_step`` with each host series at the reference speed (the step flags kept)."""
+    out = {name: at_speed(name, per_step, reference) for name in HOST_SERIES if per_step.get(name)}
+    return out | {"stalled": per_step.get("stalled") or []}
+
+
+def kept(per_step: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What a results document keeps of a recorded run's steps: the host series, the
+    readings and the stall flags, enough to judge them again at the baseline host's speed."""
+    if not per_step:
+        return None
+    return {name: per_step[name] for name in (*HOST_SERIES, READING, "stalled") if name in per_step}
+
+
+def slower(now: float, before: float) -> str:
+    """``the host ran 1.6x slower than the baseline's (launch calls 7.2 us; baseline 4.5 us)``."""
+    factor = now / before
+    how = f"{factor:.2f}x slower" if factor >= 1 else f"{1 / factor:.2f}x faster"
+    return f"the host ran {how} than the baseline's (launch calls {format_number(now)} us; " \
+           f"baseline {format_number(before)} us)"
