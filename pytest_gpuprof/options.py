@@ -68,6 +68,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("baseline-runs", "int", 5,
            "recorded runs a baseline keeps: --gpuprof-update-baseline adds this run to them while the GPU work "
            "per step is unchanged, and time and ratio verdicts must lie outside what they show; 1 starts afresh"),
+    Option("record-processes", "int", 3,
+           "fresh processes --gpuprof-update-baseline records each test in: this one, then the same command again "
+           "in N - 1 new processes, one after the other, each adding its run (the baseline learns how much each "
+           "metric moves between processes); 1: this process only"),
     Option("confirm", "int", 0,
            "re-run a test whose only failures are times or ratios this many times, each in a fresh process, "
            "and fail it only if every re-run that decides fails them too (one that measured nothing, or judged "

@@ -134,7 +134,7 @@ def _resolve_settings(config: pytest.Config):
                            for t in opts["threshold"] or ())
         rules = Rules.from_options(opts, thresholds, origin=lambda name: f"{BY_NAME[name].flag} / ini key "
                                                                         f"{BY_NAME[name].ini}")
-        for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1)):
+        for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1), ("record-processes", 1)):
             if opts[name] < least:
                 bound = "must not be negative" if least == 0 else f"must be at least {least}"
                 raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
@@ -153,6 +153,7 @@ def _resolve_settings(config: pytest.Config):
             timeline_events=opts["timeline-events"],
             baseline_runs=opts["baseline-runs"],
             confirm=opts["confirm"],
+            record_processes=opts["record-processes"],
             reports={kind: opts[kind] for kind in ("json", "summary", "html", "benchmark-json")},
         )
     except ConfigError as exc:

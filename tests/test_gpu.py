@@ -72,7 +72,7 @@ def run(pytester, *args, extra=0):
 
 
 def test_baseline_holds_what_the_kept_trace_says(suite):
-    result = run(suite, "--gpuprof-update-baseline", "--gpuprof-keep-traces")
+    result = run(suite, "--gpuprof-update-baseline", "--gpuprof-keep-traces", "--gpuprof-record-processes=1")
     result.assert_outcomes(passed=2)
     assert (suite.path / "marker_calls.txt").read_text().count("call") == 1 + 3  # once per step
     doc = json.loads((suite.path / "baselines" / "test_work.json").read_text())
@@ -95,6 +95,20 @@ def test_baseline_holds_what_the_kept_trace_says(suite):
     ranges = fixture_trace.ranges["name"].astype(str).tolist()
     assert [f"step_{i}" for i in range(5)] == [r for r in ranges if r.startswith("step_")]
     assert ranges.count("work") == 5
+
+
+def test_one_update_command_records_three_fresh_processes(suite):
+    result = run(suite, "--gpuprof-update-baseline")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["gpuprof: recorded run 2 of 3 in a fresh process (*", "*updated 2 test(s) in *",
+                                 "gpuprof: recorded run 3 of 3 in a fresh process (*"])
+    assert (suite.path / "marker_calls.txt").read_text().count("call") == 3 * (1 + 3)  # each process: once a step
+    doc = json.loads((suite.path / "baselines" / "test_work.json").read_text())
+    entry = doc["tests"]["test_work.py::test_fixture_form"][torch.cuda.get_device_name()]
+    assert len(entry["runs"]) == 3 and len(entry["per_step"]["window_us"]) == 3 * 5  # pooled: 5 steps a run
+    for run_ in entry["runs"]:
+        readings = run_["per_step"]["launch_call_us"]
+        assert len(readings) == 5 and all(0 < r < 1000 for r in readings)  # a launch takes microseconds
 
 
 def test_rerun_passes_and_an_extra_kernel_fails(suite):

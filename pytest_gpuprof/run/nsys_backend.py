@@ -155,7 +155,7 @@ def main(settings: Settings, config: pytest.Config) -> int:
     except GpuprofError as exc:
         print(f"gpuprof: {exc}")
         return pytest.ExitCode.INTERNAL_ERROR
-    if not session.finish():
+    if not session.finish(config):
         status = status or pytest.ExitCode.TESTS_FAILED
     print("=" * 30 + " gpuprof (nsys backend) " + "=" * 30)
     for result in session.results:

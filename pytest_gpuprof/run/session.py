@@ -36,6 +36,7 @@ from ..trace.model import Trace
 from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
 from .confirm import CONFIRMING, apply, needs_confirmation, rerun
+from .record import record_again, recording_again
 
 NO_GPU = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
 
@@ -58,6 +59,7 @@ class Settings:
     timeline_events: int = default("timeline-events")  # events of the timeline sample kept with results, baselines
     baseline_runs: int = default("baseline-runs")  # recorded runs a baseline entry keeps
     confirm: int = default("confirm")  # fresh re-runs that must reproduce a time or ratio failure
+    record_processes: int = default("record-processes")  # fresh processes an update records in
     reports: dict[str, Path | None] = field(default_factory=dict)  # report kind -> path (report.writers.REPORTS)
 
 
@@ -292,7 +294,7 @@ class GpuprofSession:
             return
         if self.worker:  # the controller writes, from what the workers sent
             return
-        if not self.finish():
+        if not self.finish(session.config):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_unconfigure(self) -> None:
@@ -367,11 +369,14 @@ class GpuprofSession:
         return session_lines(self.document(), (r.to_json() for r in self.results), self.written,
                              inside_nsys=isinstance(self.backend, NsysInnerBackend))
 
-    def finish(self) -> bool:
-        """End of run: write the pending baselines, all files or none, then the report files;
-        ``written`` gets one line per file.  False when the baselines were refused (every file
-        left as it was), or when a strict gate left profiled tests unmeasured."""
+    def finish(self, config: pytest.Config | None = None) -> bool:
+        """End of run: write the pending baselines, all files or none, then record them again
+        in fresh processes (``record_processes``), then the report files; ``written`` gets
+        one line per file.  False when the baselines were refused (every file left as it
+        was), when a fresh process recorded nothing, or when a strict gate left profiled
+        tests unmeasured."""
         refused = False
+        recorded = bool(self._pending)
         try:
             if self._pending:
                 baseline.update_all(self.settings.baseline_dir, self._pending)
@@ -385,12 +390,26 @@ class GpuprofSession:
                                     + "; ".join(how if n == len(entries) else f"{n}: {how}"
                                                 for how, n in hows.items()) + ")")
         self._pending.clear()
+        if recorded and not refused and config is not None and self._records_again():
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            problems = record_again(list(config.invocation_params.args), config.invocation_params.dir,
+                                    self.settings.record_processes,
+                                    reporter.write_line if reporter else print)
+            self.written += [f"--gpuprof-record-processes: {p}" for p in problems]
+            refused = bool(problems)
         unmeasured = self.settings.strict and bool(self.skipped)
         if unmeasured:
             self.written.append(f"--gpuprof-strict: {len(self.skipped)} of {len(self.skipped) + len(self.results)} "
                                 "profiled test(s) were not measured (skipped, see above): the gate fails")
-        self.written += write_reports(self.document(), self.settings.reports)
+        if not recording_again():  # the first process writes the reports, of its own run
+            self.written += write_reports(self.document(), self.settings.reports)
         return not (refused or unmeasured)
+
+    def _records_again(self) -> bool:
+        """An update that measured its tests records them again in fresh processes, unless it
+        is one of those processes or replayed kept traces (the same traces again)."""
+        return (self.settings.update_baseline and self.settings.record_processes > 1 and not recording_again()
+                and self.settings.replay_dir is None)
 
 
 def _or_fail(make: Callable[[], Any]) -> Any:

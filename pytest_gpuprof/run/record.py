@@ -1,0 +1,45 @@
+"""Record a baseline in several fresh processes (``--gpuprof-record-processes N``): the
+process that ran ``--gpuprof-update-baseline`` is the first run; N - 1 more pytest
+processes, one after the other, run the same command and each adds its run.
+
+A baseline's recorded runs are what the next run's medians are bounded by (docs/metrics.md):
+where pinned memory lands, the clocks and the CPU placement are fixed for a process, so
+runs of one process would learn no spread at all.  One command is then enough to record.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+#: Set in the processes that record again, which neither record again nor write reports.
+RECORDING = "GPUPROF_RECORDING"
+
+
+def recording_again() -> bool:
+    """Whether this process is one of the fresh processes of a recording."""
+    return bool(os.environ.get(RECORDING))
+
+
+def record_again(args: list[str], where: Path, processes: int, say: Callable[[str], None]) -> list[str]:
+    """Run the same pytest command in ``processes - 1`` fresh processes from ``where``, each
+    recording once more; ``say`` shows a line as each ends.  Returns why any of them did
+    not record (empty when each did)."""
+    problems = []
+    for k in range(2, processes + 1):
+        cmd = [sys.executable, "-m", "pytest", *args, "--gpuprof-record-processes=1"]
+        started = time.monotonic()
+        done = subprocess.run(cmd, cwd=where, env={**os.environ, RECORDING: str(k)}, capture_output=True, text=True)
+        lines = done.stdout.splitlines()
+        updates = [line for line in lines if line.startswith(("updated ", "no baseline written"))]
+        outcome = lines[-1].strip("= ") if lines else "no output"
+        say(f"gpuprof: recorded run {k} of {processes} in a fresh process ({time.monotonic() - started:.1f} s): "
+            f"{outcome}" + "".join(f"\n  {u}" for u in updates))
+        if done.returncode not in (0, 1) or not updates or updates[0].startswith("no baseline written"):
+            problems.append(f"run {k} of {processes} recorded nothing (exit {done.returncode}): "
+                            + ("; ".join(updates) or (done.stderr.strip().splitlines() or ["no output"])[-1]))
+    return problems
