@@ -36,6 +36,7 @@ import fuzz_loaders as fuzz  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 SYNC = DATA / "sync.pt.trace.json.gz"
+MOE_TRACE = Path(__file__).parent.parent / "example_suite" / "traces" / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"
 SYNC_NSYS = DATA / "nsys" / "sync.sqlite.gz"
 FUZZ = settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
@@ -438,3 +439,17 @@ def test_timeline_sample_when_the_median_step_has_no_gpu_work(tmp_path):
     sample = timeline.sample(m)
     assert sample["step"] == 0 and sample["span_ns"] == 2000
     assert [(e["kind"], e["dur_ns"], e["name"]) for e in timeline.events(sample)] == [("kernel", 2000, "k")]
+
+
+@pytest.mark.parametrize("value, words", [
+    ("[315382784]", "peak_memory_allocated_bytes must be a byte count (an integer >= 0), got [315382784]"),
+    ("-5", "peak_memory_allocated_bytes must be a byte count (an integer >= 0), got -5"),
+    ("true", "got True"),
+    ("1.5", "got 1.5"),
+])
+def test_a_peak_memory_that_is_not_a_byte_count_is_one_error(tmp_path, value, words):
+    text = gzip.decompress(MOE_TRACE.read_bytes()).decode()
+    assert text.count('"peak_memory_allocated_bytes": 315382784') == 1
+    message = refused(tmp_path, text.replace('"peak_memory_allocated_bytes": 315382784',
+                                             f'"peak_memory_allocated_bytes": {value}'), words)
+    assert message.startswith(str(tmp_path / "t.json"))
