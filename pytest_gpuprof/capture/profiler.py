@@ -257,7 +257,7 @@ def _lighter_recording() -> dict:
     id), and recording them is a large part of the profiler's cost on launch-bound steps
     (benchmarks/observer_effect.py, docs/benchmarks.md "The observer effect").  Empty where
     this torch lacks the option: the trace's metadata says so (``lighter_recording``), and
-    ``metrics.health.recording_note`` makes it a note of the result."""
+    ``metrics.health.recording_notes`` makes it a note of the result."""
     try:
         from torch._C._profiler import _ExperimentalConfig
 
