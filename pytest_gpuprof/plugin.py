@@ -91,6 +91,15 @@ def _warn_replay_taken_for_a_path(config: pytest.Config, replay_dir: Path) -> No
         f"write {flag}={value} or pass --rootdir"), stacklevel=2)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's -m deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that uses the ``gpuprof`` fixture without the marker gets the marker, so that
+    ``-m gpuprof`` selects every profiled test."""
+    for item in items:
+        if "gpuprof" in getattr(item, "fixturenames", ()) and item.get_closest_marker("gpuprof") is None:
+            item.add_marker("gpuprof")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """With the nsys backend, this pytest runs no test: it re-runs itself under nsys."""

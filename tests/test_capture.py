@@ -39,9 +39,18 @@ def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed)
     assert [n for n in names if n.startswith("step_")] == ["step_0", "step_1", "step_2"]
     assert names.count("work") == 3  # measured steps only: warm-up is not recorded
     assert trace.metadata == {"peak_memory_allocated_bytes": 12345, "environment": {"gpu": "stand-in"},
-                              "plan": {"wait": 1, "warmup": 2, "active": 3, "flush_l2": False}}
+                              "plan": {"wait": 1, "warmup": 2, "active": 3, "flush_l2": False},
+                              "lighter_recording": True}
     m = measure(trace)
     assert m.metrics["step_count"] == 3 and m.metrics["peak_memory_allocated_bytes"] == 12345
+
+
+def test_a_torch_without_the_lighter_recording_records_that_in_the_trace(tmp_path, no_gpu_needed, monkeypatch):
+    monkeypatch.setattr(capture, "_lighter_recording", lambda: {})
+    prof = GpuProf(StepPlan(wait=0, warmup=1, active=1), tmp_path / "t.pt.trace.json.gz")
+    for _ in prof.steps():
+        torch.ones(8).sum()
+    assert load_kineto(tmp_path / "t.pt.trace.json.gz").metadata["lighter_recording"] is False
 
 
 def test_flush_l2_overwrites_the_buffer_before_every_step_outside_its_step_range(tmp_path, no_gpu_needed, monkeypatch):

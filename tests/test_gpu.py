@@ -409,7 +409,8 @@ def test_machine_probes_agree_with_the_same_work_timed_another_way(tmp_path):
     pynvml = pytest.importorskip("pynvml")
     pynvml.nvmlInit()
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(torch.cuda.current_device())
+        # the measured GPU by torch's own spelling of its UUID (NVML's numbering ignores CUDA_VISIBLE_DEVICES)
+        handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}")
         max_mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
     finally:
         pynvml.nvmlShutdown()

@@ -726,6 +726,15 @@ def test_without_gpuprof_profiled_tests_run_as_plain_tests_and_torch_is_not_impo
     assert not any(re.fullmatch(r"=+ gpuprof =+", line) for line in result.outlines)
 
 
+def test_m_gpuprof_selects_the_fixture_form_and_the_marker_form(suite):
+    """A test that only asks for the fixture carries the marker too (``-m gpuprof``)."""
+    write_module(suite, "test_plain", "\n\ndef test_plain():\n    pass\n")
+    selected = run(suite, "-m", "gpuprof", "--collect-only", "-q").outlines
+    assert sorted(line for line in selected if "::" in line) == [CNN, MOE]
+    rest = run(suite, "-m", "not gpuprof", "--collect-only", "-q").outlines
+    assert [line for line in rest if "::" in line] == ["example_suite/test_plain.py::test_plain"]
+
+
 # --- 8. the marker form -------------------------------------------------------
 
 def test_marker_form_without_fixture_is_judged_under_replay(suite):

@@ -2,8 +2,8 @@
 
 ``profiler`` drives the steps (torch.profiler, or NVTX ranges alone under Nsight
 Systems), ``ranges`` names what the steps leave in the trace, ``nvml`` samples the
-GPU's clocks while they run, ``environment`` records what they ran on, ``nsys``
-runs the Nsight Systems binary.
+GPU's clocks while they run, ``environment`` records what they ran on, when and from
+which revision, ``nsys`` runs the Nsight Systems binary.
 
 May import: the standard library, ``pytest_gpuprof.errors``.  torch, nvtx and
 pynvml are imported inside the functions that need them, so that a pytest run

@@ -1,16 +1,23 @@
-"""What a measurement ran on; recorded with every trace and baseline."""
+"""What a measurement ran on, when, and from which revision; recorded with every trace and baseline."""
 
 from __future__ import annotations
 
+import functools
 import platform
 import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
 
+#: When and from which revision, beside what: two runs differ in them as a rule (``recorded``)
+RECORDED = ("datetime", "commit")
+
 
 def gpu_environment(device_index: int = 0) -> dict[str, Any]:
-    """GPU model, driver, CUDA and torch versions of the current process (torch imported)."""
+    """GPU model, driver, CUDA and torch versions of the current process (torch imported),
+    with the time and revision of the measurement (``recorded``)."""
     import torch
 
     props = torch.cuda.get_device_properties(device_index)
@@ -18,16 +25,46 @@ def gpu_environment(device_index: int = 0) -> dict[str, Any]:
         "gpu": torch.cuda.get_device_name(device_index),
         "gpu_memory_bytes": int(props.total_memory),
         "compute_capability": f"{props.major}.{props.minor}",
-        "driver": _driver_version(device_index),
+        "driver": _driver_version(),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "gpuprof": __version__,
+        **recorded(Path.cwd()),
     }
 
 
-def _driver_version(device_index: int) -> str | None:
-    """NVIDIA driver release: through NVML when nvidia-ml-py is installed, else nvidia-smi."""
+def recorded(directory: Path) -> dict[str, Any]:
+    """``datetime``: now, in UTC (ISO 8601); ``commit``: the git commit checked out in
+    ``directory`` (``commit_info``), left out outside a git work tree or without git."""
+    out: dict[str, Any] = {"datetime": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    commit = commit_info(directory.resolve())
+    if commit is not None:
+        out["commit"] = commit
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def commit_info(directory: Path) -> dict[str, Any] | None:
+    """``{"id", "branch", "dirty"}`` of the git work tree holding ``directory``, as
+    pytest-benchmark's ``commit_info`` has them: the full commit id, the branch (None when
+    detached), whether a tracked file differs from the commit.  None outside a git work
+    tree, before the first commit or without git.  Read once per directory and process."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        branch = git("rev-parse", "--abbrev-ref", "HEAD")
+        return {"id": git("rev-parse", "HEAD"), "branch": None if branch == "HEAD" else branch,
+                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _driver_version() -> str | None:
+    """NVIDIA driver release (one for all the machine's GPUs): through NVML when nvidia-ml-py
+    is installed, else nvidia-smi."""
     try:
         import pynvml
 
@@ -40,10 +77,8 @@ def _driver_version(device_index: int) -> str | None:
     except Exception:
         pass
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", f"--id={device_index}"],
-            capture_output=True, text=True, timeout=10, check=True,
-        )
-        return out.stdout.strip() or None
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=True)
+        return out.stdout.partition("\n")[0].strip() or None
     except (OSError, subprocess.SubprocessError):
         return None

@@ -1,11 +1,13 @@
 """The GPU's clocks, slowdown reasons and other processes, sampled through NVML while
-the measured steps run (nvidia-ml-py, an optional dependency).  The readings go into
+the measured steps run (nvidia-ml-py; none where NVML cannot be loaded).  The readings go into
 the trace's metadata (``health``), where ``metrics.health`` judges them."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
+import uuid
 from typing import Any, Callable
 
 #: NVML clock-event reasons that mean the GPU was slowed down.
@@ -29,6 +31,33 @@ def lineage() -> set[int]:
     return pids
 
 
+def device_uuid(device: int) -> str:
+    """The UUID of torch's CUDA device ``device`` as NVML spells it (``GPU-`` and 8-4-4-4-12
+    hex digits): from torch's device properties (torch >= 2.4), else from the CUDA driver."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    raw = bytes(props.uuid.bytes) if hasattr(props, "uuid") else _driver_uuid(device)
+    return f"GPU-{uuid.UUID(bytes=raw)}"
+
+
+def _driver_uuid(device: int) -> bytes:
+    """cuDeviceGetUuid of CUDA device ``device`` (the runtime's device numbers, which torch
+    uses, are the driver's: both count only the devices CUDA_VISIBLE_DEVICES shows)."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    handle, raw = ctypes.c_int(), ctypes.create_string_buffer(16)
+    if cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(handle), device) or cuda.cuDeviceGetUuid(raw, handle):
+        raise OSError(f"the CUDA driver gave no UUID for device {device}")
+    return raw.raw
+
+
+def nvml_handle(nvml, device: int):
+    """NVML's handle of torch's CUDA device ``device``, looked up by the GPU's UUID: NVML
+    numbers every GPU of the machine, CUDA only those CUDA_VISIBLE_DEVICES shows, so under
+    ``CUDA_VISIBLE_DEVICES=1`` torch's device 0 is NVML's device 1."""
+    return nvml.nvmlDeviceGetHandleByUUID(device_uuid(device))
+
+
 class NvmlSampler:
     """Samples SM clock, slowdown reasons and other processes every ``period_s`` in a thread,
     from the first measured step until the GPU has finished the last one (``stop_when``)."""
@@ -38,7 +67,7 @@ class NvmlSampler:
 
         self._nvml = pynvml
         pynvml.nvmlInit()
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(device_index)
+        self._handle = nvml_handle(pynvml, device_index)
         self._period = period_s
         self._stop = threading.Event()
         self._finished: Callable[[], bool] | None = None
@@ -66,14 +95,12 @@ class NvmlSampler:
 
     def _run(self) -> None:
         nvml, h = self._nvml, self._handle
-        reasons = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-            nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         while not self._stop.is_set():
             if self._finished is not None and self._finished():
                 return  # an idle GPU lowers its clock: no sample after the work
             try:
                 self._clocks.append(int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)))
-                self._reasons |= int(reasons(h))
+                self._reasons |= int(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))
                 for proc in nvml.nvmlDeviceGetComputeRunningProcesses(h):
                     if proc.pid not in self._ours:
                         self._others.add(int(proc.pid))

@@ -23,7 +23,10 @@ happens during a test's own steps is its health's to say (``metrics.health``).
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
+
+from .nvml import nvml_handle
 
 #: name -> (what it is, unit, which way is better)
 PROBES: dict[str, tuple[str, str, str]] = {
@@ -38,6 +41,8 @@ REPEATS = 7
 WARMUP_S = 0.2
 SPIN_CYCLES = 2_000_000  # about 1 ms of GPU clock ahead of each timed repetition
 READINGS = 3  # a session reads the probes at most this many times
+NO_SPIN = ("gpuprof machine probes: this torch has no torch.cuda._sleep to queue ahead of the timed copies "
+           "and GEMM, so those probes are left out (only launch_us and sm_clock_mhz are read)")
 
 
 def best_readings(*readings: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -54,29 +59,34 @@ def best_readings(*readings: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def measure_machine(device: int = 0) -> dict[str, Any]:
-    """Every probe of ``PROBES`` on this GPU, in its unit (about half a second)."""
+    """Every probe of ``PROBES`` on this GPU, in its unit (about half a second).  A torch
+    without ``torch.cuda._sleep`` (private) gets no copy and GEMM probes, with a warning:
+    timed from an idle GPU they would time the host's launch too (``NO_SPIN``)."""
     import torch
 
+    spin = getattr(torch.cuda, "_sleep", None)
     with torch.cuda.device(device):
         dev = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
         pinned = torch.empty(COPY_BYTES, dtype=torch.uint8).pin_memory()
         pageable = torch.empty(COPY_BYTES, dtype=torch.uint8)
         a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         tiny = torch.zeros(1, device="cuda")
-        out = {
-            "h2d_pinned_gbps": COPY_BYTES / 1e3 / _gpu_us(lambda: dev.copy_(pinned, non_blocking=True)),
-            "h2d_pageable_gbps": COPY_BYTES / 1e3 / _gpu_us(lambda: dev.copy_(pageable)),
-            "gemm_us": _gpu_us(lambda: a @ a),
-            "launch_us": _launch_us(tiny),
-            "sm_clock_mhz": _sm_clock(device, lambda: a @ a),
-        }
+        out = {}
+        if spin is None:
+            warnings.warn(NO_SPIN, stacklevel=2)
+        else:
+            out["h2d_pinned_gbps"] = COPY_BYTES / 1e3 / _gpu_us(spin, lambda: dev.copy_(pinned, non_blocking=True))
+            out["h2d_pageable_gbps"] = COPY_BYTES / 1e3 / _gpu_us(spin, lambda: dev.copy_(pageable))
+            out["gemm_us"] = _gpu_us(spin, lambda: a @ a)
+        out["launch_us"] = _launch_us(tiny)
+        out["sm_clock_mhz"] = _sm_clock(device, lambda: a @ a)
     return {name: round(value, 3) for name, value in out.items() if value is not None}
 
 
-def _gpu_us(work) -> float:
+def _gpu_us(spin, work) -> float:
     """Shortest GPU time of ``work`` in microseconds, after the clock has ramped up (an idle
-    GPU runs its first kernels at a low clock).  A spin of the GPU queued ahead of each
-    repetition holds the start event until the host has queued ``work``."""
+    GPU runs its first kernels at a low clock).  A spin of the GPU (``spin``, torch.cuda._sleep)
+    queued ahead of each repetition holds the start event until the host has queued ``work``."""
     import torch
 
     start = time.perf_counter()
@@ -86,7 +96,7 @@ def _gpu_us(work) -> float:
     times = []
     for _ in range(REPEATS):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(SPIN_CYCLES)
+        spin(SPIN_CYCLES)
         start.record()
         work()
         end.record()
@@ -112,8 +122,8 @@ def _launch_us(tiny, launches: int = 500) -> float:
 
 def _sm_clock(device: int, work) -> float | None:
     """The highest SM clock NVML reads while the GPU works, over ``REPEATS`` readings
-    (nvidia-ml-py; None without it): under a GEMM the power management moves a single
-    reading by 15% between processes of one H200."""
+    (nvidia-ml-py; None without it, or where NVML does not know the GPU): under a GEMM the
+    power management moves a single reading by 15% between processes of one H200."""
     try:
         import pynvml
 
@@ -123,7 +133,7 @@ def _sm_clock(device: int, work) -> float | None:
     try:
         import torch
 
-        handle = pynvml.nvmlDeviceGetHandleByIndex(device)
+        handle = nvml_handle(pynvml, device)
         clocks = []
         for _ in range(REPEATS):
             for _ in range(20):
@@ -131,5 +141,7 @@ def _sm_clock(device: int, work) -> float | None:
             clocks.append(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
             torch.cuda.synchronize()
         return float(max(clocks))
+    except (pynvml.NVMLError, OSError):
+        return None
     finally:
         pynvml.nvmlShutdown()

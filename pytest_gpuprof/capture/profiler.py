@@ -184,7 +184,8 @@ class GpuProf:
         # repeat=1 is a single cycle, so keeping events across cycles changes nothing;
         # asking for it (torch >= 2.4) silences torch's "clears events" warning.
         extra = {"acc_events": True} if "acc_events" in inspect.signature(profile).parameters else {}
-        extra.update(_lighter_recording())
+        lighter = _lighter_recording()
+        extra.update(lighter)
         prof = profile(
             activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
             schedule=schedule(wait=plan.wait, warmup=plan.warmup, active=plan.active, repeat=1),
@@ -197,6 +198,7 @@ class GpuProf:
                 metadata = yield from self._step_loop(plan, lambda i: prof.step())
             finally:
                 prof.stop()
+            metadata["lighter_recording"] = bool(lighter)
             _with_metadata(raw, self._trace_path, metadata)
             self.completed = True
         finally:
@@ -253,7 +255,9 @@ def _lighter_recording() -> dict:
     the metrics read: the links from GPU work back to the CPU operators that launched it
     (``External id``) are not used (kernels are tied to their launch by CUPTI's correlation
     id), and recording them is a large part of the profiler's cost on launch-bound steps
-    (benchmarks/observer_effect.py, docs/benchmarks.md "The observer effect")."""
+    (benchmarks/observer_effect.py, docs/benchmarks.md "The observer effect").  Empty where
+    this torch lacks the option: the trace's metadata says so (``lighter_recording``), and
+    ``metrics.health.recording_notes`` makes it a note of the result."""
     try:
         from torch._C._profiler import _ExperimentalConfig
 

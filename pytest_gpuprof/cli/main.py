@@ -7,6 +7,7 @@ import json
 import os
 import sys
 
+from .. import __version__
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
 from ..options import RULE_OPTIONS, add_rule_options
@@ -18,6 +19,7 @@ from .inputs import measure_any
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpuprof", description="GPU performance metrics from profiler traces.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     analyze = sub.add_parser(
         "analyze",

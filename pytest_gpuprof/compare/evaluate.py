@@ -170,6 +170,7 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     result.baseline = entry["metrics"] if entry else None
     note = health.stall_note(m.per_step)
     result.notes = [note] if note else []
+    result.notes += health.recording_notes(m.metadata)
     if update:
         result.verdicts = judge(result.metrics, None, rules, samples=(result.per_step, None),
                                 distributions=(result.distribution, None))

@@ -89,3 +89,13 @@ def assess(kernel_time_per_step: list[float], readings: dict[str, Any] | None,
             reasons.append(f"first measured step took {times[0] / rest:.1f}x the median of the others: "
                            "still warming up (raise warmup)")
     return reasons
+
+
+def recording_notes(metadata: dict[str, Any]) -> list[str]:
+    """How the trace was recorded, where that moves its times: torch.profiler at torch's
+    default cost (``lighter_recording`` false: ``capture.profiler._lighter_recording``)."""
+    if metadata.get("lighter_recording") is not False:
+        return []
+    return ["recorded at torch.profiler's default cost: this torch lacks "
+            "_ExperimentalConfig(disable_external_correlation=...), so the profiler takes more host time per "
+            "operator and launch-bound steps read slower than under a torch that has it"]

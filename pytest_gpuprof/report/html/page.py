@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ...capture.environment import RECORDED
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
 from ...compare.verdicts import BROKEN, compared_values
@@ -188,7 +189,7 @@ def _environment(t: dict[str, Any]) -> str:
                      "are compared, and kernel names may be spelled differently")
     if old:
         diff = [f"{html_text(k)}: {html_text(old.get(k, '-'))} → {html_text(env.get(k, '-'))}"
-                for k in sorted(set(env) | set(old)) if env.get(k) != old.get(k)]
+                for k in sorted((set(env) | set(old)) - set(RECORDED)) if env.get(k) != old.get(k)]
         if diff:
             notes.append("environment differs from the baseline's: " + "; ".join(diff))
     return "".join(f'<p class="note">{n}</p>' for n in notes)
