@@ -4,8 +4,8 @@
 #
 #   example_suite/verify_on_gpu.sh [--record] [--reruns N] [OUT] [-- PYTEST_ARGS...]
 #
-# --record first records the baselines on this GPU, in 3 separate processes (the
-# baselines learn how much each metric moves between processes); PYTEST_ARGS go to every run
+# --record first records the baselines on this GPU, with one command that runs 3 fresh
+# processes (the baselines learn how much each metric moves between processes); PYTEST_ARGS go to every run
 # (e.g. -- --gpuprof-nsys --gpuprof-baseline-dir=.gpuprof/nsys-baselines).
 # Logs and kept traces go to OUT (default .gpuprof/verify).
 set -u
@@ -25,13 +25,11 @@ status=0
 pytest=(python3 -m pytest example_suite -p no:cacheprovider -q --gpuprof "$@")
 
 if [ $record -eq 1 ]; then
-  for i in 1 2 3; do
-    keep=5
-    [ "$i" -eq 1 ] && keep=1  # the first replaces what was recorded before
-    "${pytest[@]}" --gpuprof-update-baseline --gpuprof-baseline-runs "$keep" --gpuprof-keep-traces \
-      --gpuprof-output-dir "$out/record" >"$out/record$i.log" 2>&1
-    echo "record baselines, run $i: exit $?  ($(grep -E '[0-9]+ (passed|failed)' "$out/record$i.log" | tail -1))"
-  done
+  # one command records in 3 fresh processes; --gpuprof-baseline-runs 1: the first replaces
+  # what was recorded before, the other two add theirs
+  "${pytest[@]}" --gpuprof-update-baseline --gpuprof-baseline-runs 1 --gpuprof-keep-traces \
+    --gpuprof-output-dir "$out/record" >"$out/record.log" 2>&1
+  echo "record baselines in 3 processes: exit $?  ($(grep -E 'recorded run|[0-9]+ (passed|failed)' "$out/record.log" | tail -3 | tr '\n' ' '))"
 fi
 for i in $(seq 1 "$reruns"); do
   "${pytest[@]}" --gpuprof-output-dir "$out/rerun$i" >"$out/rerun$i.log" 2>&1

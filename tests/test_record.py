@@ -25,10 +25,12 @@ def test_each_fresh_process_runs_the_same_command_once_and_says_what_it_recorded
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     said = []
-    problems = record_again(["-p", "no:cacheprovider", "-q", "test_x.py"], pytester.path, 3, said.append)
+    problems = record_again(["-p", "no:cacheprovider", "-q", "test_x.py"], pytester.path, 3, 1, said.append)
     assert problems == []
     processes = (pytester.path / "processes.txt").read_text().splitlines()
-    assert processes == [f"{k} -p no:cacheprovider -q test_x.py --gpuprof-record-processes=1" for k in (2, 3)]
+    # --gpuprof-baseline-runs 1 starts afresh in the first process; the others keep this recording's runs
+    assert processes == [f"{k} -p no:cacheprovider -q test_x.py --gpuprof-record-processes=1 --gpuprof-baseline-runs=3"
+                         for k in (2, 3)]
     assert len(said) == 2 and said[0].startswith("gpuprof: recorded run 2 of 3 in a fresh process (")
     assert re.search(r" s\): 1 passed in [0-9.]+s\n  updated 1 test\(s\) in baselines/x.json \(run 2 of at most 5 recorded\)$", said[0])
 
@@ -37,11 +39,11 @@ def test_a_process_that_recorded_nothing_is_reported(pytester, monkeypatch):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     monkeypatch.setenv("REFUSE", "1")
-    problems = record_again(["-p", "no:cacheprovider", "test_x.py"], pytester.path, 2, lambda line: None)
+    problems = record_again(["-p", "no:cacheprovider", "test_x.py"], pytester.path, 2, 5, lambda line: None)
     assert problems == ["run 2 of 2 recorded nothing (exit 0): no baseline written, every file left as it was: "
                         "disk full"]
 
 
 def test_one_process_records_no_other():
     said = []
-    assert record_again([sys.executable], ".", 1, said.append) == [] and said == []
+    assert record_again([sys.executable], ".", 1, 5, said.append) == [] and said == []

@@ -18,8 +18,10 @@ from typing import Any, Mapping
 from ..metrics.measure import METRICS
 from ..numbers import format_number
 
-#: The per-step series the host's pace moves through the window.
-HOST_SERIES = ("window_us", "gpu_utilization", "sync_wait_fraction")
+#: The judged ratios over the window: the host's pace moves them through it.
+WINDOW_RATIOS = ("gpu_utilization", "sync_wait_fraction")
+#: The per-step series the host's pace moves: the window and its ratios.
+HOST_SERIES = ("window_us", *WINDOW_RATIOS)
 #: The per-step host-speed reading (``metrics.measure``).
 READING = "launch_call_us"
 #: Between-process spread of a launch-bound step's window at the baseline host's speed: the

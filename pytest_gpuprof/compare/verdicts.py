@@ -50,6 +50,7 @@ class Verdict:
     relative: bool = True  # change shown in percent (False: ratios, shown as a difference)
     evidence: str = ""  # time metrics judged on samples: medians and spreads, the test and its p-value
     threshold: Threshold | None = None  # the absolute requirement this verdict checked, as data
+    by_host: bool = False  # changed as measured, not at the baseline host's speed (the window: ``host``)
 
     @property
     def failed(self) -> bool:
@@ -177,25 +178,32 @@ def judge(
     now_summaries = distribution(*(samples[0], (distributions or (None,))[0])) if samples and samples[0] else None
     now = judged_values(current, now_summaries)
     paired = _paired_series(samples, distributions, runs or []) if same_backend and baseline is not None else {}
+    family = len(paired)  # the series judged on samples: the Bonferroni correction's m
     speeds = _speeds(samples, baseline is not None and same_backend)
     at_baseline_speed = _at_baseline_speed(samples, runs or [], speeds) if speeds else {}
-    verdicts = [_check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric), speeds)
+    window = None
+    if "window_us" in paired:
+        host_pair = (*at_baseline_speed["window_us"], speeds) if "window_us" in at_baseline_speed else None
+        window = _compare_samples(METRICS["window_us"], *paired["window_us"], rules, family, None, host_pair)
+    by_host = window is not None and window.by_host
+    verdicts = [_check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
                 for t in rules.thresholds]
     if baseline is None:
         return verdicts
     now = compared_values(current)
     before = compared_values(baseline)
-    family = len(paired)  # the series judged on samples: the Bonferroni correction's m
     shared = pooled_log_spread([before.run_medians for key, (before, _) in paired.items() if kernel_series(key)])
     for name, spec in METRICS.items():
         if spec.kind == "info" or (spec.kind == "ratio" and spec.better is None):
             continue
         if not same_backend and spec.kind not in ("count", "bytes"):
             continue
-        if name in paired:
-            host_pair = (*at_baseline_speed[name], speeds) if name in at_baseline_speed else None
-            spread = _spread_of(name, shared, len(paired[name][0].run_medians))
-            verdicts.append(_compare_samples(spec, *paired[name], rules, family, spread, host_pair))
+        if name == "window_us" and window is not None:
+            verdicts.append(window)
+        elif name in paired:
+            verdict = _compare_samples(spec, *paired[name], rules, family,
+                                       _spread_of(name, shared, len(paired[name][0].run_medians)))
+            verdicts.append(_with_the_window(verdict, window) if name in host.WINDOW_RATIOS else verdict)
         else:
             verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
     if not same_backend:
@@ -215,6 +223,16 @@ def judge(
         elif not same(b, c):
             verdicts.append(Verdict(key, "changed", b, c, "count per step must match exactly"))
     return verdicts
+
+
+def _with_the_window(verdict: Verdict, window: Verdict | None) -> Verdict:
+    """A ratio over the window that changed because the window did, when only the host's
+    speed moved the window (``by_host``): ``ok``, and its evidence says so."""
+    if window is None or not window.by_host or verdict.status not in ("regressed", "improved"):
+        return verdict
+    return replace(verdict, status="ok", by_host=True, evidence=(
+        f"{verdict.evidence}; moved with the window, which the host's speed alone moved "
+        f"(window_us {window.change()} as measured)"))
 
 
 def _speeds(samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
@@ -273,8 +291,9 @@ def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
 def _check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Series] | None = None,
                      speeds: tuple[float, float] | None = None) -> Verdict:
     """A threshold on this run's value.  One on a ratio over the window (``pair``: its series
-    at the baseline host's speed) that is broken only because the host ran slower than the
-    baseline's, and holds at the baseline host's speed, is ``unstable``, not broken."""
+    at the baseline host's speed, given when only the host's speed moved the window) that
+    is broken only because the host ran slower than the baseline's, and holds at the
+    baseline host's speed, is ``unstable``, not broken."""
     if value is None:
         return Verdict(t.metric, "ok", None, None, f"{t.text} (not applicable: no value)", threshold=t)
     if t.holds(value):
@@ -469,12 +488,12 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
                      shared: tuple[float, int] | None = None,
                      host_pair: tuple[Series, Series, tuple[float, float]] | None = None) -> Verdict:
     """A time or ratio metric on per-step samples, judged ``_on_one_scale`` at the test's
-    corrected level, alpha / family.  A series the host's pace moves (``host_pair``: the
-    baseline's and this run's series at the baseline host's speed, and the two readings)
-    changes only when it changes both in its own units (tolerance and steps) and at the
-    baseline host's speed (tolerance, steps and the baseline's runs, with at least
-    ``host.HOST_UNITS_SPREAD``): a host that merely ran slower or faster changes the
-    first alone, more host-side work per step both."""
+    corrected level, alpha / family.  The window (``host_pair``: the baseline's and this
+    run's window at the baseline host's speed, and the two readings) changes only when it
+    changes both as measured (tolerance and steps) and at the baseline host's speed
+    (tolerance, steps and the baseline's runs, with at least ``host.HOST_UNITS_SPREAD``):
+    a host that merely ran slower or faster changes the first alone, more host-side work
+    per step both."""
     b, c = before.summary["median"], now.summary["median"]
     tol = rules.tolerance(spec)
     level = rules.alpha / max(family, 1)
@@ -498,7 +517,7 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         evidence = (f"{raw.evidence}; {format_change(c, b, relative)} as measured, {moved} at the baseline host's "
                     f"speed ({at.evidence or 'within the tolerance'}): {host.slower(*speeds)}")
         return Verdict(spec.name, raw.status if at.status == raw.status else "ok", b, c, rule, relative,
-                       evidence=evidence)
+                       evidence=evidence, by_host=at.status != raw.status)
     if len(before.run_medians) >= 2 or (shared is not None and before.run_medians):
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
     found = _on_one_scale(spec, before, now, rules, level, shared)

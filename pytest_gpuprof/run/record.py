@@ -25,13 +25,16 @@ def recording_again() -> bool:
     return bool(os.environ.get(RECORDING))
 
 
-def record_again(args: list[str], where: Path, processes: int, say: Callable[[str], None]) -> list[str]:
+def record_again(args: list[str], where: Path, processes: int, keep: int, say: Callable[[str], None]) -> list[str]:
     """Run the same pytest command in ``processes - 1`` fresh processes from ``where``, each
-    recording once more; ``say`` shows a line as each ends.  Returns why any of them did
-    not record (empty when each did)."""
+    recording once more and keeping at least this recording's runs (``keep`` is the
+    command's ``--gpuprof-baseline-runs``: 1 starts afresh in the first process only);
+    ``say`` shows a line as each ends.  Returns why any of them did not record (empty when
+    each did)."""
     problems = []
     for k in range(2, processes + 1):
-        cmd = [sys.executable, "-m", "pytest", *args, "--gpuprof-record-processes=1"]
+        cmd = [sys.executable, "-m", "pytest", *args, "--gpuprof-record-processes=1",
+               f"--gpuprof-baseline-runs={max(keep, processes)}"]
         started = time.monotonic()
         done = subprocess.run(cmd, cwd=where, env={**os.environ, RECORDING: str(k)}, capture_output=True, text=True)
         lines = done.stdout.splitlines()

@@ -393,7 +393,7 @@ class GpuprofSession:
         if recorded and not refused and config is not None and self._records_again():
             reporter = config.pluginmanager.get_plugin("terminalreporter")
             problems = record_again(list(config.invocation_params.args), config.invocation_params.dir,
-                                    self.settings.record_processes,
+                                    self.settings.record_processes, self.settings.baseline_runs,
                                     reporter.write_line if reporter else print)
             self.written += [f"--gpuprof-record-processes: {p}" for p in problems]
             refused = bool(problems)
