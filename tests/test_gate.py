@@ -9,6 +9,7 @@ and once beside a process spinning on the same CPU core (busy)."""
 
 import dataclasses
 import math
+import statistics
 import os
 import subprocess
 import sys
@@ -351,3 +352,28 @@ def test_the_processes_that_started_this_one_are_not_other_workloads():
                            capture_output=True, text=True, check=True)
     pid, *theirs = map(int, child.stdout.split())
     assert set(theirs) == ours | {pid}  # the child's lineage is ours and itself
+
+
+# --- the host's speed (tests/data/host/h100_*: one H100 machine, record_traces.py launch,
+# six processes of the same code; the slowest-host and a fast-host one kept, and one with
+# --host-overhead 2000, a host-side regression) ------------------------------------------
+
+def test_a_slow_host_and_a_fast_host_pass_both_ways_and_host_work_fails():
+    slow, fast = measured("h100_slow_host"), measured("h100_fast_host")
+    windows = [statistics.median(m.per_step["window_us"]) for m in (slow, fast)]
+    assert windows[0] > 1.6 * windows[1]  # the same code: the slow host's window 1.6x or more the fast one's
+    for base, run in (("h100_slow_host", "h100_fast_host"), ("h100_fast_host", "h100_slow_host")):
+        result = judged(run, baseline(base))
+        assert result.status == "passed", [(v.metric, v.status, v.evidence) for v in result.verdicts if v.status != "ok"]
+        window = next(v for v in result.verdicts if v.metric == "window_us")
+        assert "at the baseline host's speed" in window.evidence
+    bug = judged("h100_host_overhead", baseline("h100_fast_host"))
+    assert bug.status == "failed" and "window_us" in regressed(bug)
+    assert not [m for m in regressed(bug) if m == "kernel_time_us" or m.startswith("kernels[")]
+    window = next(v for v in bug.verdicts if v.metric == "window_us")
+    assert "at the baseline host's speed (" in window.evidence and "outside what the baseline's runs show" in window.evidence
+    # what the rule costs: against the slowest host's baseline the host-side work (about +90% at
+    # that host's speed) added under 10% as measured, its host having run faster: it passes
+    masked = judged("h100_host_overhead", baseline("h100_slow_host"))
+    window = next(v for v in masked.verdicts if v.metric == "window_us")
+    assert masked.status == "passed" and window.current < 1.1 * window.baseline

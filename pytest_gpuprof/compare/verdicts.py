@@ -185,7 +185,8 @@ def judge(
     if "window_us" in paired:
         host_pair = (*at_baseline_speed["window_us"], speeds) if "window_us" in at_baseline_speed else None
         window = _compare_samples(METRICS["window_us"], *paired["window_us"], rules, family, None, host_pair)
-    by_host = window is not None and window.by_host
+    by_host = window is not None and (window.by_host or bool(speeds) and speeds[0] > speeds[1]
+                                      and window.status != "regressed")
     verdicts = [_check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
                 for t in rules.thresholds]
     if baseline is None:
@@ -203,7 +204,7 @@ def judge(
         elif name in paired:
             verdict = _compare_samples(spec, *paired[name], rules, family,
                                        _spread_of(name, shared, len(paired[name][0].run_medians)))
-            verdicts.append(_with_the_window(verdict, window) if name in host.WINDOW_RATIOS else verdict)
+            verdicts.append(_with_the_window(verdict, window, speeds) if name in host.WINDOW_RATIOS else verdict)
         else:
             verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
     if not same_backend:
@@ -225,14 +226,18 @@ def judge(
     return verdicts
 
 
-def _with_the_window(verdict: Verdict, window: Verdict | None) -> Verdict:
-    """A ratio over the window that changed because the window did, when only the host's
-    speed moved the window (``by_host``): ``ok``, and its evidence says so."""
-    if window is None or not window.by_host or verdict.status not in ("regressed", "improved"):
+def _with_the_window(verdict: Verdict, window: Verdict | None, speeds: tuple[float, float] | None) -> Verdict:
+    """A ratio over the window that dropped (or rose) because the host ran slower than the
+    baseline's, while the window at the baseline host's speed did not regress (``by_host``,
+    or no regression there): ``ok``, and its evidence says so."""
+    if window is None or not speeds or verdict.status not in ("regressed", "improved"):
+        return verdict
+    if not (window.by_host or speeds[0] > speeds[1] and window.status != "regressed"):
         return verdict
     return replace(verdict, status="ok", by_host=True, evidence=(
-        f"{verdict.evidence}; moved with the window, which the host's speed alone moved "
-        f"(window_us {window.change()} as measured)"))
+        f"{verdict.evidence}; moved with the window, which the host's speed explains "
+        f"(window_us {window.change()} as measured, not a regression at the baseline host's speed: "
+        f"{host.slower(*speeds)})"))
 
 
 def _speeds(samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
