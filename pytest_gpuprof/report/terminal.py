@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ..compare.verdicts import compared_values
 from ..metrics.measure import Measurement
 from ..numbers import format_number
 from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
-from .words import BACKEND_NAMES, SUMMARY_COLUMNS, change, health_lines, shorten
+from .values import VALUES_NOTE, Shown, shown_values
+from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, shorten
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),
@@ -43,32 +43,28 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
 
 
 def summary_lines(tests: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One row per profiled test: status, key metrics and change against the baseline."""
+    """One row per profiled test: status, key metrics and change against the baseline
+    (``values.shown_values``: the numbers its verdicts judged), under a line saying so."""
     rows = [["test", "status"] + [title for _, title in SUMMARY_COLUMNS]]
     for t in tests:
         row = [terminal_text(t["nodeid"]), terminal_text(t["status"])]
         if t["metrics"] is None:
             rows.append(row + ["-"] * len(SUMMARY_COLUMNS))
             continue
-        now = compared_values(t["metrics"])
-        before = compared_values(t["baseline_metrics"]) if t["baseline_metrics"] else {}
-        for metric, _ in SUMMARY_COLUMNS:
-            row.append(_cell(metric, now.get(metric), before.get(metric)))
-        rows.append(row)
+        shown = shown_values(t)
+        rows.append(row + [_cell(shown[metric]) for metric, _ in SUMMARY_COLUMNS])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     out.insert(1, "  ".join("-" * w for w in widths))
-    return out
+    return [VALUES_NOTE + ":"] + out
 
 
-def _cell(metric: str, now: float | None, before: float | None) -> str:
+def _cell(shown: Shown) -> str:
     """A metric's value, then its change against the baseline in brackets."""
-    if now is None:
+    if shown.current is None:
         return "n/a"
-    text = format_number(now)
-    if before is None:
-        return text
-    return f"{text} ({change(metric, now, before)})"
+    text = format_number(shown.current)
+    return f"{text} ({shown.change})" if shown.change else text
 
 
 def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:

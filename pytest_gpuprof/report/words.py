@@ -82,9 +82,9 @@ def verdict_line(v: Mapping[str, Any]) -> str:
 
 SUMMARY_COLUMNS = (
     ("kernel_count", "kernels/step"),
-    ("kernel_time_us", "kernel us/step"),
-    ("gpu_utilization", "gpu util"),
-    ("overlap_efficiency", "overlap"),
+    ("kernel_time_us", "kernel us (median step)"),
+    ("gpu_utilization", "gpu util (median step)"),
+    ("overlap_efficiency", "overlap (median step)"),
     ("sync_count", "syncs/step"),
 )
 
