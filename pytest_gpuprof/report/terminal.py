@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from ..compare.verdicts import distribution
 from ..metrics.measure import Measurement
 from ..numbers import format_number
 from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
-from .values import VALUES_NOTE, Shown, shown_values
+from .values import AS_JUDGED, VALUES_NOTE, Shown, shown_values
 from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, shorten
 
 
@@ -69,40 +70,62 @@ def _cell(shown: Shown) -> str:
 
 def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     """``gpuprof analyze``: the metrics of one trace, then its heaviest kernels (every line
-    ``terminal_text``)."""
-    x = m.metrics
+    ``terminal_text``).  Each number per step as a verdict judges it (``values.shown_values``:
+    the median step for times and ratios), beside the total over all steps."""
+    x, n = m.metrics, m.metrics["step_count"]
+    summaries = distribution(m.per_step)
+    shown = shown_values({"metrics": x, "distribution": summaries, "verdicts": []})
+
+    def row(label: str, count: str | None, time: str | None = None, size: str | None = None) -> str:
+        """Per step, then total: the count, the time and the bytes metrics of one line."""
+        cells = [_cell_or_blank(value(metric), width, unit)
+                 for value in (lambda v: None if v is None else shown[v].current,
+                               lambda v: None if v is None else x[v])
+                 for metric, width, unit in ((count, 10, ""), (time, 14, " us"), (size, 14, " B"))]
+        return f"{label:<18} {' '.join(cells[:3])}   | {' '.join(cells[3:])}".rstrip()
+
     lines = [
         f"trace: {path}",
-        f"gpu: {m.gpu_name or 'unknown'}    steps: {x['step_count']} (from {m.step_source})    "
-        f"window: {x['window_us']:.3f} us",
+        f"gpu: {m.gpu_name or 'unknown'}    steps: {n} (from {m.step_source})",
+        f"per step {AS_JUDGED}; total: over all {n} steps",
         "",
-        f"kernels            {x['kernel_count']:>10}   {x['kernel_time_us']:>14.3f} us",
+        f"{'':<18} {'per step':<45}   | total over {n} steps",
+        row("kernels", "kernel_count", "kernel_time_us"),
     ]
     for kind in COPY_KINDS:
-        lines.append(
-            f"memcpy {kind:<11} {x[f'memcpy_{kind}_count']:>10}   {x[f'memcpy_{kind}_time_us']:>14.3f} us"
-            f"   {x[f'memcpy_{kind}_bytes']:>14} B"
-        )
+        lines.append(row(f"memcpy {kind}", f"memcpy_{kind}_count", f"memcpy_{kind}_time_us", f"memcpy_{kind}_bytes"))
     lines += [
-        f"memset             {x['memset_count']:>10}",
-        f"sync calls         {x['sync_count']:>10}",
+        row("memset", "memset_count"),
+        row("sync calls", "sync_count"),
+        row("window", None, "window_us"),
         "",
-        f"gpu_utilization     {_pct(x['gpu_utilization'])}",
-        f"copy_utilization    {_pct(x['copy_utilization'])}",
-        f"overlap_efficiency  {_pct(x['overlap_efficiency'])}",
-        f"sync_wait_fraction  {_pct(x['sync_wait_fraction'])}",
-        f"peak memory         {_bytes(x['peak_memory_allocated_bytes'])}",
+        f"{'':<18} {'median step':<23} over all {n} steps (the whole window)",
+    ]
+    for ratio in ("gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_wait_fraction"):
+        judged = _pct(shown[ratio].current) if ratio in summaries else "(not judged per step)"
+        lines.append(f"{ratio:<18} {judged:<23} {_pct(x[ratio])}")
+    lines += [
+        f"peak memory        {_bytes(x['peak_memory_allocated_bytes'])}",
         "step GPU time (us)  " + ", ".join(f"{v:.3f}" for v in x["step_gpu_time_us"]),
     ]
     if x["kernels"]:
-        lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}):"]
-        for name, row in list(x["kernels"].items())[:top]:
-            lines.append(f"  {row['time_us']:>12.3f} us  {row['count']:>7}x  {shorten(name)}")
+        sampled = summaries["kernels"]
+        lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}): per step "
+                      f"(time: the median step where its steps were kept, else total / steps), then total over {n} steps"]
+        for name, k in list(x["kernels"].items())[:top]:
+            per_step = sampled[name]["median"] if name in sampled else k["time_us"] / n
+            lines.append(f"  {per_step:>12.3f} us {format_number(k['count'] / n):>7}x   | "
+                         f"{k['time_us']:>14.3f} us {k['count']:>8}x  {shorten(name)}")
     return [terminal_text(line) for line in lines]
 
 
+def _cell_or_blank(value: float | None, width: int, unit: str) -> str:
+    """A table cell: the number and its unit, right-aligned; blank where the line has no such value."""
+    return " " * (width + len(unit)) if value is None else f"{format_number(value):>{width}}{unit}"
+
+
 def _pct(value: float | None) -> str:
-    return "n/a (no memcpy)" if value is None else f"{value:.4f}  ({value:.2%})"
+    return "n/a (no memcpy)" if value is None else f"{value:.4f} ({value:.2%})"
 
 
 def _bytes(value: int | None) -> str:

@@ -15,9 +15,10 @@ from ..compare.verdicts import judged_values
 from ..metrics.measure import METRICS
 from .words import change
 
+#: Which value per step a verdict judges.
+AS_JUDGED = "as the verdicts judge it: times and ratios the median step, counts and bytes total / steps"
 #: What the values of a summary table are, printed with it.
-VALUES_NOTE = ("per step, as the verdicts judge them: times and ratios the median step, counts and bytes "
-               "total / steps; (change) against the baseline")
+VALUES_NOTE = f"per step, {AS_JUDGED}; (change) against the baseline"
 
 
 class Shown(NamedTuple):
