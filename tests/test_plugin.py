@@ -41,8 +41,7 @@ TRACE = {
     MOE: TRACES / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz",
     CNN: TRACES / "example_suite_test_cnn.py_test_cnn_train_step.pt.trace.json.gz",
 }
-NO_GPU = ("gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), "
-          "profiled test skipped")
+NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 
 # --- building suites -------------------------------------------------------
 
@@ -683,8 +682,9 @@ def test_without_a_gpu_profiled_tests_are_skipped_saying_why(torch, suite):
         pytest.skip("checks the no-GPU path")
     result = run(suite, "--gpuprof")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *{NO_GPU}"])
+    result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *: gpuprof: {NO_GPU}"])
     assert f"2 profiled test(s) skipped: {NO_GPU}" in section(result)
+    assert "\n".join(section(result)).count("no CUDA GPU") == 1 and "skipped" not in NO_GPU  # said once
     assert statuses(result) == {}
     assert calls(suite) == []
     assert not (suite.path / "baselines").exists()

@@ -22,6 +22,7 @@ from .words import (
     broken_header,
     broken_verdicts,
     health_lines,
+    skipped_line,
     verdict_line,
 )
 
@@ -44,8 +45,7 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
             lines.append("| " + " | ".join(_row(t)) + " |")
         lines += ["", f"<sub>{markdown_text(VALUES_NOTE)}</sub>", ""]
     if doc["skipped"]:
-        reasons = sorted({s["reason"] for s in doc["skipped"]})
-        lines += [f"{len(doc['skipped'])} profiled test(s) skipped: {markdown_text('; '.join(reasons))}", ""]
+        lines += [markdown_text(skipped_line(doc["skipped"])), ""]
     failing = [t for t in tests if t["status"] in ("failed", "error")]
     if failing:
         lines += ["### Failures", ""]

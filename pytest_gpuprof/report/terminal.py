@@ -10,7 +10,7 @@ from ..numbers import format_number
 from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
 from .values import AS_JUDGED, VALUES_NOTE, Shown, shown_values
-from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, shorten
+from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, shorten, skipped_line
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),
@@ -31,8 +31,7 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
             lines.append(f"GPU: {', '.join(gpus)}")
         lines += summary_lines(tests)
     if doc["skipped"]:
-        reasons = sorted({s["reason"] for s in doc["skipped"]})
-        lines.append(f"{len(doc['skipped'])} profiled test(s) skipped: {'; '.join(reasons)}")
+        lines.append(skipped_line(doc["skipped"]))
     if not tests and not doc["skipped"] and not inside_nsys:
         lines.append("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
     for t in tests:  # indented: not a row of the table above

@@ -43,6 +43,12 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def skipped_line(skipped: Iterable[Mapping[str, str]]) -> str:
+    """The profiled tests skipped, each reason once: ``N profiled test(s) skipped: REASON; ...``."""
+    skipped = list(skipped)
+    return f"{len(skipped)} profiled test(s) skipped: {'; '.join(sorted({s['reason'] for s in skipped}))}"
+
+
 UPDATE_HINT = "If the change is intended, refresh the baseline with --gpuprof-update-baseline."
 
 

@@ -37,7 +37,8 @@ from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
 from .confirm import CONFIRMING, apply, needs_confirmation, rerun
 
-NO_GPU = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
+#: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
+NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ class GpuprofSession:
         reason = self._unmeasurable(item.nodeid)
         if reason:
             self._add_skipped(item.nodeid, reason)
-            pytest.skip(reason)
+            pytest.skip(f"gpuprof: {reason}")
         if self.backend.needs_gpu and self.machine is None:
             import torch
 
