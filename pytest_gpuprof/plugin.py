@@ -91,6 +91,23 @@ def _warn_replay_taken_for_a_path(config: pytest.Config, replay_dir: Path) -> No
         f"write {flag}={value} or pass --rootdir"), stacklevel=2)
 
 
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Under gpuprof, one line at the top of the run: version, capture, baselines and, for a
+    run that profiles on this machine, its GPU; nothing (and no torch) when gpuprof is off."""
+    settings = config.stash.get(SETTINGS, None)
+    if settings is None:
+        return None
+    from . import __version__
+    from .report.terminal import header_line
+
+    gpu = None
+    if settings.replay_dir is None and settings.backend == "torch":
+        from .capture.environment import visible_gpu
+
+        gpu = visible_gpu() or "none visible (torch.cuda.is_available() is False)"
+    return header_line(__version__, settings.backend, settings.baseline_dir, settings.replay_dir, gpu)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> int | None:
     """With the nsys backend, this pytest runs no test: it re-runs itself under nsys."""

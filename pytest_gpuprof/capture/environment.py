@@ -26,6 +26,14 @@ def gpu_environment(device_index: int = 0) -> dict[str, Any]:
     }
 
 
+def visible_gpu() -> str | None:
+    """The name of the GPU the tests will use (torch's current device), or None without
+    one; asks CUDA for its properties only, allocating nothing on the GPU."""
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+
+
 def _driver_version(device_index: int) -> str | None:
     """NVIDIA driver release: through NVML when nvidia-ml-py is installed, else nvidia-smi."""
     try:

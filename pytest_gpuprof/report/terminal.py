@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from ..compare.verdicts import distribution
@@ -11,6 +12,13 @@ from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
 from .values import AS_JUDGED, VALUES_NOTE, Shown, shown_values
 from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, shorten, skipped_line
+
+
+def header_line(version: str, backend: str, baseline_dir: Path, replay_dir: Path | None, gpu: str | None) -> str:
+    """gpuprof's line in pytest's header: ``gpuprof: VERSION (capture: ..., baselines: DIR, GPU: NAME)``."""
+    capture = f"replaying traces from {replay_dir}" if replay_dir is not None else BACKEND_NAMES[backend]
+    about = [f"capture: {capture}", f"baselines: {baseline_dir}"] + ([f"GPU: {gpu}"] if gpu else [])
+    return terminal_text(f"gpuprof: {version} ({', '.join(about)})")
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),

@@ -324,8 +324,9 @@ class GpuprofSession:
         return outcome
 
     def _wrap_benchmark(self, item: pytest.Function) -> bool:
-        """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``."""
-        if not isinstance(self.backend, TorchBackend):
+        """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``
+        (pytest-benchmark's, an optional dependency: not a fixture of that name of the suite's own)."""
+        if not isinstance(self.backend, TorchBackend) or not item.config.pluginmanager.has_plugin("benchmark"):
             return False
         import torch
 
