@@ -151,7 +151,7 @@ def _resolve_settings(config: pytest.Config):
                            for t in opts["threshold"] or ())
         rules = Rules.from_options(opts, thresholds, origin=lambda name: f"{BY_NAME[name].flag} / ini key "
                                                                         f"{BY_NAME[name].ini}")
-        for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1)):
+        for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1), ("confirm-timeout", 1)):
             if opts[name] < least:
                 bound = "must not be negative" if least == 0 else f"must be at least {least}"
                 raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
@@ -170,6 +170,7 @@ def _resolve_settings(config: pytest.Config):
             timeline_events=opts["timeline-events"],
             baseline_runs=opts["baseline-runs"],
             confirm=opts["confirm"],
+            confirm_timeout=opts["confirm-timeout"],
             reports={kind: opts[kind] for kind in ("json", "summary", "html", "benchmark-json")},
         )
     except ConfigError as exc:

@@ -10,8 +10,10 @@ and once beside a process spinning on the same CPU core (busy)."""
 import dataclasses
 import math
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -289,7 +291,7 @@ def test_a_rerun_turns_gpuprof_on(pytester):
             pass
     """)
     session = GpuprofSession(session_settings(pytester.path))
-    assert confirm.rerun("test_one.py::test_work", session._confirm_args(), pytester.path) == \
+    assert confirm.rerun("test_one.py::test_work", session._confirm_args(), pytester.path, 300) == \
         "the re-run did not measure the test"
 
 
@@ -352,3 +354,33 @@ def test_the_processes_that_started_this_one_are_not_other_workloads():
                            capture_output=True, text=True, check=True)
     pid, *theirs = map(int, child.stdout.split())
     assert set(theirs) == ours | {pid}  # the child's lineage is ours and itself
+
+
+def test_confirmation_says_each_rerun_as_it_goes_and_stops_one_that_runs_over(tmp_path):
+    """A line before the re-runs and one after each (test, re-run k of N, outcome, seconds);
+    a re-run past its timeout is stopped, said so, and decides nothing."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_rerun.py").write_text("import time\n\n\ndef test_quick():\n    pass\n\n\n"
+                                            "def test_hangs():\n    time.sleep(120)\n")
+    lines = []
+    quick = failed_result(Verdict("window_us", "regressed", 1.0, 2.0, "rule"))
+    quick.nodeid = "test_rerun.py::test_quick"
+    confirm.confirm(quick, ["--gpuprof"], tmp_path, 2, 300, lines.append)
+    assert lines[0] == ("gpuprof: test_rerun.py::test_quick failed on window_us: re-running it 2 time(s), each in "
+                        "a fresh process (stopped after 300 s), to confirm")
+    for k, line in enumerate(lines[1:], 1):  # a plain test: the re-run measures nothing
+        assert re.fullmatch(rf"gpuprof: test_rerun.py::test_quick: re-run {k} of 2: the re-run did not measure "
+                            r"the test \(\d+\.\d s\)", line), line
+    assert len(lines) == 3 and quick.status == "failed"
+
+    lines.clear()
+    hangs = failed_result(Verdict("window_us", "regressed", 1.0, 2.0, "rule"))
+    hangs.nodeid = "test_rerun.py::test_hangs"
+    start = time.monotonic()
+    confirm.confirm(hangs, ["--gpuprof"], tmp_path, 1, 4, lines.append)
+    took = time.monotonic() - start
+    assert 4 <= took < 60  # stopped, not waited for
+    stopped = "the re-run ran over 4 s (--gpuprof-confirm-timeout) and was stopped"
+    assert re.fullmatch(rf"gpuprof: test_rerun.py::test_hangs: re-run 1 of 1: {re.escape(stopped)} \(\d+\.\d s\)",
+                        lines[1]), lines[1]
+    assert hangs.status == "failed" and hangs.confirmation.endswith(f"({stopped})")

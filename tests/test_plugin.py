@@ -238,6 +238,7 @@ def test_settings(pytestconfig):
             "gpuprof_timeline_events": s.timeline_events,
             "gpuprof_baseline_runs": s.baseline_runs,
             "gpuprof_confirm": s.confirm,
+            "gpuprof_confirm_timeout": s.confirm_timeout,
         })
     with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
         json.dump(out, fh)
@@ -247,7 +248,7 @@ NUMBERS = {  # ini key -> (a value, another value); none is the default
     "gpuprof_kernel_time_tolerance": (0.03, 0.2), "gpuprof_time_tolerance": (0.25, 0.5), "gpuprof_time_floor_us": (7.5, 12.0),
     "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
     "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0), "gpuprof_baseline_runs": (3, 1),
-    "gpuprof_confirm": (2, 1),
+    "gpuprof_confirm": (2, 1), "gpuprof_confirm_timeout": (60.0, 1.5),
 }
 THRESHOLDS = (["sync_count == 0", "gpu_utilization >= 85%"], ["memset_count <= 3"])
 
