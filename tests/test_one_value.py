@@ -2,8 +2,8 @@
 
 A real trace (the MoE test of the example suite) is judged against its own baseline,
 changed in the test by a known amount: kernel time per step halved in every step (the
-run regresses by about +100%), gpu_utilization lowered by 0.1 in every step (the run
-improves by about +0.1).  The baseline's totals are left as they are, so total / steps
+run regresses by about +100%), and so the heaviest kernel's time, gpu_utilization lowered
+by 0.1 in every step (the run improves by about +0.1).  The baseline's totals are left as they are, so total / steps
 and the median step differ there: an output computing its numbers apart from the
 verdict shows other ones.  The values are worked out here from the per-step samples;
 then the terminal table, the Markdown summary, the HTML report, the JUnit properties,
@@ -62,6 +62,10 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
     run["per_step"] = entry["per_step"]
     for metric, digits in (("kernel_time_us", 3), ("gpu_utilization", 6)):
         entry["distribution"][metric] = run["distribution"][metric] = summary(entry["per_step"][metric], digits)
+    heaviest = next(iter(entry["metrics"]["kernels"]))
+    entry["per_step"]["kernels"][heaviest] = [round(v / 2, 3) for v in samples["kernels"][heaviest]]
+    entry["distribution"]["kernels"][heaviest] = run["distribution"]["kernels"][heaviest] = \
+        summary(entry["per_step"]["kernels"][heaviest], 3)
     save(path, doc)
 
     # worked out here: the medians of both runs' steps and their change
@@ -70,10 +74,14 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
     util_now = round(statistics.median(samples["gpu_utilization"]), 6)
     util_before = round(statistics.median(entry["per_step"]["gpu_utilization"]), 6)
     kernels = entry["metrics"]["kernel_count"] / entry["metrics"]["step_count"]
+    kernel_now = statistics.median(samples["kernels"][heaviest])
+    kernel_before = statistics.median(entry["per_step"]["kernels"][heaviest])
     expected = {
         "kernel_time_us": (number(time_before), number(time_now), f"{time_now / time_before - 1:+.1%}"),
         "gpu_utilization": (number(util_before), number(util_now), f"{util_now - util_before:+.6f}".rstrip("0")),
         "kernel_count": (number(kernels), number(kernels), "+0.0%"),
+        f"kernels[{heaviest}].time_us": (number(kernel_before), number(kernel_now),
+                                         f"{kernel_now / kernel_before - 1:+.1%}"),
     }
     # total / steps is another number on this trace: an output computing it would show it
     assert number(entry["metrics"]["kernel_time_us"] / entry["metrics"]["step_count"]) != expected["kernel_time_us"][0]
@@ -108,7 +116,8 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
     # Markdown summary: "baseline → current (change)"
     markdown = (out / "s.md").read_text()
     md_row = next(line for line in markdown.splitlines() if MOE in line and line.startswith("|"))
-    for before, now, change in expected.values():
+    for metric in ("kernel_count", "kernel_time_us", "gpu_utilization"):
+        before, now, change = expected[metric]
         assert f"| {before} → {now} ({change}) |" in md_row
 
     # HTML report: the top table's row, then each metric's row below
@@ -126,12 +135,16 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
         before, now, change = expected[metric]
         assert re.search(rf"\b{re.escape(before)}\b", text) and re.search(rf"\b{re.escape(now)}\b", text)
         assert f" {change} " in text, (metric, text)
+    kernel_row = next(r.split("</tr>")[0] for r in section_of_moe.split('<tr class="k-')[1:]
+                      if f"<code>{html.escape(heaviest)}</code>" in r)  # the kernel diff's row
+    before, now, _ = expected[f"kernels[{heaviest}].time_us"]
+    assert f"{before} us → {now} us" in html.unescape(kernel_row), kernel_row
 
     # JUnit properties: the current value
     props = {p.get("name"): p.get("value") for tc in ET.parse(out / "j.xml").iter("testcase")
              if tc.get("name") == "test_moe_forward" for p in tc.iter("property")}
-    for metric, (_, now, _) in expected.items():
-        assert props[f"gpuprof.{metric}"] == now, metric
+    for metric in ("kernel_count", "kernel_time_us", "gpu_utilization"):
+        assert props[f"gpuprof.{metric}"] == expected[metric][1], metric
 
     # benchmark file: the current value, and gpu_utilization in each entry's extra
     entries = {e["name"]: e for e in json.loads((out / "b.json").read_text())}
@@ -153,6 +166,10 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
     (out / "diff_b.json").write_text(json.dumps({**results, "tests": [moe]}))
     diffed = gpuprof("diff", str(out / "diff_a.json"), str(out / "diff_b.json"))
     assert diffed.returncode == 1, diffed.stdout + diffed.stderr
-    for metric in ("kernel_time_us", "gpu_utilization"):
+    for metric in ("kernel_time_us", "gpu_utilization", f"kernels[{heaviest}].time_us"):
         before, now, change = expected[metric]
         assert f"  {metric}: baseline {before}, current {now} ({change}) [" in diffed.stdout, diffed.stdout
+    # and its kernel table: the heaviest kernel's median step in A and in B
+    before, now, _ = expected[f"kernels[{heaviest}].time_us"]
+    [row] = [line for line in diffed.stdout.splitlines() if line.startswith("  slower ") and heaviest[:50] in line]
+    assert row.split()[3:6] == [before, now, "+" + number(round(kernel_now - kernel_before, 3))], row

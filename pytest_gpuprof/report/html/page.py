@@ -209,7 +209,9 @@ def _broke(t: dict[str, Any]) -> str:
             kernels.setdefault(_kernel_of(v["metric"]), []).append(v)
         else:
             scalar.append(f'<li class="{_verdict_class(s)}" title="{html_text(verdict_line(v))}">{html_text(verdict_line(v))}</li>')
-    order = {r["name"]: i for i, r in enumerate(kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics")))}
+    diff = kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics"),
+                       (t.get("distribution"), t.get("baseline_distribution")))
+    order = {r["name"]: i for i, r in enumerate(diff)}
     kernel_lines = []
     for name in sorted(kernels, key=lambda n: order.get(n, len(order))):
         for v in kernels[name]:
@@ -333,7 +335,7 @@ def _iqr(distribution: dict[str, Any] | None, metric: str) -> str:
 def _kernel_diff(t: dict[str, Any]) -> str:
     if t.get("baseline_metrics") is None:
         return '<h3>Kernel diff</h3><p class="note">no baseline to compare the kernels with</p>'
-    rows = kernel_diff(t["metrics"], t["baseline_metrics"])
+    rows = kernel_diff(t["metrics"], t["baseline_metrics"], (t.get("distribution"), t.get("baseline_distribution")))
     gated = sum(1 for r in rows if r["status"] != "time only")
     # the per-kernel time verdicts (median per-step time against the baseline's)
     timed = {_kernel_of(v["metric"]): v for v in t.get("verdicts") or []
