@@ -384,3 +384,20 @@ def test_confirmation_says_each_rerun_as_it_goes_and_stops_one_that_runs_over(tm
     assert re.fullmatch(rf"gpuprof: test_rerun.py::test_hangs: re-run 1 of 1: {re.escape(stopped)} \(\d+\.\d s\)",
                         lines[1]), lines[1]
     assert hangs.status == "failed" and hangs.confirmation.endswith(f"({stopped})")
+
+
+def test_the_confirmation_lines_reach_the_terminal_while_the_test_runs(pytester):
+    """Re-runs happen inside the failing test's call, whose output pytest captures: their
+    lines are written past the capture, each on a line of its own."""
+    pytester.makepyfile(test_say='''
+        from pytest_gpuprof.run.session import _say
+
+
+        def test_say(request):
+            print("captured")
+            _say(request.config, "gpuprof: test_say.py::test_say: re-run 1 of 1: passed (1.0 s)")
+    ''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # the terminal of a real run
+    result.assert_outcomes(passed=1)
+    assert "gpuprof: test_say.py::test_say: re-run 1 of 1: passed (1.0 s)" in result.outlines
+    assert "captured" not in result.stdout.str()
