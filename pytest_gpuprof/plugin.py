@@ -104,7 +104,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if settings.replay_dir is None and settings.backend == "torch":
         from .capture.environment import visible_gpu
 
-        gpu = visible_gpu() or "none visible (torch.cuda.is_available() is False)"
+        gpu = visible_gpu()
     return header_line(__version__, settings.backend, settings.baseline_dir, settings.replay_dir, gpu)
 
 

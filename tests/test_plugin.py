@@ -722,13 +722,13 @@ def test_header_line_says_version_capture_baselines_and_gpu(torch, suite):
             line for line in result.outlines if line.startswith("collected")))] if line.startswith("gpuprof")]
 
     assert header(replay(suite, "--gpuprof")) == [
-        f"gpuprof: {__version__} (capture: replaying traces from {suite.path / 'replay'}, "
-        f"baselines: {suite.path / 'baselines'})"]
+        f"gpuprof {__version__}: capture replaying traces from {suite.path / 'replay'}, "
+        f"baselines {suite.path / 'baselines'}"]
     assert header(run(suite)) == []
     if not torch.cuda.is_available():
         assert header(run(suite, "--gpuprof")) == [
-            f"gpuprof: {__version__} (capture: torch.profiler, baselines: {suite.path / 'baselines'}, "
-            "GPU: none visible (torch.cuda.is_available() is False))"]
+            f"gpuprof {__version__}: capture torch.profiler, baselines {suite.path / 'baselines'}, "
+            "GPU none visible (torch.cuda.is_available() is False)"]
 
 
 def test_without_gpuprof_profiled_tests_run_as_plain_tests_and_torch_is_not_imported(suite):

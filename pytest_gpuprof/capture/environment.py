@@ -26,12 +26,17 @@ def gpu_environment(device_index: int = 0) -> dict[str, Any]:
     }
 
 
-def visible_gpu() -> str | None:
-    """The name of the GPU the tests will use (torch's current device), or None without
-    one; asks CUDA for its properties only, allocating nothing on the GPU."""
+def visible_gpu() -> str:
+    """The name of the GPU the tests will use (torch's current device), or why there is
+    none; asks CUDA for its properties only, allocating nothing on the GPU."""
     import torch
 
-    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    if not torch.cuda.is_available():
+        return "none visible (torch.cuda.is_available() is False)"
+    try:
+        return torch.cuda.get_device_name()
+    except (RuntimeError, AssertionError) as exc:  # the tests will meet it too, and report it there
+        return f"unknown ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
 
 
 def _driver_version(device_index: int) -> str | None:

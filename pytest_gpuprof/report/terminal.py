@@ -15,10 +15,11 @@ from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, shorten, skippe
 
 
 def header_line(version: str, backend: str, baseline_dir: Path, replay_dir: Path | None, gpu: str | None) -> str:
-    """gpuprof's line in pytest's header: ``gpuprof: VERSION (capture: ..., baselines: DIR, GPU: NAME)``."""
+    """gpuprof's line in pytest's header: ``gpuprof VERSION: capture ..., baselines DIR, GPU NAME``
+    (not ``gpuprof: ``, which starts gpuprof's failure messages)."""
     capture = f"replaying traces from {replay_dir}" if replay_dir is not None else BACKEND_NAMES[backend]
-    about = [f"capture: {capture}", f"baselines: {baseline_dir}"] + ([f"GPU: {gpu}"] if gpu else [])
-    return terminal_text(f"gpuprof: {version} ({', '.join(about)})")
+    about = [f"capture {capture}", f"baselines {baseline_dir}"] + ([f"GPU {gpu}"] if gpu else [])
+    return terminal_text(f"gpuprof {version}: {', '.join(about)}")
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),
