@@ -116,11 +116,12 @@ def _cuda_or_skip(request):
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter, config):
-    """With no GPU, show what gpuprof reports on a real trace shipped with the project."""
+    """With no GPU, show what gpuprof reports on a real trace shipped with the project;
+    nothing when pytest-gpuprof is disabled (``-p no:gpuprof``)."""
     stats = terminalreporter.stats
     if stats.get("passed") or stats.get("failed") or not stats.get("skipped"):
         return
-    if config.getoption("gpuprof_replay", None):
+    if not config.pluginmanager.has_plugin("gpuprof") or config.getoption("gpuprof_replay", None):
         return
     trace = TRACES / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"
     if not trace.exists():
@@ -138,4 +139,4 @@ def pytest_terminal_summary(terminalreporter, config):
         tr.write_line(line)
     tr.write_line("")
     tr.write_line("Judge all shipped traces against the baselines, still without a GPU:")
-    tr.write_line("  pytest example_suite --gpuprof --gpuprof-replay example_suite/traces")
+    tr.write_line("  pytest example_suite --gpuprof --gpuprof-replay=example_suite/traces")

@@ -76,6 +76,8 @@ OPTIONS: tuple[Option, ...] = (
            "re-run a test whose only failures are times or ratios this many times, each in a fresh process, "
            "and fail it only if every re-run that decides fails them too (one that measured nothing, or judged "
            "them unstable, decides nothing)"),
+    Option("confirm-timeout", "float", 300.0,
+           "seconds each --gpuprof-confirm re-run may take; one that runs over is stopped and decides nothing"),
     Option("threshold", "list", [],
            "absolute requirement such as 'gpu_utilization >= 0.85'; repeatable (ini gpuprof_thresholds: one per line)",
            plural=True),

@@ -98,6 +98,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "gpuprof" in getattr(item, "fixturenames", ()) and item.get_closest_marker("gpuprof") is None:
             item.add_marker("gpuprof")
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Under gpuprof, one line at the top of the run: version, capture, baselines and, for a
+    run that profiles on this machine, its GPU; nothing (and no torch) when gpuprof is off."""
+    settings = config.stash.get(SETTINGS, None)
+    if settings is None:
+        return None
+    from . import __version__
+    from .report.terminal import header_line
+
+    gpu = None
+    if settings.replay_dir is None and settings.backend == "torch":
+        from .capture.environment import visible_gpu
+
+        gpu = visible_gpu()
+    return header_line(__version__, settings.backend, settings.baseline_dir, settings.replay_dir, gpu)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -143,7 +158,8 @@ def _resolve_settings(config: pytest.Config):
                            for t in opts["threshold"] or ())
         rules = Rules.from_options(opts, thresholds, origin=lambda name: f"{BY_NAME[name].flag} / ini key "
                                                                         f"{BY_NAME[name].ini}")
-        for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1), ("record-processes", 1)):
+        for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1), ("record-processes", 1),
+                            ("confirm-timeout", 1)):
             if opts[name] < least:
                 bound = "must not be negative" if least == 0 else f"must be at least {least}"
                 raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
@@ -163,6 +179,7 @@ def _resolve_settings(config: pytest.Config):
             baseline_runs=opts["baseline-runs"],
             confirm=opts["confirm"],
             record_processes=opts["record-processes"],
+            confirm_timeout=opts["confirm-timeout"],
             reports={kind: opts[kind] for kind in ("json", "summary", "html", "benchmark-json")},
         )
     except ConfigError as exc:

@@ -9,10 +9,12 @@ and once beside a process spinning on the same CPU core (busy)."""
 
 import dataclasses
 import math
-import statistics
 import os
+import statistics
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -289,7 +291,7 @@ def test_a_rerun_turns_gpuprof_on(pytester):
             pass
     """)
     session = GpuprofSession(session_settings(pytester.path))
-    assert confirm.rerun("test_one.py::test_work", session._confirm_args(), pytester.path) == \
+    assert confirm.rerun("test_one.py::test_work", session._confirm_args(), pytester.path, 300) == \
         "the re-run did not measure the test"
 
 
@@ -377,3 +379,50 @@ def test_a_slow_host_and_a_fast_host_pass_both_ways_and_host_work_fails():
     masked = judged("h100_host_overhead", baseline("h100_slow_host"))
     window = next(v for v in masked.verdicts if v.metric == "window_us")
     assert masked.status == "passed" and window.current < 1.1 * window.baseline
+
+
+def test_confirmation_says_each_rerun_as_it_goes_and_stops_one_that_runs_over(tmp_path):
+    """A line before the re-runs and one after each (test, re-run k of N, outcome, seconds);
+    a re-run past its timeout is stopped, said so, and decides nothing."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "test_rerun.py").write_text("import time\n\n\ndef test_quick():\n    pass\n\n\n"
+                                            "def test_hangs():\n    time.sleep(120)\n")
+    lines = []
+    quick = failed_result(Verdict("window_us", "regressed", 1.0, 2.0, "rule"))
+    quick.nodeid = "test_rerun.py::test_quick"
+    confirm.confirm(quick, ["--gpuprof"], tmp_path, 2, 300, lines.append)
+    assert lines[0] == ("gpuprof: test_rerun.py::test_quick failed on window_us: re-running it 2 time(s), each in "
+                        "a fresh process (stopped after 300 s), to confirm")
+    for k, line in enumerate(lines[1:], 1):  # a plain test: the re-run measures nothing
+        assert re.fullmatch(rf"gpuprof: test_rerun.py::test_quick: re-run {k} of 2: the re-run did not measure "
+                            r"the test \(\d+\.\d s\)", line), line
+    assert len(lines) == 3 and quick.status == "failed"
+
+    lines.clear()
+    hangs = failed_result(Verdict("window_us", "regressed", 1.0, 2.0, "rule"))
+    hangs.nodeid = "test_rerun.py::test_hangs"
+    start = time.monotonic()
+    confirm.confirm(hangs, ["--gpuprof"], tmp_path, 1, 4, lines.append)
+    took = time.monotonic() - start
+    assert 4 <= took < 60  # stopped, not waited for
+    stopped = "the re-run ran over 4 s (--gpuprof-confirm-timeout) and was stopped"
+    assert re.fullmatch(rf"gpuprof: test_rerun.py::test_hangs: re-run 1 of 1: {re.escape(stopped)} \(\d+\.\d s\)",
+                        lines[1]), lines[1]
+    assert hangs.status == "failed" and hangs.confirmation.endswith(f"({stopped})")
+
+
+def test_the_confirmation_lines_reach_the_terminal_while_the_test_runs(pytester):
+    """Re-runs happen inside the failing test's call, whose output pytest captures: their
+    lines are written past the capture, each on a line of its own."""
+    pytester.makepyfile(test_say='''
+        from pytest_gpuprof.run.session import _say
+
+
+        def test_say(request):
+            print("captured")
+            _say(request.config, "gpuprof: test_say.py::test_say: re-run 1 of 1: passed (1.0 s)")
+    ''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # the terminal of a real run
+    result.assert_outcomes(passed=1)
+    assert "gpuprof: test_say.py::test_say: re-run 1 of 1: passed (1.0 s)" in result.outlines
+    assert "captured" not in result.stdout.str()

@@ -7,6 +7,7 @@ Suites replay real H200 traces from ``example_suite/traces`` (no GPU needed).
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -304,7 +305,7 @@ def test_replaying_a_folder_without_some_traces_skips_those_tests_naming_the_fil
     [absent] = list(SHIPPED)[:1]
     result = pytester.runpytest("-p", "no:cacheprovider", "-rs", f"--gpuprof-replay={folder}")
     result.assert_outcomes(passed=4, skipped=1)
-    reason = f"gpuprof: no trace to replay: {folder / unique_trace_name(absent)} does not exist (nor {trace_name(absent)})"
+    reason = f"no trace to replay: {folder / unique_trace_name(absent)} does not exist (nor {trace_name(absent)})"
     assert f"1 profiled test(s) skipped: {reason}" in section(result)
     result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}", "--gpuprof-strict",
                                 "--gpuprof-update-baseline")  # (a strict gate needs baselines; record them)
@@ -353,3 +354,16 @@ def test_example_suite_runs_with_the_plugin_disabled():
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no option named" not in result.stdout + result.stderr
+    # gpuprof is off: the suite's no-GPU banner, which shows gpuprof at work, says nothing
+    assert "gpuprof on a shipped trace" not in result.stdout and "--gpuprof" not in result.stdout
+
+
+def test_every_replay_command_shown_writes_the_option_with_equals():
+    """README, docs and the example suite's no-GPU banner show one form of the option, the
+    one that keeps the rootdir (README, "Replay, trace names and the rootdir")."""
+    texts = [ROOT / "README.md", ROOT / "example_suite" / "conftest.py", *sorted((ROOT / "docs").glob("*.md"))]
+    shown = {path.name: re.findall(r"--gpuprof-replay[ =]\S+", path.read_text()) for path in texts}
+    assert shown["README.md"] and shown["conftest.py"] == ["--gpuprof-replay=example_suite/traces\")"]
+    spaced = {name: [s for s in found if s.startswith("--gpuprof-replay ") and s != "--gpuprof-replay DIR`"]
+              for name, found in shown.items()}
+    assert not any(spaced.values()), spaced

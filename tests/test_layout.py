@@ -135,3 +135,15 @@ def test_each_stage_package_says_what_it_may_import():
     for name in STAGES[1:-1]:
         doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())) or ""
         assert "May import" in doc, f"pytest_gpuprof/{name}/__init__.py does not state its boundary"
+
+
+def test_pytest_benchmark_is_an_optional_extra_never_imported():
+    """pytest-benchmark's header line would show in every run of every suite that installs
+    gpuprof were it a dependency; gpuprof only wraps its fixture where its plugin is loaded."""
+    import tomllib
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    assert not [r for r in project["dependencies"] if r.startswith("pytest-benchmark")]
+    assert project["optional-dependencies"]["benchmark"] == ["pytest-benchmark>=4.0"]
+    assert "pytest-benchmark>=4.0" in project["optional-dependencies"]["test"]
+    assert not [(m, t) for m in MODULES for t, _ in imports(m) if t.split(".")[0] == "pytest_benchmark"]

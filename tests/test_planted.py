@@ -56,7 +56,10 @@ def test_no_gpu_run_says_why_and_shows_a_real_trace(pytester):
     result = run_example_suite(pytester, "--gpuprof")
     result.assert_outcomes(skipped=5)
     result.stdout.fnmatch_lines([
-        "*5 profiled test(s) skipped: gpuprof: no CUDA GPU available*",
+        "*5 profiled test(s) skipped: no CUDA GPU available (torch.cuda.is_available() is False)",
         "*The GPU tests were skipped: this machine has no CUDA GPU*",
-        "*kernels                   710*",
+        "*total over 10 steps*",
+        "kernels  * 71 * 7304.53 us * | * 710 * 73167.954 us",
+        "*Judge all shipped traces against the baselines, still without a GPU:",
+        "  pytest example_suite --gpuprof --gpuprof-replay=example_suite/traces",
     ])

@@ -41,8 +41,7 @@ TRACE = {
     MOE: TRACES / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz",
     CNN: TRACES / "example_suite_test_cnn.py_test_cnn_train_step.pt.trace.json.gz",
 }
-NO_GPU = ("gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), "
-          "profiled test skipped")
+NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 
 # --- building suites -------------------------------------------------------
 
@@ -240,6 +239,7 @@ def test_settings(pytestconfig):
             "gpuprof_baseline_runs": s.baseline_runs,
             "gpuprof_confirm": s.confirm,
             "gpuprof_record_processes": s.record_processes,
+            "gpuprof_confirm_timeout": s.confirm_timeout,
         })
     with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
         json.dump(out, fh)
@@ -249,7 +249,7 @@ NUMBERS = {  # ini key -> (a value, another value); none is the default
     "gpuprof_kernel_time_tolerance": (0.03, 0.2), "gpuprof_time_tolerance": (0.25, 0.5), "gpuprof_time_floor_us": (7.5, 12.0),
     "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
     "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0), "gpuprof_baseline_runs": (3, 1),
-    "gpuprof_confirm": (2, 1), "gpuprof_record_processes": (2, 1),
+    "gpuprof_confirm": (2, 1), "gpuprof_record_processes": (2, 1), "gpuprof_confirm_timeout": (60.0, 1.5),
 }
 THRESHOLDS = (["sync_count == 0", "gpu_utilization >= 85%"], ["memset_count <= 3"])
 
@@ -684,8 +684,9 @@ def test_without_a_gpu_profiled_tests_are_skipped_saying_why(torch, suite):
         pytest.skip("checks the no-GPU path")
     result = run(suite, "--gpuprof")
     result.assert_outcomes(skipped=2)
-    result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *{NO_GPU}"])
+    result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *: gpuprof: {NO_GPU}"])
     assert f"2 profiled test(s) skipped: {NO_GPU}" in section(result)
+    assert "\n".join(section(result)).count("no CUDA GPU") == 1 and "skipped" not in NO_GPU  # said once
     assert statuses(result) == {}
     assert calls(suite) == []
     assert not (suite.path / "baselines").exists()
@@ -711,6 +712,24 @@ def pytest_collection_finish(session):
     with open(os.path.join(str(session.config.rootpath), "modules.json"), "w") as fh:
         json.dump({name: name in sys.modules for name in HEAVY}, fh)
 '''
+
+
+def test_header_line_says_version_capture_baselines_and_gpu(torch, suite):
+    """One gpuprof line in pytest's header under gpuprof; none without it."""
+    from pytest_gpuprof import __version__
+
+    def header(result):
+        return [line for line in result.outlines[:result.outlines.index(next(
+            line for line in result.outlines if line.startswith("collected")))] if line.startswith("gpuprof")]
+
+    assert header(replay(suite, "--gpuprof")) == [
+        f"gpuprof {__version__}: capture replaying traces from {suite.path / 'replay'}, "
+        f"baselines {suite.path / 'baselines'}"]
+    assert header(run(suite)) == []
+    if not torch.cuda.is_available():
+        assert header(run(suite, "--gpuprof")) == [
+            f"gpuprof {__version__}: capture torch.profiler, baselines {suite.path / 'baselines'}, "
+            "GPU none visible (torch.cuda.is_available() is False)"]
 
 
 def test_without_gpuprof_profiled_tests_run_as_plain_tests_and_torch_is_not_imported(suite):

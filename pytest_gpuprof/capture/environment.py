@@ -62,6 +62,19 @@ def commit_info(directory: Path) -> dict[str, Any] | None:
         return None
 
 
+def visible_gpu() -> str:
+    """The name of the GPU the tests will use (torch's current device), or why there is
+    none; asks CUDA for its properties only, allocating nothing on the GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "none visible (torch.cuda.is_available() is False)"
+    try:
+        return torch.cuda.get_device_name()
+    except (RuntimeError, AssertionError) as exc:  # the tests will meet it too, and report it there
+        return f"unknown ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+
+
 def _driver_version() -> str | None:
     """NVIDIA driver release (one for all the machine's GPUs): through NVML when nvidia-ml-py
     is installed, else nvidia-smi."""

@@ -194,12 +194,15 @@ def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | N
         compared = sum(1 for v in verdicts if v.baseline is not None or v.current is not None)
         lines.append(f"no metric broke or improved ({compared} compared)")
     if same_backend:
-        lines += kernel_table(ra.metrics, rb.metrics, rules, top)
+        lines += kernel_table(ra.metrics, rb.metrics, rules, top, (ra.distribution, rb.distribution))
     return (1 if test_status(verdicts, True) == "failed" else 0), lines
 
 
-def kernel_table(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules, top: int) -> list[str]:
-    rows, same = kernel_changes(a, b, rules)
+def kernel_table(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules, top: int,
+                 summaries: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] = (None, None)) -> list[str]:
+    """The kernels that changed from A to B, per step; a time is the median step where both
+    runs kept the kernel's steps, as its verdict judges it (``kernel_changes``)."""
+    rows, same = kernel_changes(a, b, rules, summaries)
     if not rows:
         return [f"kernels: no kernel new, vanished or changed ({same} compared)"]
     shown = rows if top <= 0 else rows[:top]
@@ -210,7 +213,8 @@ def kernel_table(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules, top: 
                       format_number(round(r["time_us_b"], 3) if r["count_b"] is not None else None),
                       format_number(round(r["delta_us"], 3), signed=True), shorten(r["kernel"])])
     widths = [max(len(row[i]) for row in table) for i in range(6)]
-    lines = [f"kernels, per step, biggest time change first ({len(rows)} changed, {same} unchanged):"]
+    lines = [f"kernels, per step (us: the median step where both runs kept the kernel's steps, else total / "
+             f"steps), biggest time change first ({len(rows)} changed, {same} unchanged):"]
     for row in table:
         lines.append("  " + "  ".join([row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:6], widths[1:])]
                                       + [row[6]]))

@@ -8,11 +8,17 @@ from ..metrics.measure import METRICS
 from .rules import Rules, beyond_time_rule, same
 
 
-def kernel_diff(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def kernel_diff(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None,
+                summaries: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] = (None, None),
+                ) -> list[dict[str, Any]]:
     """Per kernel name, per-step count and time in both runs; gated changes (new,
-    vanished, count changed) first, then time changes, each biggest time change first."""
+    vanished, count changed) first, then time changes, each biggest time change first.
+    A kernel whose steps both runs kept (``summaries``: the current and the baseline
+    ``distribution``) has the median step for its time, as its verdict judges it; the
+    others total / steps."""
     now = metrics.get("kernels") or {}
     before = (baseline or {}).get("kernels") or {}
+    now_median, before_median = ((s or {}).get("kernels") or {} for s in summaries)
     n_now = metrics.get("step_count") or 1
     n_before = (baseline or {}).get("step_count") or 1
     rows = []
@@ -22,6 +28,8 @@ def kernel_diff(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) 
         bc = b["count"] / n_before if b else None
         ct = c["time_us"] / n_now if c else None
         bt = b["time_us"] / n_before if b else None
+        if name in now_median and name in before_median:
+            ct, bt = now_median[name]["median"], before_median[name]["median"]
         if b is None:
             status = "new"
         elif c is None:
@@ -36,12 +44,15 @@ def kernel_diff(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None) 
     return rows
 
 
-def kernel_changes(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules) -> tuple[list[dict[str, Any]], int]:
-    """Per kernel name, per step: new, vanished, count changes and time changes beyond the
-    time rule, biggest absolute time change first; and how many kernels did not change."""
+def kernel_changes(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules,
+                   summaries: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] = (None, None),
+                   ) -> tuple[list[dict[str, Any]], int]:
+    """Per kernel name, per step (``kernel_diff``; ``summaries``: A's and B's
+    ``distribution``): new, vanished, count changes and time changes beyond the time rule,
+    biggest absolute time change first; and how many kernels did not change."""
     rows, unchanged = [], 0
     kernel_tolerance = rules.tolerance(METRICS["kernel_time_us"])  # a kernel name's time follows kernel_time_us
-    for r in kernel_diff(b, a):
+    for r in kernel_diff(b, a, summaries[::-1]):
         ta, tb = r["baseline_time_us"] or 0.0, r["current_time_us"] or 0.0
         delta = tb - ta
         change = {"new": "new", "vanished": "vanished", "count changed": "count"}.get(r["status"])

@@ -6,21 +6,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..compare.verdicts import compared_values
 from ..files import write_atomic
 from ..metrics.measure import METRICS
 from ..numbers import format_number
+from .values import shown_values
 
 
 def benchmark_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """github-action-benchmark's custom format, tool ``customSmallerIsBetter``: one entry
     per profiled test with metrics and per metric where lower is better or any rise is
-    worth a look (docs/results.md lists them), per step like the verdicts."""
+    worth a look (docs/results.md lists them), the values the verdicts judged
+    (``values.shown_values``)."""
     out = []
     for t in doc["tests"]:
         if not t["metrics"]:
             continue
-        values = compared_values(t["metrics"])
+        values = {name: shown.current for name, shown in shown_values(t).items()}
         extra = (f"status: {t['status']}; gpu: {t['gpu']}; steps: {t['metrics'].get('step_count')}; "
                  + "; ".join(f"{m}: {format_number(values.get(m))}" for m in BENCHMARK_CONTEXT))
         for metric, unit in benchmark_metrics():

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..compare.evaluate import TestResult
-from ..compare.verdicts import compared_values
 from ..metrics.measure import METRICS
 from ..numbers import format_number
+from .values import shown_values
 from .words import broken_verdicts, verdict_line
 
 
 def junit_properties(result: TestResult) -> list[tuple[str, Any]]:
     """A profiled test's JUnit XML properties (``item.user_properties``): status, GPU,
-    every scalar metric as compared (per step where the rule is per step) and each
+    every scalar metric as its verdict judged it (``values.shown_values``) and each
     broken verdict in the words of the failure message."""
     props: list[tuple[str, Any]] = [("gpuprof_status", result.status)]
     if result.gpu:
@@ -23,8 +23,8 @@ def junit_properties(result: TestResult) -> list[tuple[str, Any]]:
     if result.baseline_file is not None:
         props.append(("gpuprof_baseline_file", str(result.baseline_file)))
     if result.metrics:
-        values = compared_values(result.metrics)
-        props += [(f"gpuprof.{name}", format_number(values[name])) for name in METRICS
-                  if values.get(name) is not None]
+        shown = shown_values(result.to_json())
+        props += [(f"gpuprof.{name}", format_number(shown[name].current)) for name in METRICS
+                  if shown[name].current is not None]
     props += [("gpuprof_broken", verdict_line(v)) for v in broken_verdicts(v.to_json() for v in result.verdicts)]
     return props

@@ -11,18 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..compare.verdicts import compared_values
 from ..files import write_atomic
 from ..numbers import format_number
 from .escaping import markdown_block, markdown_code, markdown_text
+from .values import VALUES_NOTE, Shown, shown_values
 from .words import (
     BACKEND_NAMES,
     SUMMARY_COLUMNS,
     UPDATE_HINT,
     broken_header,
     broken_verdicts,
-    change,
     health_lines,
+    skipped_line,
     verdict_line,
 )
 
@@ -43,10 +43,9 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
         lines.append("|---|---|" + "---:|" * len(SUMMARY_COLUMNS) + "---|")
         for t in tests:
             lines.append("| " + " | ".join(_row(t)) + " |")
-        lines.append("")
+        lines += ["", f"<sub>{markdown_text(VALUES_NOTE)}</sub>", ""]
     if doc["skipped"]:
-        reasons = sorted({s["reason"] for s in doc["skipped"]})
-        lines += [f"{len(doc['skipped'])} profiled test(s) skipped: {markdown_text('; '.join(reasons))}", ""]
+        lines += [markdown_text(skipped_line(doc["skipped"])), ""]
     failing = [t for t in tests if t["status"] in ("failed", "error")]
     if failing:
         lines += ["### Failures", ""]
@@ -72,21 +71,19 @@ def write_summary(doc: Mapping[str, Any], path: Path, append: bool = False) -> N
 def _row(t: Mapping[str, Any]) -> list[str]:
     status = t["status"]
     row = [markdown_code(t["nodeid"]), f"**{status}**" if status in ("failed", "error") else status]
-    now = compared_values(t["metrics"]) if t["metrics"] else {}
-    before = compared_values(t["baseline_metrics"]) if t["baseline_metrics"] else None
+    shown = shown_values(t)
     for metric, _ in SUMMARY_COLUMNS:
-        row.append(_values(metric, before, now.get(metric)) if t["metrics"] else "–")
+        row.append(_values(shown[metric], t["baseline_metrics"] is not None) if t["metrics"] else "–")
     row.append(_verdict(t))
     return row
 
 
-def _values(metric: str, baseline: Mapping[str, Any] | None, now: float | None) -> str:
+def _values(shown: Shown, has_baseline: bool) -> str:
     """``baseline → current (change)``; the current value alone without a baseline."""
-    if baseline is None:
-        return format_number(now)
-    before = baseline.get(metric)
-    text = f"{format_number(before)} → {format_number(now)}"
-    return text if now is None or before is None else f"{text} ({change(metric, now, before)})"
+    if not has_baseline:
+        return format_number(shown.current)
+    text = f"{format_number(shown.baseline)} → {format_number(shown.current)}"
+    return f"{text} ({shown.change})" if shown.change else text
 
 
 def _verdict(t: Mapping[str, Any]) -> str:

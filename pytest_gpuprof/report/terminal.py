@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..compare.verdicts import compared_values
+from ..compare.verdicts import distribution
 from ..metrics.measure import Measurement
 from ..numbers import format_number
 from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
-from .words import BACKEND_NAMES, SUMMARY_COLUMNS, change, health_lines, shorten
+from .values import AS_JUDGED, VALUES_NOTE, Shown, shown_values
+from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, shorten, skipped_line
+
+
+def header_line(version: str, backend: str, baseline_dir: Path, replay_dir: Path | None, gpu: str | None) -> str:
+    """gpuprof's line in pytest's header: ``gpuprof VERSION: capture ..., baselines DIR, GPU NAME``
+    (not ``gpuprof: ``, which starts gpuprof's failure messages)."""
+    capture = f"replaying traces from {replay_dir}" if replay_dir is not None else BACKEND_NAMES[backend]
+    about = [f"capture {capture}", f"baselines {baseline_dir}"] + ([f"GPU {gpu}"] if gpu else [])
+    return terminal_text(f"gpuprof {version}: {', '.join(about)}")
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),
@@ -30,8 +40,7 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
             lines.append(f"GPU: {', '.join(gpus)}")
         lines += summary_lines(tests)
     if doc["skipped"]:
-        reasons = sorted({s["reason"] for s in doc["skipped"]})
-        lines.append(f"{len(doc['skipped'])} profiled test(s) skipped: {'; '.join(reasons)}")
+        lines.append(skipped_line(doc["skipped"]))
     if not tests and not doc["skipped"] and not inside_nsys:
         lines.append("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
     for t in tests:  # indented: not a row of the table above
@@ -43,70 +52,88 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
 
 
 def summary_lines(tests: Iterable[Mapping[str, Any]]) -> list[str]:
-    """One row per profiled test: status, key metrics and change against the baseline."""
+    """One row per profiled test: status, key metrics and change against the baseline
+    (``values.shown_values``: the numbers its verdicts judged), under a line saying so."""
     rows = [["test", "status"] + [title for _, title in SUMMARY_COLUMNS]]
     for t in tests:
         row = [terminal_text(t["nodeid"]), terminal_text(t["status"])]
         if t["metrics"] is None:
             rows.append(row + ["-"] * len(SUMMARY_COLUMNS))
             continue
-        now = compared_values(t["metrics"])
-        before = compared_values(t["baseline_metrics"]) if t["baseline_metrics"] else {}
-        for metric, _ in SUMMARY_COLUMNS:
-            row.append(_cell(metric, now.get(metric), before.get(metric)))
-        rows.append(row)
+        shown = shown_values(t)
+        rows.append(row + [_cell(shown[metric]) for metric, _ in SUMMARY_COLUMNS])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     out.insert(1, "  ".join("-" * w for w in widths))
-    return out
+    return [VALUES_NOTE + ":"] + out
 
 
-def _cell(metric: str, now: float | None, before: float | None) -> str:
+def _cell(shown: Shown) -> str:
     """A metric's value, then its change against the baseline in brackets."""
-    if now is None:
+    if shown.current is None:
         return "n/a"
-    text = format_number(now)
-    if before is None:
-        return text
-    return f"{text} ({change(metric, now, before)})"
+    text = format_number(shown.current)
+    return f"{text} ({shown.change})" if shown.change else text
 
 
 def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     """``gpuprof analyze``: the metrics of one trace, then its heaviest kernels (every line
-    ``terminal_text``)."""
-    x = m.metrics
+    ``terminal_text``).  Each number per step as a verdict judges it (``values.shown_values``:
+    the median step for times and ratios), beside the total over all steps."""
+    x, n = m.metrics, m.metrics["step_count"]
+    summaries = distribution(m.per_step)
+    shown = shown_values({"metrics": x, "distribution": summaries, "verdicts": []})
+
+    def row(label: str, count: str | None, time: str | None = None, size: str | None = None) -> str:
+        """Per step, then total: the count, the time and the bytes metrics of one line."""
+        cells = [_cell_or_blank(value(metric), width, unit)
+                 for value in (lambda v: None if v is None else shown[v].current,
+                               lambda v: None if v is None else x[v])
+                 for metric, width, unit in ((count, 10, ""), (time, 14, " us"), (size, 14, " B"))]
+        return f"{label:<18} {' '.join(cells[:3])}   | {' '.join(cells[3:])}".rstrip()
+
     lines = [
         f"trace: {path}",
-        f"gpu: {m.gpu_name or 'unknown'}    steps: {x['step_count']} (from {m.step_source})    "
-        f"window: {x['window_us']:.3f} us",
+        f"gpu: {m.gpu_name or 'unknown'}    steps: {n} (from {m.step_source})",
+        f"per step {AS_JUDGED}; total: over all {n} steps",
         "",
-        f"kernels            {x['kernel_count']:>10}   {x['kernel_time_us']:>14.3f} us",
+        f"{'':<18} {'per step':<45}   | total over {n} steps",
+        row("kernels", "kernel_count", "kernel_time_us"),
     ]
     for kind in COPY_KINDS:
-        lines.append(
-            f"memcpy {kind:<11} {x[f'memcpy_{kind}_count']:>10}   {x[f'memcpy_{kind}_time_us']:>14.3f} us"
-            f"   {x[f'memcpy_{kind}_bytes']:>14} B"
-        )
+        lines.append(row(f"memcpy {kind}", f"memcpy_{kind}_count", f"memcpy_{kind}_time_us", f"memcpy_{kind}_bytes"))
     lines += [
-        f"memset             {x['memset_count']:>10}",
-        f"sync calls         {x['sync_count']:>10}",
+        row("memset", "memset_count"),
+        row("sync calls", "sync_count"),
+        row("window", None, "window_us"),
         "",
-        f"gpu_utilization     {_pct(x['gpu_utilization'])}",
-        f"copy_utilization    {_pct(x['copy_utilization'])}",
-        f"overlap_efficiency  {_pct(x['overlap_efficiency'])}",
-        f"sync_wait_fraction  {_pct(x['sync_wait_fraction'])}",
-        f"peak memory         {_bytes(x['peak_memory_allocated_bytes'])}",
+        f"{'':<18} {'median step':<23} over all {n} steps (the whole window)",
+    ]
+    for ratio in ("gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_wait_fraction"):
+        judged = _pct(shown[ratio].current) if ratio in summaries else "(not judged per step)"
+        lines.append(f"{ratio:<18} {judged:<23} {_pct(x[ratio])}")
+    lines += [
+        f"peak memory        {_bytes(x['peak_memory_allocated_bytes'])}",
         "step GPU time (us)  " + ", ".join(f"{v:.3f}" for v in x["step_gpu_time_us"]),
     ]
     if x["kernels"]:
-        lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}):"]
-        for name, row in list(x["kernels"].items())[:top]:
-            lines.append(f"  {row['time_us']:>12.3f} us  {row['count']:>7}x  {shorten(name)}")
+        sampled = summaries["kernels"]
+        lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}): per step "
+                      f"(time: the median step where its steps were kept, else total / steps), then total over {n} steps"]
+        for name, k in list(x["kernels"].items())[:top]:
+            per_step = sampled[name]["median"] if name in sampled else k["time_us"] / n
+            lines.append(f"  {per_step:>12.3f} us {format_number(k['count'] / n):>7}x   | "
+                         f"{k['time_us']:>14.3f} us {k['count']:>8}x  {shorten(name)}")
     return [terminal_text(line) for line in lines]
 
 
+def _cell_or_blank(value: float | None, width: int, unit: str) -> str:
+    """A table cell: the number and its unit, right-aligned; blank where the line has no such value."""
+    return " " * (width + len(unit)) if value is None else f"{format_number(value):>{width}}{unit}"
+
+
 def _pct(value: float | None) -> str:
-    return "n/a (no memcpy)" if value is None else f"{value:.4f}  ({value:.2%})"
+    return "n/a (no memcpy)" if value is None else f"{value:.4f} ({value:.2%})"
 
 
 def _bytes(value: int | None) -> str:

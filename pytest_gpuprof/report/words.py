@@ -43,6 +43,12 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def skipped_line(skipped: Iterable[Mapping[str, str]]) -> str:
+    """The profiled tests skipped, each reason once: ``N profiled test(s) skipped: REASON; ...``."""
+    skipped = list(skipped)
+    return f"{len(skipped)} profiled test(s) skipped: {'; '.join(sorted({s['reason'] for s in skipped}))}"
+
+
 UPDATE_HINT = "If the change is intended, refresh the baseline with --gpuprof-update-baseline."
 
 
@@ -82,9 +88,9 @@ def verdict_line(v: Mapping[str, Any]) -> str:
 
 SUMMARY_COLUMNS = (
     ("kernel_count", "kernels/step"),
-    ("kernel_time_us", "kernel us/step"),
-    ("gpu_utilization", "gpu util"),
-    ("overlap_efficiency", "overlap"),
+    ("kernel_time_us", "kernel us (median step)"),
+    ("gpu_utilization", "gpu util (median step)"),
+    ("overlap_efficiency", "overlap (median step)"),
     ("sync_count", "syncs/step"),
 )
 

@@ -132,7 +132,7 @@ class ReplayBackend:
         own, shared = self.replay_dir / unique_trace_name(nodeid), self.replay_dir / trace_name(nodeid)
         if own.exists() or shared.exists():
             return None
-        return f"gpuprof: no trace to replay: {own} does not exist (nor {shared.name})"
+        return f"no trace to replay: {own} does not exist (nor {shared.name})"
 
     def path(self, nodeid: str) -> Path:
         """The test's trace: its unique name, else its ``trace_name`` unless another test shares that."""

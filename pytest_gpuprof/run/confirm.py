@@ -15,7 +15,9 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable
 
 from ..compare.evaluate import TestResult, is_timing
 from ..compare.verdicts import BROKEN, test_status
@@ -32,14 +34,46 @@ def needs_confirmation(result: TestResult) -> bool:
             and all(v.status == "regressed" and is_timing(v.metric) for v in broken))
 
 
-def rerun(nodeid: str, args: list[str], rootdir: Path) -> TestResult | str:
+def confirm(result: TestResult, args: list[str], rootdir: Path, count: int, timeout_s: float,
+            say: Callable[[str], None]) -> None:
+    """Re-measure a failed test ``count`` times (``rerun``), saying before and after each
+    re-run what happens (which test, re-run k of N, its outcome and how long it took),
+    then keep the failures the re-runs reproduced (``apply``)."""
+    nodeid = result.nodeid or ""
+    broken = ", ".join(v.metric for v in result.verdicts if v.status in BROKEN)
+    say(f"gpuprof: {nodeid} failed on {broken}: re-running it {count} time(s), each in a fresh process "
+        f"(stopped after {format_number(timeout_s)} s), to confirm")
+    reruns: list[TestResult | str] = []
+    for k in range(1, count + 1):
+        start = time.monotonic()
+        again = rerun(nodeid, args, rootdir, timeout_s)
+        say(f"gpuprof: {nodeid}: re-run {k} of {count}: {_outcome(again)} ({time.monotonic() - start:.1f} s)")
+        reruns.append(again)
+    apply(result, reruns)
+
+
+def _outcome(again: TestResult | str) -> str:
+    """What one re-run found, in a few words: its status and the metrics that broke, or why
+    it measured nothing."""
+    if isinstance(again, str):
+        return again
+    broken = [v.metric for v in again.verdicts if v.status in BROKEN]
+    return f"{again.status} ({', '.join(broken)})" if broken else again.status
+
+
+def rerun(nodeid: str, args: list[str], rootdir: Path, timeout_s: float) -> TestResult | str:
     """The test measured again in a fresh pytest process with these gpuprof options; its
-    result, or why there is none."""
+    result, or why there is none (it ran over ``timeout_s`` seconds: it was stopped)."""
     with tempfile.TemporaryDirectory(prefix="gpuprof-confirm-") as tmp:
         out = Path(tmp) / "results.json"
         cmd = [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-q", "--rootdir", str(rootdir),
                *args, f"--gpuprof-json={out}", "--gpuprof-confirm=0", "--gpuprof-timeline-events=0"]
-        done = subprocess.run(cmd, cwd=rootdir, env={**os.environ, CONFIRMING: "1"}, capture_output=True, text=True)
+        try:
+            done = subprocess.run(cmd, cwd=rootdir, env={**os.environ, CONFIRMING: "1"}, capture_output=True,
+                                  text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return (f"the re-run ran over {format_number(timeout_s)} s (--gpuprof-confirm-timeout) and was "
+                    f"stopped")
         if not out.is_file():
             return f"the re-run wrote no results (exit {done.returncode})"
         tests = [t for t in json.loads(out.read_text())["tests"] if t["nodeid"] == nodeid]

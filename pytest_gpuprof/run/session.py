@@ -8,6 +8,7 @@ at the end write the baselines recorded and the reports asked for.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -28,6 +29,7 @@ from ..errors import ConfigError, GpuprofError
 from ..metrics.measure import METRICS, measure
 from ..options import default
 from ..report.document import results_document
+from ..report.escaping import terminal_text
 from ..report.junit import junit_properties
 from ..report.terminal import session_lines
 from ..report.words import failure_message
@@ -35,10 +37,11 @@ from ..report.writers import write_reports
 from ..trace.model import Trace
 from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
-from .confirm import CONFIRMING, apply, needs_confirmation, rerun
+from .confirm import CONFIRMING, confirm, needs_confirmation
 from .record import record_again, recording_again
 
-NO_GPU = "gpuprof: no CUDA GPU available (torch.cuda.is_available() is False), profiled test skipped"
+#: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
+NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Settings:
     baseline_runs: int = default("baseline-runs")  # recorded runs a baseline entry keeps
     confirm: int = default("confirm")  # fresh re-runs that must reproduce a time or ratio failure
     record_processes: int = default("record-processes")  # fresh processes an update records in
+    confirm_timeout: float = default("confirm-timeout")  # seconds one such re-run may take
     reports: dict[str, Path | None] = field(default_factory=dict)  # report kind -> path (report.writers.REPORTS)
 
 
@@ -222,7 +226,7 @@ class GpuprofSession:
         reason = self._unmeasurable(item.nodeid)
         if reason:
             self._add_skipped(item.nodeid, reason)
-            pytest.skip(reason)
+            pytest.skip(f"gpuprof: {reason}")
         if self.backend.needs_gpu and self.machine is None:
             import torch
 
@@ -317,16 +321,17 @@ class GpuprofSession:
         result = item.stash[RESULT] if RESULT in item.stash else self.judge_test(item, prof)
         if self.settings.confirm and isinstance(self.backend, TorchBackend) and needs_confirmation(result) \
                 and not os.environ.get(CONFIRMING):
-            apply(result, [rerun(item.nodeid, self._confirm_args(), item.config.rootpath)
-                           for _ in range(self.settings.confirm)])
+            confirm(result, self._confirm_args(), item.config.rootpath, self.settings.confirm,
+                    self.settings.confirm_timeout, lambda line: _say(item.config, line))
         item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
         if result.failed:
             pytest.fail(failure_message(result), pytrace=False)
         return outcome
 
     def _wrap_benchmark(self, item: pytest.Function) -> bool:
-        """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``."""
-        if not isinstance(self.backend, TorchBackend):
+        """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``
+        (pytest-benchmark's, an optional dependency: not a fixture of that name of the suite's own)."""
+        if not isinstance(self.backend, TorchBackend) or not item.config.pluginmanager.has_plugin("benchmark"):
             return False
         import torch
 
@@ -410,6 +415,16 @@ class GpuprofSession:
         is one of those processes or replayed kept traces (the same traces again)."""
         return (self.settings.update_baseline and self.settings.record_processes > 1 and not recording_again()
                 and self.settings.replay_dir is None)
+
+
+def _say(config: pytest.Config, line: str) -> None:
+    """A line on the terminal now, while a test runs (its output is being captured)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        reporter.write_line(terminal_text(line))
 
 
 def _or_fail(make: Callable[[], Any]) -> Any:

@@ -25,12 +25,13 @@ from typing import Any
 from ...capture.environment import RECORDED
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
-from ...compare.verdicts import BROKEN, compared_values
+from ...compare.verdicts import BROKEN
 from ...files import write_atomic
 from ...metrics.measure import METRICS
 from ...numbers import format_number
-from ..words import change, health_lines, verdict_line
+from ..words import health_lines, verdict_line
 from ..escaping import html_text
+from ..values import VALUES_NOTE, Shown, shown_values
 from .svg import KIND_COLORS, bar, kinds_css, timelines, unit_of, value_text
 
 #: Colors of test statuses and verdicts (the failure color is the one tests look for).
@@ -121,10 +122,9 @@ def _summary(doc: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     for i, t in enumerate(tests):
         status = t.get("status", "")
         broke = sum(1 for v in t.get("verdicts") or [] if _failing(v["status"]))
-        now = compared_values(t["metrics"]) if t.get("metrics") else {}
-        before = compared_values(t["baseline_metrics"]) if t.get("baseline_metrics") else {}
+        shown = shown_values(t)
         cells = "".join(
-            f"<td class=\"num\">{_summary_cell(m, now.get(m), before.get(m))}</td>"
+            f"<td class=\"num\">{_summary_cell(m, shown.get(m))}</td>"
             for m in ("kernel_count", "kernel_time_us", "gpu_utilization", "sync_count")
         )
         rows.append(
@@ -133,20 +133,21 @@ def _summary(doc: dict[str, Any], tests: list[dict[str, Any]]) -> str:
             f'<td><a href="#{_anchor(i, t["nodeid"])}"><code>{html_text(t["nodeid"])}</code></a></td>'
             f'<td class="num">{broke if broke else ""}</td>{cells}</tr>'
         )
-    table = (f'<table class="grid summary" id="summary">{head}{"".join(rows)}</table>' if rows else "")
+    table = (f'<table class="grid summary" id="summary"><caption>{html_text(VALUES_NOTE)}</caption>'
+             f'{head}{"".join(rows)}</table>' if rows else "")
     return (f'<header><h1>gpuprof report</h1>{verdict}<div class="chips">{chips}</div>{meta}</header>'
             f"<section>{table}</section>")
 
 
-def _summary_cell(metric: str, now: float | None, before: float | None) -> str:
-    if now is None:
+def _summary_cell(metric: str, shown: Shown | None) -> str:
+    if shown is None or shown.current is None:
         return "n/a"
     unit = "\u00a0us" if metric.endswith("_us") else ""
-    text = f"{format_number(now)}{unit}"
-    if before is None:
+    text = f"{format_number(shown.current)}{unit}"
+    if not shown.change:
         return html_text(text)
-    cls = "" if same(now, before) else ' class="delta"'
-    return f"{html_text(text)} <span{cls}>({html_text(change(metric, now, before))})</span>"
+    cls = "" if same(shown.current, shown.baseline) else ' class="delta"'
+    return f"{html_text(text)} <span{cls}>({html_text(shown.change)})</span>"
 
 
 # --- one test --------------------------------------------------------------------
@@ -209,7 +210,9 @@ def _broke(t: dict[str, Any]) -> str:
             kernels.setdefault(_kernel_of(v["metric"]), []).append(v)
         else:
             scalar.append(f'<li class="{_verdict_class(s)}" title="{html_text(verdict_line(v))}">{html_text(verdict_line(v))}</li>')
-    order = {r["name"]: i for i, r in enumerate(kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics")))}
+    diff = kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics"),
+                       (t.get("distribution"), t.get("baseline_distribution")))
+    order = {r["name"]: i for i, r in enumerate(diff)}
     kernel_lines = []
     for name in sorted(kernels, key=lambda n: order.get(n, len(order))):
         for v in kernels[name]:
@@ -255,8 +258,7 @@ def _kernel_verdict_words(v: dict[str, Any]) -> str:
 
 def _metric_rows(t: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per scalar metric: per-step values, the comparison verdict and any thresholds."""
-    now = compared_values(t["metrics"]) if t.get("metrics") else {}
-    before = compared_values(t["baseline_metrics"]) if t.get("baseline_metrics") else {}
+    shown = shown_values(t)
     compare: dict[str, dict[str, Any]] = {}
     thresholds: dict[str, list[dict[str, Any]]] = {}
     for v in t.get("verdicts") or []:
@@ -274,13 +276,11 @@ def _metric_rows(t: dict[str, Any]) -> list[dict[str, Any]]:
         statuses = [v["status"] for v in verdicts]
         cls = ("fail" if any(_failing(s) for s in statuses) else "improved" if "improved" in statuses
                else "undecided" if "undecided" in statuses else "ok" if verdicts else "reported")
-        # the values judged: a time metric judged on per-step samples is compared by its median
-        v = compare.get(name)
-        judged = v is not None and v.get("baseline") is not None and v.get("current") is not None
         rows.append({
             "metric": name, "spec": spec, "order": order, "class": cls,
-            "baseline": v["baseline"] if judged else before.get(name) if before else None,
-            "current": v["current"] if judged else now.get(name),
+            "baseline": shown[name].baseline if shown else None,
+            "current": shown[name].current if shown else None,
+            "change": shown[name].change if shown else "",
             "compare": compare.get(name), "thresholds": thresholds.get(name, []),
             "iqr": (_iqr(t.get("baseline_distribution"), name), _iqr(t.get("distribution"), name)),
         })
@@ -300,7 +300,6 @@ def _metric_table(t: dict[str, Any]) -> str:
         v = r["compare"]
         unit = unit_of(r["metric"])
         ratio = r["spec"].kind == "ratio"
-        change = v["change"] if v and v.get("change") else _change(r)
         verdicts = [v["status"]] if v else []
         rules = [v["rule"] + (f"; {v['evidence']}" if v.get("evidence") else "")] if v else []
         for th in r["thresholds"]:
@@ -317,7 +316,7 @@ def _metric_table(t: dict[str, Any]) -> str:
             f'{"".join(f"<div class=rule>{html_text(x)}</div>" for x in rules)}</td><td class="barcol">{bar(r, VERDICT_COLORS[r["class"]])}</td>'
             f'<td class="num">{html_text(value_text(r["baseline"], unit))}{_pct(r["baseline"]) if ratio else ""}{r["iqr"][0]}</td>'
             f'<td class="num">{html_text(value_text(r["current"], unit))}{_pct(r["current"]) if ratio else ""}{r["iqr"][1]}</td>'
-            f'<td class="num">{html_text(change)}</td>'
+            f'<td class="num">{html_text(r["change"])}</td>'
             f'<td class="verdicts">{badges}</td></tr>'
         )
     out.append("</table></div>")
@@ -332,19 +331,12 @@ def _iqr(distribution: dict[str, Any] | None, metric: str) -> str:
     return f'<div class="iqr">IQR {html_text(format_number(s["q1"]))}–{html_text(format_number(s["q3"]))}</div>' if s else ""
 
 
-def _change(r: dict[str, Any]) -> str:
-    b, c = r["baseline"], r["current"]
-    if b is None or c is None:
-        return ""
-    return change(r["spec"].name, c, b)
-
-
 # --- kernel diff -----------------------------------------------------------------
 
 def _kernel_diff(t: dict[str, Any]) -> str:
     if t.get("baseline_metrics") is None:
         return '<h3>Kernel diff</h3><p class="note">no baseline to compare the kernels with</p>'
-    rows = kernel_diff(t["metrics"], t["baseline_metrics"])
+    rows = kernel_diff(t["metrics"], t["baseline_metrics"], (t.get("distribution"), t.get("baseline_distribution")))
     gated = sum(1 for r in rows if r["status"] != "time only")
     # the per-kernel time verdicts (median per-step time against the baseline's)
     timed = {_kernel_of(v["metric"]): v for v in t.get("verdicts") or []
