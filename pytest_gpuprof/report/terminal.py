@@ -9,7 +9,8 @@ from ..metrics.measure import Measurement
 from ..numbers import format_number
 from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
-from .words import BACKEND_NAMES, SUMMARY_COLUMNS, change, health_lines, shorten
+from .names import short_name
+from .words import BACKEND_NAMES, SUMMARY_COLUMNS, change, health_lines
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),
@@ -101,7 +102,7 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     if x["kernels"]:
         lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}):"]
         for name, row in list(x["kernels"].items())[:top]:
-            lines.append(f"  {row['time_us']:>12.3f} us  {row['count']:>7}x  {shorten(name)}")
+            lines.append(f"  {row['time_us']:>12.3f} us  {row['count']:>7}x  {short_name(name)}")
     return [terminal_text(line) for line in lines]
 
 
