@@ -300,3 +300,26 @@ def test_many_kernel_verdicts_are_left_to_the_kernel_diff():
     broke = text.split('<div class="broke">')[1].split("</div>")[0]
     assert broke.index(">k19</code>") < broke.index(">k18</code>")
     assert text.count('data-kernel-status="new"') == 20
+
+
+def test_summary_colours_a_change_by_its_direction_and_verdict():
+    """Red only for a metric a rule broke; a faster kernel time green; a count change that
+    broke nothing (its rule allows it) grey."""
+    ok = _synthetic_test("t.py::test_ok", "passed", {"k": 1.0}, {"k": 1.0}, [])
+    ok["metrics"]["kernel_time_us"] = 8.0  # faster than the baseline's 10
+    ok["metrics"]["kernel_count"] = 3  # baseline 2, within a loosened count rule
+    bad = _synthetic_test("t.py::test_bad", "failed", {"k": 1.0}, {"k": 1.0}, [
+        {"metric": "kernel_time_us", "status": "regressed", "baseline": 5.0, "current": 6.0, "change": "+20.0%",
+         "rule": "median per step within ±10%", "evidence": ""}])
+    bad["metrics"]["kernel_time_us"] = 12.0
+    rows = render_html(_doc(ok, bad)).split('<table class="grid summary"')[1].split("</table>")[0].split("<tr")[2:]
+    assert 'class="delta better">(-20.0%)' in rows[0] and 'class="delta changed">(+50.0%)' in rows[0]
+    assert "worse" not in rows[0]
+    assert 'class="delta worse">(+20.0%)' in rows[1]
+
+
+def test_a_kept_trace_is_linked_relative_to_the_report_for_perfetto(report):
+    html, doc = report
+    moe = next(t for t in doc["tests"] if t["nodeid"] == MOE)
+    href = html.read_text().split('<p class="perfetto" data-href="')[1].split('"')[0]
+    assert not href.startswith("/") and (html.parent / href).resolve() == Path(moe["trace"]).resolve()
