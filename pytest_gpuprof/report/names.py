@@ -4,10 +4,15 @@ A profiler usually records a kernel's demangled signature, but not always (CUTLA
 kernels run by cuDNN keep their Itanium-mangled ``_Z...`` name, 1,600 characters);
 either can run to thousands of characters of template arguments.  ``full_name`` is
 the demangled name (shown on hover or click), ``short_name`` what a table or a
-timeline prints: the function without its return type and parameters, its template
-arguments folded from the deepest level up (``<…>``) until it fits.  Both are pure
-functions of the name, so one kernel reads the same in the HTML report, the
-terminal and ``gpuprof diff``.  Metrics and baselines keep the recorded name.
+timeline prints: the function without its return type and parameters, the template
+and parameter lists inside its own template arguments folded from the deepest level up
+(``<…>``) until it fits, then cut in the middle.  Both are pure functions of the name,
+so one kernel reads the same in the HTML report, the terminal and ``gpuprof diff``;
+two kernels may read alike, which is why the full name stays one hover away.
+Metrics, baselines and verdicts keep the recorded name.
+
+LLVM's demangler (``pydemumble``): GNU ``c++filt`` and libstdc++'s ``__cxa_demangle``
+both fail on the CUTLASS name of the example suite, and neither is on every machine.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Callable
 
 import pydemumble
 
-#: Characters of a short name; past it, after folding every template level, the end is cut.
+#: Characters of a short name; past it, after folding every list it may, the middle is cut.
 SHORT_WIDTH = 120
 _OPEN, _CLOSE = "<([{", ">)]}"
 _FOLD = "…"
