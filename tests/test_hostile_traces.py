@@ -400,14 +400,15 @@ def test_nsys_unaltered_report_still_loads(report):
 # ---- the command line -----------------------------------------------------------------
 
 def test_analyze_escapes_control_characters_of_kernel_names(tmp_path, capsys):
-    text = sync_text().replace('"name": "void at::native', '"name": "\\u001b[2J\\u001b]0;pwned\\u0007void at::native')
+    # inside the function's name: reports show kernel names without their return type
+    text = sync_text().replace('"name": "void at::native::', '"name": "void at::native::\\u001b[2J\\u001b]0;pwned\\u0007')
     path = tmp_path / "t.json"
     path.write_text(text)
     assert load_kineto(path).kernels["name"].astype(str).str.contains("\x1b").all()
     assert main(["analyze", str(path)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out
-    assert "\\x1b[2J\\x1b]0;pwned\\x07void at::native" in out
+    assert "at::native::\\x1b[2J\\x1b]0;pwned\\x07vectorized_elementwise_kernel" in out
 
 
 def test_analyze_piped_into_head_exits_quietly():

@@ -1,9 +1,12 @@
 """The HTML report, from a run that replays a planted bug recorded on a GPU; and the page
-in a real headless Chromium (Debian's package): it loads without console errors and the
-regression renders at the top."""
+in a real headless Chromium (driven over the DevTools protocol, tests/browser.py): it
+loads without errors, the regression renders on top, its timeline zooms and shows the
+trace's annotation ranges, and no kernel name is shown mangled."""
 
+import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from browser import BROWSERS, CHROMIUM, Browser
 from pytest_gpuprof.numbers import format_number
 from pytest_gpuprof.report.html import render_html
 from pytest_gpuprof.report.html.page import FAIL_COLOR
@@ -19,10 +23,8 @@ ROOT = Path(__file__).parent.parent
 TRACES = ROOT / "example_suite" / "traces"
 PLANTED = ROOT / "tests" / "data" / "planted" / "item"
 MOE = "example_suite/test_moe.py::test_moe_forward"
-BROWSERS, DRIVER = ("chromium", "chromium-browser", "google-chrome"), "chromedriver"
-CHROMIUM = next(filter(None, map(shutil.which, BROWSERS)), None)
-CHROMEDRIVER = shutil.which(DRIVER)
-NOT_ON_PATH = [name for name, found in ((" or ".join(BROWSERS), CHROMIUM), (DRIVER, CHROMEDRIVER)) if not found]
+CNN = "example_suite/test_cnn.py::test_cnn_train_step"
+NO_BROWSER = f"no Chromium on PATH ({', '.join(BROWSERS)}; .ci/run installs Debian's chromium)"
 
 
 def pytest_run(tmp, *args):
@@ -51,7 +53,7 @@ def report(tmp_path_factory):
 
 def test_the_file_is_the_rendering_of_the_results_document(report):
     html, doc = report
-    assert html.read_text() == render_html(doc)
+    assert html.read_text() == render_html(doc, html.parent)
 
 
 def test_time_metrics_show_the_interquartile_range_of_both_runs(report):
@@ -70,7 +72,13 @@ def test_regressions_come_first_with_what_broke(report):
     for words in ("sync_count: current 8 violates threshold sync_count == 0",
                   "memcpy_dtoh_count: baseline 0, current 8 (+8) [changed"):
         assert words in moe_section
-    assert moe_section.count("<svg") >= 2 and "baseline run" in moe_section and "current run" in moe_section
+    runs = timeline_data(moe_section)["runs"]
+    assert [r["label"] for r in runs] == ["baseline", "current"] and all(r["events"] for r in runs)
+
+
+def timeline_data(section: str) -> dict:
+    """The JSON a section's timeline is drawn from."""
+    return json.loads(section.split('<script type="application/json" class="tl-data">')[1].split("</script>")[0])
 
 
 def test_kernel_diff_lists_the_new_kernels(report):
@@ -94,49 +102,81 @@ def test_everything_from_the_document_is_escaped():
     assert "bad &lt;file&gt; &amp; more" in text
 
 
-@pytest.mark.skipif(bool(NOT_ON_PATH), reason=f"not on PATH: {', '.join(NOT_ON_PATH)} "
-                    "(Debian's chromium and chromium-driver; .ci/run installs them)")
-def test_page_loads_without_console_errors_and_the_regression_renders_on_top(report, tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    from selenium.webdriver.common.by import By
+def user_ranges(trace: Path) -> set[str]:
+    """The names of a Kineto trace's user annotations, read here from the file."""
+    with gzip.open(trace, "rt") as fh:
+        return {e["name"] for e in json.load(fh)["traceEvents"] if e.get("cat") == "user_annotation"}
 
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    # --no-sandbox: as root Chromium will not start sandboxed; the rest keep it off the network
-    # (a closed one makes it hang or crawl) and in a fresh profile
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,1800"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        driver.get(report[0].as_uri())
-        severe = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-        assert not severe, severe
-        sections = driver.find_elements(By.CSS_SELECTOR, "section.test")
-        assert [s.get_attribute("data-status") for s in sections] == ["failed", "passed"]
-        first = sections[0]
-        assert first.is_displayed() and first.size["height"] > 100 and first.size["width"] > 300
-        assert MOE in first.text and "sync_count" in first.text
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_BROWSER)
+def test_report_in_headless_chromium(report, tmp_path):
+    html, doc = report
+    with Browser(tmp_path / "profile", 1400, 1800) as browser:
+        browser.open(html.as_uri())
+        assert not browser.errors()
+        sections = browser.evaluate("[...document.querySelectorAll('section.test')].map(s => s.dataset.status)")
+        assert sections == ["failed", "passed"]
+        # the failing test unfolded and drawn on top, the passing one folded
+        first = browser.evaluate("(() => { const r = document.querySelector('section.test').getBoundingClientRect();"
+                                 " return [r.x, r.y, r.width, r.height]; })()")
+        assert first[3] > 300 and first[2] > 300
+        assert browser.evaluate("[...document.querySelectorAll('section.test > details')].map(d => d.open)") == [True, False]
+        text = browser.evaluate("document.querySelector('section.test').innerText")
+        assert MOE in text and "sync_count" in text
         shot = tmp_path / "report.png"
-        driver.save_screenshot(str(shot))
-        badge = first.find_element(By.CSS_SELECTOR, ".badge")
-        assert badge.value_of_css_property("background-color") in (
-            _rgba(FAIL_COLOR), _rgb(FAIL_COLOR))
-        assert _has_color(shot, FAIL_COLOR, badge.location, badge.size)
-    finally:
-        driver.quit()
+        browser.screenshot(shot)
+        badge = browser.evaluate("(() => { const r = document.querySelector('section.test .badge').getBoundingClientRect();"
+                                 " return {x: r.x, y: r.y, width: r.width, height: r.height}; })()")
+        assert _has_color(shot, FAIL_COLOR, badge, badge)
 
+        # annotation ranges: rows for them, holding the trace's own range names
+        ranges = browser.evaluate("[...document.querySelector('section.test .timeline').querySelectorAll('g.range title')]"
+                                  ".map(t => t.textContent.split('\\n')[0])")
+        assert browser.evaluate("document.querySelector('section.test').querySelectorAll('g.lane.ranges').length") >= 4
+        planted = next(PLANTED.glob("*.json.gz"))
+        assert {"Expert_Forward", "Linear1_Computation"} <= set(ranges) <= user_ranges(planted) | user_ranges(
+            next(TRACES.glob("*test_moe*.json.gz")))
 
-def _rgb(hex_color: str) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgb({r}, {g}, {b})"
+        # zoom: Ctrl + wheel over the plot keeps the time under the pointer and narrows the range
+        def visible():
+            return browser.evaluate("(() => { const o = document.querySelector('section.test .tl-range');"
+                                    " return [+o.dataset.startNs, +o.dataset.endNs]; })()")
 
+        moe = next(t for t in doc["tests"] if t["nodeid"] == MOE)
+        span = max(moe["timeline"]["span_ns"], moe["baseline_timeline"]["span_ns"])
+        assert visible() == [0, span]
+        plot = browser.evaluate("(() => { const r = document.querySelector('section.test .tl-plot').getBoundingClientRect();"
+                                " return [r.x, r.y, r.width, r.height]; })()")
+        browser.evaluate(f"window.scrollTo(0, {plot[1]} - 100)")
+        plot_y = browser.evaluate("document.querySelector('section.test .tl-plot').getBoundingClientRect().y")
+        label, right = 200, 12  # timeline.js: LABEL, RIGHT
+        px = plot[0] + label + 0.75 * (plot[2] - label - right)
+        before = visible()
+        at = before[0] + 0.75 * (before[1] - before[0])
+        browser.wheel(px, plot_y + 60, -400, ctrl=True)
+        after = visible()
+        assert after[1] - after[0] < 0.7 * (before[1] - before[0])
+        assert after[0] < at < after[1] and abs((at - after[0]) / (after[1] - after[0]) - 0.75) < 0.01
+        browser.wheel(px, plot_y + 60, -400)  # without Ctrl the page scrolls, the range stays
+        assert visible() == after
+        browser.evaluate("document.querySelector('section.test .tl-bar [data-act=in]').click()")
+        halved = visible()
+        assert abs((halved[1] - halved[0]) - (after[1] - after[0]) / 2) <= 1
 
-def _rgba(hex_color: str) -> str:
-    return _rgb(hex_color).replace("rgb(", "rgba(").replace(")", ", 1)")
+        # every folded part opened: no kernel name anywhere on the page is mangled, and the
+        # CNN's CUTLASS kernel (mangled in its trace) reads demangled and shortened
+        browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        shown = browser.evaluate("document.body.innerText + [...document.querySelectorAll('[title]')]"
+                                 ".map(e => e.title).join(' ') + [...document.querySelectorAll('svg title')]"
+                                 ".map(e => e.textContent).join(' ')")
+        assert not re.search(r"(^|[^A-Za-z0-9])_Z[A-Za-z0-9_]", shown)
+        assert "cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<…>>" in shown
+        # the CNN's dense step (191 activities in 13 ms) drawn as fewer, merged bars at full view
+        cnn = "document.querySelectorAll('section.test')[1]"
+        drawn = browser.evaluate(f"{cnn}.querySelectorAll('.ev').length")  # activities and merged bars
+        merged = browser.evaluate(f"{cnn}.querySelectorAll('.merged').length")
+        assert merged > 0 and drawn < 2 * 191
+        assert not browser.errors()
 
 
 def _has_color(png: Path, hex_color: str, at: dict, size: dict) -> bool:
@@ -224,11 +264,16 @@ def test_kernel_names_are_escaped_in_the_timeline_titles_and_the_kernel_diff():
                                             {old: 2.0, "same": 1.0}, verdicts)))
     for raw in (new, old, "skip<me>", "no <GPU>"):
         assert raw not in text
-    assert text.count("void k&lt;float, 4&gt;(a&amp;b)") >= 4  # broke line, kernel diff, timeline box and its mark
+    # the full name: the broke line's title and its name's, the kernel diff cell's title and details
+    assert text.count("void k&lt;float, 4&gt;(a&amp;b)") == 4
     assert "void gone&lt;int&gt;()" in text
     assert 'data-kernel-status="new"' in text and 'data-kernel-status="vanished"' in text
-    # both runs drawn, with the copy on its own stream lane, in its own color class
-    assert "baseline run" in text and "current run" in text and "stream 13" in text and 'class="ev k-htod"' in text
+    # both runs drawn from JSON that cannot close its script element, the copy on its own stream
+    data = timeline_data(text)
+    assert "</" not in text.split('class="tl-data">')[1].split("</script>")[0]
+    current = data["runs"][1]
+    assert [s["id"] for s in current["streams"]] == [7, 13] and current["streams"][1]["role"] == "copy HtoD"
+    assert current["full"][current["names"].index("k<float, 4>")] == new
 
 
 def test_the_document_order_is_kept_and_missing_timelines_are_said():
@@ -253,5 +298,28 @@ def test_many_kernel_verdicts_are_left_to_the_kernel_diff():
     assert "… and 14 more per-kernel verdict(s): see the kernel diff below" in text
     # the biggest time change first: k19 (20 us) leads the list of what broke
     broke = text.split('<div class="broke">')[1].split("</div>")[0]
-    assert broke.index("<code>k19</code>") < broke.index("<code>k18</code>")
+    assert broke.index(">k19</code>") < broke.index(">k18</code>")
     assert text.count('data-kernel-status="new"') == 20
+
+
+def test_summary_colours_a_change_by_its_direction_and_verdict():
+    """Red only for a metric a rule broke; a faster kernel time green; a count change that
+    broke nothing (its rule allows it) grey."""
+    ok = _synthetic_test("t.py::test_ok", "passed", {"k": 1.0}, {"k": 1.0}, [])
+    ok["metrics"]["kernel_time_us"] = 8.0  # faster than the baseline's 10
+    ok["metrics"]["kernel_count"] = 3  # baseline 2, within a loosened count rule
+    bad = _synthetic_test("t.py::test_bad", "failed", {"k": 1.0}, {"k": 1.0}, [
+        {"metric": "kernel_time_us", "status": "regressed", "baseline": 5.0, "current": 6.0, "change": "+20.0%",
+         "rule": "median per step within ±10%", "evidence": ""}])
+    bad["metrics"]["kernel_time_us"] = 12.0
+    rows = render_html(_doc(ok, bad)).split('<table class="grid summary"')[1].split("</table>")[0].split("<tr")[2:]
+    assert 'class="delta better">(-20.0%)' in rows[0] and 'class="delta changed">(+50.0%)' in rows[0]
+    assert "worse" not in rows[0]
+    assert 'class="delta worse">(+20.0%)' in rows[1]
+
+
+def test_a_kept_trace_is_linked_relative_to_the_report_for_perfetto(report):
+    html, doc = report
+    moe = next(t for t in doc["tests"] if t["nodeid"] == MOE)
+    href = html.read_text().split('<p class="perfetto" data-href="')[1].split('"')[0]
+    assert not href.startswith("/") and (html.parent / href).resolve() == Path(moe["trace"]).resolve()

@@ -9,6 +9,7 @@ from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.trace.kineto import load_kineto
 
 TRACE = Path(__file__).parent / "data" / "overlap.pt.trace.json.gz"
+ROOT_TRACES = Path(__file__).parent.parent / "example_suite" / "traces"
 
 
 def test_sample_is_the_median_step_s_own_work():
@@ -31,3 +32,30 @@ def test_cap_truncates_and_zero_disables():
     s = timeline.sample(m, cap=3)
     assert s["truncated"] and len(timeline.events(s)) == 3
     assert timeline.sample(m, cap=0) is None
+
+
+def test_ranges_of_the_step_with_their_depth_and_gpu_span():
+    """Checked against a plain loop over the trace's ranges and the step's work."""
+    m = measure(load_kineto(ROOT_TRACES / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"))
+    s = timeline.sample(m)
+    step = m.steps.iloc[s["step"]]
+    work = m.work[m.work["step"] == s["step"]]
+    origin = int(work["start"].min())
+    table = list(m.ranges.itertuples(index=False))
+    mine = [r for r in table if r.start <= step["end"] and r.end >= step["start"]]
+    got = timeline.ranges(s)
+    assert len(got) == len(mine) > 10 and not s["truncated"]
+    for r in mine:
+        g = next(x for x in got if x["start_ns"] == r.start - origin and x["name"] == str(r.name))
+        assert g["end_ns"] == r.end - origin and g["thread"] == r.tid
+        # open when it starts: same thread, started before (or with it and longer), not yet ended
+        assert g["depth"] == sum(1 for o in mine if o.tid == r.tid and o is not r and o.end > r.start
+                                 and (o.start < r.start or (o.start == r.start and o.end > r.end)))
+        launched = [w for w in work.itertuples(index=False) if r.start <= w.launch <= r.end]
+        if launched:
+            assert g["gpu_start_ns"] == min(w.start for w in launched) - origin
+            assert g["gpu_end_ns"] == max(w.end for w in launched) - origin
+        else:
+            assert g["gpu_start_ns"] is None
+    assert {x["name"] for x in got if x["depth"] == 0} == {step["name"]}  # ProfilerStep#N encloses the rest
+    assert timeline.sample(m, cap=3)["truncated"] and len(timeline.ranges(timeline.sample(m, cap=3))) == 3

@@ -29,7 +29,8 @@ from ..errors import GpuprofError
 from ..numbers import format_number
 from ..report.escaping import terminal_text
 from ..report.document import SCHEMA_VERSION
-from ..report.words import BACKEND_NAMES, broken_header, is_broken, shorten, verdict_line
+from ..report.names import short_name
+from ..report.words import BACKEND_NAMES, broken_header, is_broken, verdict_line
 from ..trace.nsys_sqlite import SQLITE_MAGIC
 from .inputs import measure_any
 
@@ -211,7 +212,7 @@ def kernel_table(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules, top: 
         table.append([r["change"], format_number(r["count_a"]), format_number(r["count_b"]),
                       format_number(round(r["time_us_a"], 3) if r["count_a"] is not None else None),
                       format_number(round(r["time_us_b"], 3) if r["count_b"] is not None else None),
-                      format_number(round(r["delta_us"], 3), signed=True), shorten(r["kernel"])])
+                      format_number(round(r["delta_us"], 3), signed=True), short_name(r["kernel"])])
     widths = [max(len(row[i]) for row in table) for i in range(6)]
     lines = [f"kernels, per step (us: the median step where both runs kept the kernel's steps, else total / "
              f"steps), biggest time change first ({len(rows)} changed, {same} unchanged):"]

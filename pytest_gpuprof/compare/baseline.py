@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping
 from ..errors import BaselineError
 from ..files import recover, write_all_atomic
 from ..metrics.measure import METRICS
-from ..metrics.timeline import KINDS, events
+from ..metrics.timeline import KINDS, events, ranges
 from ..trace.model import COPY_KINDS, INT64_MAX
 from .verdicts import distribution, judged_series
 
@@ -314,11 +314,15 @@ def _check_summary(summary: Any, where: str, name: str) -> None:
 
 
 def _check_timeline(timeline: Mapping[str, Any]) -> None:
-    """The timeline sample the HTML report draws: every event's indices in range."""
+    """The timeline sample the HTML report draws: every event's and range's indices in range
+    (a sample stored before ranges were kept has none)."""
     try:
         events(timeline)
+        ranges(timeline)
         ok = (_integer(timeline["span_ns"]) and _integer(timeline["step"]) and set(timeline["kinds"]) <= set(KINDS)
-              and all(_integer(s) for s in timeline["streams"]) and all(isinstance(n, str) for n in timeline["names"]))
+              and all(_integer(s) for s in timeline["streams"]) and all(isinstance(n, str) for n in timeline["names"])
+              and all(_integer(t) for t in timeline.get("threads", []))
+              and all(isinstance(n, str) for n in timeline.get("range_names", [])))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         ok = False
     _need(ok, "timeline", "a timeline sample (step, span_ns, streams, names, kinds, events)", timeline)

@@ -97,8 +97,11 @@ class Measurement:
     window: tuple[int, int]  # W in ns
     gpu_name: str | None
     metadata: dict[str, Any] = field(default_factory=dict)
-    #: the attributed GPU work: start, end, kind ("kernel", a copy kind, "memset"), name, stream, step
+    #: the attributed GPU work: start, end, kind ("kernel", a copy kind, "memset"), name, stream, step,
+    #: launch (the CPU start of the call that launched it)
     work: pd.DataFrame | None = None
+    #: the trace's annotation ranges (NVTX, user annotations, steps): start, end, name, tid
+    ranges: pd.DataFrame | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -145,9 +148,10 @@ def measure(trace: Trace) -> Measurement:
     step_end = steps["end"].to_numpy(np.int64)
     launch = _launch_times(trace)
 
-    k_step = _step_of(launch(trace.kernels), step_start, step_end)
-    c_step = _step_of(launch(trace.copies), step_start, step_end)
-    s_step = _step_of(launch(trace.sets), step_start, step_end)
+    k_launch, c_launch, s_launch = launch(trace.kernels), launch(trace.copies), launch(trace.sets)
+    k_step = _step_of(k_launch, step_start, step_end)
+    c_step = _step_of(c_launch, step_start, step_end)
+    s_step = _step_of(s_launch, step_start, step_end)
     r_step = _step_of(trace.runtime["start"].to_numpy(np.int64), step_start, step_end)
 
     kernels = trace.kernels[k_step >= 0]
@@ -216,14 +220,16 @@ def measure(trace: Trace) -> Measurement:
     metrics["peak_memory_allocated_bytes"] = int(peak) if peak is not None else None
     work = pd.concat([
         pd.DataFrame({"start": kernels["start"], "end": kernels["end"], "kind": "kernel",
-                      "name": kernels["name"].astype(str), "stream": kernels["stream"], "step": k_step[k_step >= 0]}),
+                      "name": kernels["name"].astype(str), "stream": kernels["stream"], "step": k_step[k_step >= 0],
+                      "launch": k_launch[k_step >= 0]}),
         pd.DataFrame({"start": copies["start"], "end": copies["end"], "kind": kinds,
                       "name": "memcpy " + pd.Series(kinds, index=copies.index, dtype=object),
-                      "stream": copies["stream"], "step": c_steps}),
+                      "stream": copies["stream"], "step": c_steps, "launch": c_launch[c_step >= 0]}),
         pd.DataFrame({"start": sets["start"], "end": sets["end"], "kind": "memset", "name": "memset",
-                      "stream": sets["stream"], "step": s_step[s_step >= 0]}),
+                      "stream": sets["stream"], "step": s_step[s_step >= 0], "launch": s_launch[s_step >= 0]}),
     ], ignore_index=True)
-    return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work)
+    return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work,
+                       trace.ranges)
 
 
 def without_l2_flushes(trace: Trace) -> Trace:

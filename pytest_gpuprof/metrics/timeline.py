@@ -3,8 +3,11 @@ that reports can draw the baseline run's GPU timeline beside the current one
 without the old trace.
 
 The sample is the step whose GPU busy time is the median of the run's steps that
-have GPU work (a step without any has nothing to draw), capped at a number of events.  Events are stored as one string (``lane kind start dur name;``)
-so that a refreshed baseline changes one line of its JSON, not thousands.
+have GPU work (a step without any has nothing to draw), capped at a number of events,
+with the annotation ranges (NVTX, user annotations, the steps' own) that overlap it,
+capped alike.  Events and ranges are stored as one string each (``lane kind start dur
+name;``, ``thread depth start end name;``) so that a refreshed baseline changes a few
+lines of its JSON, not thousands.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from ..options import default
 from .measure import Measurement
@@ -31,6 +35,7 @@ def sample(m: Measurement, cap: int = default("timeline-events")) -> dict[str, A
     truncated = len(work) > cap
     work = work.head(cap)
     origin = int(work["start"].min())
+    end = int(work["end"].max())
     streams = sorted(int(s) for s in work["stream"].unique())
     names = sorted(set(work["name"]))
     lane = {s: i for i, s in enumerate(streams)}
@@ -39,15 +44,62 @@ def sample(m: Measurement, cap: int = default("timeline-events")) -> dict[str, A
         f"{lane[int(r.stream)]} {KINDS.index(r.kind)} {int(r.start) - origin} {int(r.end - r.start)} {code[r.name]}"
         for r in work.itertuples(index=False)
     )
+    cpu = m.steps.iloc[step]  # the step's own range, on the CPU
+    ranges, threads, range_names, cut = _ranges(m.ranges, int(cpu["start"]), int(cpu["end"]), work, origin, cap)
     return {
         "step": step,
-        "span_ns": int(work["end"].max()) - origin,
+        "span_ns": end - origin,
         "streams": streams,
         "names": names,
         "kinds": list(KINDS),
         "events": events,
-        "truncated": truncated,
+        "threads": threads,
+        "range_names": range_names,
+        "ranges": ranges,
+        "truncated": truncated or cut,
     }
+
+
+def _ranges(table: pd.DataFrame | None, lo: int, hi: int, work: pd.DataFrame, origin: int,
+            cap: int) -> tuple[str, list[int], list[str], bool]:
+    """The ranges overlapping the step's CPU time [lo, hi], as ``thread depth start end
+    gpu_start gpu_end name;``, and whether more than ``cap`` were cut (the deepest, then
+    the latest, go first).  Times are from ``origin``; thread and name index the lists
+    returned.  A range's depth is how many of its thread's ranges are open when it
+    starts (0: outermost); its GPU times span the sampled work launched inside it (as
+    Nsight Systems projects NVTX ranges onto the GPU), ``-`` when it launched none."""
+    if table is None or not len(table):
+        return "", [], [], False
+    start, stop = table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64)
+    keep = np.flatnonzero((start <= hi) & (stop >= lo))
+    tid = table["tid"].to_numpy(np.int64)[keep]
+    start, stop = start[keep], stop[keep]
+    name = table["name"].astype(str).to_numpy()[keep]
+    order = np.lexsort((-stop, start, tid))  # by thread, then start, the longer first
+    tid, start, stop, name = tid[order], start[order], stop[order], name[order]
+    threads, first = np.unique(tid, return_index=True)
+    thread = np.searchsorted(threads, tid)
+    # open at its start: its thread's earlier ranges less those ended by then (an empty
+    # range counts as 1 ns long, so it never ends before one that starts with it)
+    depth = np.zeros(len(tid), dtype=np.int64)
+    for a, b in zip(first, list(first[1:]) + [len(tid)]):
+        ends = np.sort(np.maximum(stop[a:b], start[a:b] + 1))
+        depth[a:b] = np.arange(b - a) - np.searchsorted(ends, start[a:b], side="right")
+    cut = len(tid) > cap
+    shown = np.sort(np.lexsort((start, depth))[:cap])
+    by_launch = work.sort_values("launch", kind="stable")
+    launch = by_launch["launch"].to_numpy(np.int64)
+    gpu_start, gpu_end = by_launch["start"].to_numpy(np.int64) - origin, by_launch["end"].to_numpy(np.int64) - origin
+    first_work = np.searchsorted(launch, start[shown], side="left")
+    last_work = np.searchsorted(launch, stop[shown], side="right")
+    names = sorted(set(name[shown]))
+    code = {n: i for i, n in enumerate(names)}
+    text = ";".join(
+        f"{thread[i]} {depth[i]} {start[i] - origin} {stop[i] - origin} "
+        + (f"{gpu_start[a:b].min()} {gpu_end[a:b].max()}" if b > a else "- -") + f" {code[name[i]]}"
+        for i, a, b in zip(shown, first_work, last_work)
+    )
+    return text, [int(t) for t in threads], names, cut
 
 
 def events(sample_: dict[str, Any]) -> list[dict[str, Any]]:
@@ -57,4 +109,20 @@ def events(sample_: dict[str, Any]) -> list[dict[str, Any]]:
         lane, kind, start, dur, name = (int(v) for v in item.split())
         out.append({"lane": lane, "stream": sample_["streams"][lane], "kind": sample_["kinds"][kind],
                     "start_ns": start, "dur_ns": dur, "name": sample_["names"][name]})
+    return out
+
+
+def ranges(sample_: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sample's ranges as dicts: thread (its id), depth, start_ns, end_ns, gpu_start_ns,
+    gpu_end_ns (None when it launched no sampled work), name; none in a sample stored
+    before ranges were kept."""
+    out = []
+    for item in filter(None, sample_.get("ranges", "").split(";")):
+        thread, depth, start, end, gpu_start, gpu_end, name = item.split()
+        if int(thread) < 0 or int(name) < 0:
+            raise ValueError(f"negative index in range {item!r}")
+        gpu = (None, None) if gpu_start == "-" else (int(gpu_start), int(gpu_end))
+        out.append({"thread": sample_["threads"][int(thread)], "depth": int(depth), "start_ns": int(start),
+                    "end_ns": int(end), "gpu_start_ns": gpu[0], "gpu_end_ns": gpu[1],
+                    "name": sample_["range_names"][int(name)]})
     return out

@@ -10,8 +10,9 @@ from ..metrics.measure import Measurement
 from ..numbers import format_number
 from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
+from .names import short_name
 from .values import AS_JUDGED, VALUES_NOTE, Shown, shown_values
-from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, shorten, skipped_line
+from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, skipped_line
 
 
 def header_line(version: str, backend: str, baseline_dir: Path, replay_dir: Path | None, gpu: str | None) -> str:
@@ -123,7 +124,7 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
         for name, k in list(x["kernels"].items())[:top]:
             per_step = sampled[name]["median"] if name in sampled else k["time_us"] / n
             lines.append(f"  {per_step:>12.3f} us {format_number(k['count'] / n):>7}x   | "
-                         f"{k['time_us']:>14.3f} us {k['count']:>8}x  {shorten(name)}")
+                         f"{k['time_us']:>14.3f} us {k['count']:>8}x  {short_name(name)}")
     return [terminal_text(line) for line in lines]
 
 

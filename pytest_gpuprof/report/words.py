@@ -99,6 +99,3 @@ def change(metric: str, now: float, before: float) -> str:
     """Change of a compared value: in percent, or as a difference for ratios and from zero."""
     return format_change(now, before, METRICS[metric].kind != "ratio")
 
-
-def shorten(name: str, width: int = 100) -> str:
-    return name if len(name) <= width else name[: width - 3] + "..."

@@ -1,6 +1,6 @@
-"""The HTML report (``--gpuprof-html``): ``page`` lays out the results document,
-``svg`` draws its timelines and bars, ``style.css`` styles it (inlined: the file
-needs no network)."""
+"""The HTML report (``--gpuprof-html``): ``page`` turns the results document into what
+the page shows, ``templates/`` lays it out (jinja2, autoescaped) with its stylesheet and
+the timeline's script inlined: the file needs no network."""
 
 from .page import render_html, write_html
 

@@ -1,40 +1,44 @@
 """The HTML report: one self-contained file made from the results document.
 
-``render_html(doc)`` is pure (document in, text out); ``write_html(doc, path)``
-writes it.  The page needs no network and no script: inline CSS, and SVG drawn
-here for the timelines and the metric bars, with exact numbers in hover titles
-and tables.  Per test, in the document's order (regressions first):
+``render_html(doc)`` is pure (document in, text out); ``write_html(doc, path)`` writes
+it.  This module turns the document into what the page shows (rows, classes, numbers
+as text); ``templates/report.html.j2`` lays it out with jinja2, autoescaping every
+text, and inlines ``style.css`` and ``timeline.js``, so the page needs no network.
+Per test, in the document's order (regressions first; passing tests folded):
 
 * what broke, in the terminal report's wording;
-* the GPU timeline of the sampled measured step, baseline run above the current
-  run on one time scale, one lane per stream, kernels and each memcpy kind in
-  their own color;
+* the GPU timeline of the sampled measured step, baseline run above the current run on
+  one time scale that zooms and pans: the annotation ranges projected onto the GPU, one
+  lane per stream, kernels and each memcpy kind in their own colour;
 * every metric as a bar against its baseline marker and threshold lines;
-* the kernel diff: new, vanished and changed kernels, biggest first.
+* the kernel diff: new, vanished and changed kernels, biggest first;
+* for a kept Kineto trace, a button that opens it in Perfetto's UI.
 
-Every text taken from the document (node ids, kernel names, messages) is escaped.
+Kernel names are shown demangled and shortened (``names.short_name``), the full name
+one hover (title) or click (details) away.
 """
 
 from __future__ import annotations
 
-import re
-from importlib import resources
+import os
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ...capture.environment import RECORDED
+import jinja2
+
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
-from ...compare.verdicts import BROKEN
+from ...compare.verdicts import BROKEN, compared_values
 from ...files import write_atomic
+from ...metrics import timeline
 from ...metrics.measure import METRICS
 from ...numbers import format_number
-from ..words import health_lines, verdict_line
-from ..escaping import html_text
-from ..values import VALUES_NOTE, Shown, shown_values
-from .svg import KIND_COLORS, bar, kinds_css, timelines, unit_of, value_text
+from ..names import full_name, in_metric, short_name
+from ..values import shown_values
+from ..words import change, health_lines, verdict_line
 
-#: Colors of test statuses and verdicts (the failure color is the one tests look for).
+#: Colours of test statuses and verdicts (the failure colour is the one tests look for).
 STATUS_COLORS = {
     "error": "#8e0000",
     "failed": "#c62828",
@@ -51,39 +55,57 @@ VERDICT_COLORS = {
     "fail": FAIL_COLOR, "improved": STATUS_COLORS["improved"], "undecided": STATUS_COLORS["undecided"],
     "ok": "#78909c", "reported": "#b0bec5",
 }
+#: Statuses whose section opens unfolded: what a reader has to look at.
+OPEN_STATUSES = ("error", "failed", "unstable", "undecided", "improved", "no baseline")
+#: Timeline colours by activity kind, close to Nsight Systems' (kernels blue, HtoD green, DtoH pink).
+KIND_COLORS = {
+    "kernel": "#3b73b9", "htod": "#2ca02c", "dtoh": "#d6409f", "dtod": "#ff8c1a",
+    "ptop": "#8c564b", "htoh": "#7f7f7f", "other": "#bcbd22", "memset": "#17becf",
+}
+KIND_LABELS = {
+    "kernel": "kernel", "htod": "Memcpy HtoD", "dtoh": "Memcpy DtoH", "dtod": "Memcpy DtoD",
+    "ptop": "Memcpy PtoP", "htoh": "Memcpy HtoH", "other": "Memcpy (other)", "memset": "Memset",
+}
+#: The summary table's columns: metric, heading.
+SUMMARY_METRICS = (("kernel_count", "kernels/step"), ("kernel_time_us", "kernel time/step"),
+                   ("gpu_utilization", "gpu_utilization"), ("sync_count", "syncs/step"))
 #: Kernel diff rows shown before the rest is folded away.
 KERNEL_ROWS = 25
 #: Per-kernel verdicts listed under "what broke" before the rest is left to the kernel diff.
 KERNEL_LINES = 6
+#: Traces Perfetto's UI opens (Kineto's Chrome trace format; an nsys report it cannot).
+PERFETTO_SUFFIXES = (".json", ".json.gz")
 
 
 def write_html(doc: dict[str, Any], path: Path) -> None:
-    """Write the HTML report of a results document (``report.document``)."""
-    write_atomic(Path(path), render_html(doc))
+    """Write the HTML report of a results document (``report.document``); trace paths
+    are linked relative to the report's folder."""
+    path = Path(path)
+    write_atomic(path, render_html(doc, path.parent))
 
 
-def render_html(doc: dict[str, Any]) -> str:
-    """The whole page as one string."""
+def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
+    """The whole page as one string; ``folder``: where it will lie, to link kept traces."""
     tests = doc.get("tests") or []
-    parts = [_HEAD, _summary(doc, tests)]
-    parts += [_test_section(i, t) for i, t in enumerate(tests)]
-    if doc.get("skipped"):
-        rows = "".join(f"<tr><td><code>{html_text(s['nodeid'])}</code></td><td>{html_text(s['reason'])}</td></tr>"
-                       for s in doc["skipped"])
-        parts.append(f'<section class="skipped"><h2>Skipped profiled tests</h2>'
-                     f'<table class="grid"><tr><th>test</th><th>reason</th></tr>{rows}</table></section>')
-    parts.append("</body></html>\n")
-    return "".join(parts)
+    return _environment().get_template("report.html.j2").render(
+        doc=doc,
+        tests=[_test(i, t, folder) for i, t in enumerate(tests)],
+        summary=[_summary_row(i, t) for i, t in enumerate(tests)],
+        summary_heads=[head for _, head in SUMMARY_METRICS],
+        gpus=", ".join(sorted({t["gpu"] for t in tests if t.get("gpu")})) or "n/a",
+        failing=sum(1 for t in tests if t.get("status") in ("failed", "error")),
+        status_colors=STATUS_COLORS, kind_colors=KIND_COLORS, kind_labels=KIND_LABELS,
+    )
 
 
-# --- small helpers -------------------------------------------------------------
-
-def _anchor(i: int, nodeid: str) -> str:
-    return f"t{i}-" + re.sub(r"[^A-Za-z0-9_-]+", "-", nodeid).strip("-")[:80]
-
-
-def _pct(value: float | None) -> str:
-    return "" if value is None else f" ({value:.2%})"
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             finalize=lambda value: "" if value is None else value)
+    env.filters.update(number=format_number, short=short_name, full=full_name)
+    env.globals["asset"] = lambda name: (Path(__file__).parent / "templates" / name).read_text(encoding="utf-8")
+    return env
 
 
 def _failing(status: str) -> bool:
@@ -98,108 +120,110 @@ def _verdict_class(status: str | None) -> str:
     return status if status in ("improved", "undecided") else "ok"
 
 
+def _anchor(i: int, nodeid: str) -> str:
+    return f"t{i}-" + "".join(c if c.isalnum() or c in "_-" else "-" for c in nodeid).strip("-")[:80]
+
+
+def value_text(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "n/a"
+    return format_number(value) + (f" {unit}" if unit else "")
+
+
+def unit_of(metric: str) -> str:
+    spec = METRICS.get(metric)
+    if spec is None:
+        return ""
+    return f"{spec.unit}/step" if spec.per_step and spec.unit else ("/step" if spec.per_step else spec.unit)
+
+
 # --- summary ---------------------------------------------------------------------
 
-def _summary(doc: dict[str, Any], tests: list[dict[str, Any]]) -> str:
-    counts = doc.get("counts") or {}
-    chips = "".join(
-        f'<span class="chip" style="background:{STATUS_COLORS.get(k, "#555")}">{html_text(k)}: {n}</span>'
-        for k, n in counts.items() if n
-    ) or '<span class="chip" style="background:#757575">no profiled tests</span>'
-    gpus = sorted({t["gpu"] for t in tests if t.get("gpu")})
-    failing = sum(1 for t in tests if t.get("status") in ("failed", "error"))
-    verdict = (f'<p class="verdict fail">{failing} test(s) failed the GPU performance gate</p>' if failing
-               else '<p class="verdict fail">nothing was measured: no profiled test was judged</p>' if not tests
-               else '<p class="verdict ok">no GPU performance regression</p>')
-    meta = (f'<dl class="meta"><dt>GPU</dt><dd>{html_text(", ".join(gpus) or "n/a")}</dd>'
-            f'<dt>backend</dt><dd>{html_text(doc.get("backend"))}</dd>'
-            f'<dt>baselines</dt><dd><code>{html_text(doc.get("baseline_dir"))}</code></dd>'
-            f'<dt>gpuprof</dt><dd>{html_text(doc.get("gpuprof_version"))} (results schema {html_text(doc.get("schema_version"))})</dd>'
-            "</dl>")
-    head = ("<tr><th>status</th><th>test</th><th>broke</th><th>kernels/step</th><th>kernel time/step</th>"
-            "<th>gpu_utilization</th><th>syncs/step</th></tr>")
-    rows = []
-    for i, t in enumerate(tests):
-        status = t.get("status", "")
-        broke = sum(1 for v in t.get("verdicts") or [] if _failing(v["status"]))
-        shown = shown_values(t)
-        cells = "".join(
-            f"<td class=\"num\">{_summary_cell(m, shown.get(m))}</td>"
-            for m in ("kernel_count", "kernel_time_us", "gpu_utilization", "sync_count")
-        )
-        rows.append(
-            f'<tr class="status-{html_text(status.replace(" ", "-"))}" data-status="{html_text(status)}">'
-            f'<td><span class="badge" style="background:{STATUS_COLORS.get(status, "#555")}">{html_text(status)}</span></td>'
-            f'<td><a href="#{_anchor(i, t["nodeid"])}"><code>{html_text(t["nodeid"])}</code></a></td>'
-            f'<td class="num">{broke if broke else ""}</td>{cells}</tr>'
-        )
-    table = (f'<table class="grid summary" id="summary"><caption>{html_text(VALUES_NOTE)}</caption>'
-             f'{head}{"".join(rows)}</table>' if rows else "")
-    return (f'<header><h1>gpuprof report</h1>{verdict}<div class="chips">{chips}</div>{meta}</header>'
-            f"<section>{table}</section>")
+def summary_values(t: dict[str, Any]) -> dict[str, tuple[float | None, float | None]]:
+    """The summary table's value of each of its metrics, (current, baseline): the values
+    its verdicts judged (``report.values.shown_values``), as every other output shows."""
+    shown = shown_values(t) if t.get("metrics") else {}
+    return {m: (shown[m].current, shown[m].baseline) if m in shown else (None, None) for m, _ in SUMMARY_METRICS}
 
 
-def _summary_cell(metric: str, shown: Shown | None) -> str:
-    if shown is None or shown.current is None:
-        return "n/a"
-    unit = "\u00a0us" if metric.endswith("_us") else ""
-    text = f"{format_number(shown.current)}{unit}"
-    if not shown.change:
-        return html_text(text)
-    cls = "" if same(shown.current, shown.baseline) else ' class="delta"'
-    return f"{html_text(text)} <span{cls}>({html_text(shown.change)})</span>"
+def _summary_row(i: int, t: dict[str, Any]) -> dict[str, Any]:
+    verdicts = {v["metric"]: v["status"] for v in t.get("verdicts") or [] if v.get("threshold") is None}
+    broken = {v["metric"] for v in t.get("verdicts") or [] if _failing(v["status"])}
+    cells = []
+    for metric, (now, before) in summary_values(t).items():
+        unit = "\u00a0us" if metric.endswith("_us") else ""
+        cell = {"text": "n/a" if now is None else f"{format_number(now)}{unit}", "change": "", "class": "same"}
+        if now is not None and before is not None and not same(now, before):
+            cell["change"] = change(metric, now, before)
+            cell["class"] = _direction(metric, now, before, verdicts.get(metric), metric in broken)
+        cells.append(cell)
+    return {"status": t.get("status", ""), "nodeid": t["nodeid"], "anchor": _anchor(i, t["nodeid"]),
+            "broke": len(broken), "cells": cells}
+
+
+def _direction(metric: str, now: float, before: float, status: str | None, broken: bool) -> str:
+    """How a changed value is coloured: ``worse`` (red) only when a rule judged it broken,
+    ``better`` when it moved the way the metric is better, else ``changed`` (neutral)."""
+    if broken or (status is not None and _failing(status)):
+        return "worse"
+    better = METRICS[metric].better
+    if status == "improved" or (better == "lower" and now < before) or (better == "higher" and now > before):
+        return "better"
+    return "changed"
 
 
 # --- one test --------------------------------------------------------------------
 
-def _test_section(i: int, t: dict[str, Any]) -> str:
+def _test(i: int, t: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     status = t.get("status", "")
-    color = STATUS_COLORS.get(status, "#555")
-    m = t.get("metrics") or {}
-    bits = [f"GPU {html_text(t.get('gpu') or 'n/a')}", f"backend {html_text(t.get('backend') or 'n/a')}"]
-    if m.get("step_count") is not None:
+    m = t.get("metrics")
+    bits = [f"GPU {t.get('gpu') or 'n/a'}", f"backend {t.get('backend') or 'n/a'}"]
+    if m and m.get("step_count") is not None:
         bits.append(f"{m['step_count']} measured step(s)")
     if t.get("baseline_metrics") and t["baseline_metrics"].get("step_count") is not None:
         bits.append(f"baseline: {t['baseline_metrics']['step_count']} step(s)")
-    if t.get("baseline_file"):
-        bits.append(f"baseline file <code>{html_text(t['baseline_file'])}</code>")
-    if t.get("trace"):
-        bits.append(f"trace <code>{html_text(t['trace'])}</code>")
-    out = [f'<section class="test status-{html_text(status.replace(" ", "-"))}" id="{_anchor(i, t["nodeid"])}" '
-           f'data-status="{html_text(status)}" style="border-left-color:{color}">',
-           f'<h2><span class="badge" style="background:{color}">{html_text(status)}</span> <code>{html_text(t["nodeid"])}</code></h2>',
-           f'<p class="sub">{" · ".join(bits)}</p>']
-    if t.get("message"):
-        out.append(f'<pre class="message">{html_text(t["message"])}</pre>')
-    out += [f'<p class="note">{html_text(line)}</p>' for line in health_lines(t)]
-    out.append(_environment(t))
-    out.append(_broke(t))
-    if t.get("metrics") is not None:
-        out.append(timelines(t))
-        out.append(_metric_table(t))
-        out.append(_kernel_diff(t))
-    out.append("</section>")
-    return "".join(out)
+    return {
+        "t": t, "status": status, "anchor": _anchor(i, t["nodeid"]), "open": status in OPEN_STATUSES,
+        "bits": bits, "notes": health_lines(t) + _environment_notes(t), "broke": _broke(t),
+        "timeline": _timeline(t) if m is not None else None,
+        "metrics": _metric_rows(t) if m is not None else None,
+        "kernels": _kernel_diff(t) if m is not None else None,
+        "perfetto": _trace_link(t.get("trace"), folder),
+    }
 
 
-def _environment(t: dict[str, Any]) -> str:
+def _trace_link(trace: str | None, folder: Path | None) -> dict[str, str] | None:
+    """The kept trace as the page fetches it (relative to the report's folder) and its file
+    name, when Perfetto's UI can open it."""
+    if not trace or not trace.endswith(PERFETTO_SUFFIXES):
+        return None
+    href = Path(trace).as_posix()
+    if folder is not None:
+        try:
+            href = Path(os.path.relpath(Path(trace).resolve(), Path(folder).resolve())).as_posix()
+        except ValueError:  # another drive
+            href = Path(trace).resolve().as_uri()
+    return {"href": href, "name": Path(trace).name}
+
+
+def _environment_notes(t: dict[str, Any]) -> list[str]:
     env, old = t.get("environment") or {}, t.get("baseline_environment")
     notes = []
     if t.get("baseline_backend") and t.get("backend") and t["baseline_backend"] != t["backend"]:
-        notes.append(f"baseline recorded with the {html_text(t['baseline_backend'])} backend: only counts and bytes "
+        notes.append(f"baseline recorded with the {t['baseline_backend']} backend: only counts and bytes "
                      "are compared, and kernel names may be spelled differently")
     if old:
-        diff = [f"{html_text(k)}: {html_text(old.get(k, '-'))} → {html_text(env.get(k, '-'))}"
-                for k in sorted((set(env) | set(old)) - set(RECORDED)) if env.get(k) != old.get(k)]
+        diff = [f"{k}: {old.get(k, '-')} → {env.get(k, '-')}" for k in sorted(set(env) | set(old))
+                if env.get(k) != old.get(k)]
         if diff:
             notes.append("environment differs from the baseline's: " + "; ".join(diff))
-    return "".join(f'<p class="note">{n}</p>' for n in notes)
+    return notes
 
 
-def _broke(t: dict[str, Any]) -> str:
-    """The failing verdicts in the failure message's words (``report.verdict_line``), then
+def _broke(t: dict[str, Any]) -> dict[str, Any] | None:
+    """The failing verdicts in the failure message's words (``words.verdict_line``), then
     improvements and undecided ones.  Per-kernel verdicts come after the metrics, biggest
-    time change first, shortened to what changed and the name; past a few, the kernel diff
+    time change first, said as what changed and the name; past a few, the kernel diff
     below has them all."""
     scalar, kernels = [], {}
     for v in t.get("verdicts") or []:
@@ -209,22 +233,13 @@ def _broke(t: dict[str, Any]) -> str:
         if v["metric"].startswith("kernels["):
             kernels.setdefault(_kernel_of(v["metric"]), []).append(v)
         else:
-            scalar.append(f'<li class="{_verdict_class(s)}" title="{html_text(verdict_line(v))}">{html_text(verdict_line(v))}</li>')
-    diff = kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics"),
-                       (t.get("distribution"), t.get("baseline_distribution")))
-    order = {r["name"]: i for i, r in enumerate(diff)}
-    kernel_lines = []
-    for name in sorted(kernels, key=lambda n: order.get(n, len(order))):
-        for v in kernels[name]:
-            what = _kernel_verdict_words(v)
-            kernel_lines.append(f'<li class="{_verdict_class(v["status"])}" title="{html_text(verdict_line(v))}">'
-                                f'{html_text(what)}: <code>{html_text(name)}</code></li>')
-    lines = scalar + kernel_lines[:KERNEL_LINES]
-    if len(kernel_lines) > KERNEL_LINES:
-        lines.append(f'<li class="more">… and {len(kernel_lines) - KERNEL_LINES} more per-kernel verdict(s): '
-                     "see the kernel diff below</li>")
-    if not lines:
-        return ""
+            scalar.append({"class": _verdict_class(s), "text": verdict_line(v), "title": verdict_line(v), "kernel": None})
+    order = {r["name"]: i for i, r in enumerate(kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics")))}
+    kernel_lines = [{"class": _verdict_class(v["status"]), "text": _kernel_verdict_words(v), "kernel": name,
+                     "title": _kernel_verdict_line(v)}
+                    for name in sorted(kernels, key=lambda n: order.get(n, len(order))) for v in kernels[name]]
+    if not scalar and not kernel_lines:
+        return None
     verdicts = t.get("verdicts") or []
     fails = sum(1 for v in verdicts if _failing(v["status"]))
     if fails:
@@ -233,12 +248,18 @@ def _broke(t: dict[str, Any]) -> str:
         title = "improved (refresh the baseline with --gpuprof-update-baseline)"
     else:
         title = "undecided: too few steps to tell a change from noise"
-    return f'<div class="broke"><h3>{html_text(title)}</h3><ul>{"".join(lines)}</ul></div>'
+    return {"title": title, "lines": scalar + kernel_lines[:KERNEL_LINES],
+            "more": max(len(kernel_lines) - KERNEL_LINES, 0)}
 
 
 def _kernel_of(metric: str) -> str:
     """``kernels[NAME].count`` -> NAME (names may hold brackets and dots)."""
     return metric[len("kernels["):metric.rindex("]")]
+
+
+def _kernel_verdict_line(v: dict[str, Any]) -> str:
+    """``words.verdict_line`` of a per-kernel verdict with the kernel's name demangled."""
+    return verdict_line({**v, "metric": in_metric(v["metric"], full_name)})
 
 
 def _kernel_verdict_words(v: dict[str, Any]) -> str:
@@ -250,15 +271,63 @@ def _kernel_verdict_words(v: dict[str, Any]) -> str:
         return f"vanished kernel, was {format_number(b)} per step"
     what = "time per step" if v["metric"].endswith(".time_us") else "count per step"
     unit = " us" if what.startswith("time") else ""
-    change = f" ({v['change']})" if v.get("change") else ""
-    return f"{what} {format_number(b)}{unit} → {format_number(c)}{unit}{change} [{s}]"
+    moved = f" ({v['change']})" if v.get("change") else ""
+    return f"{what} {format_number(b)}{unit} → {format_number(c)}{unit}{moved} [{s}]"
+
+
+# --- timeline --------------------------------------------------------------------
+
+def _timeline(t: dict[str, Any]) -> dict[str, Any]:
+    """What ``timeline.js`` draws: both runs' samples with names shortened (the full ones
+    for hover), each stream's role, the kernels new in one run (or vanished from it)."""
+    before = set((t.get("baseline_metrics") or {}).get("kernels") or {})
+    now = set((t["metrics"] or {}).get("kernels") or {})
+    have_base = t.get("baseline_metrics") is not None
+    runs = []
+    for label, sample, marked in (("baseline", t.get("baseline_timeline"), (before - now) if have_base else set()),
+                                  ("current", t.get("timeline"), (now - before) if have_base else set())):
+        if sample is None:
+            why = ("the baseline was recorded without a timeline sample (refresh it with --gpuprof-update-baseline)"
+                   if label == "baseline" else "no timeline sample for this run")
+            runs.append({"label": label, "missing": why})
+            continue
+        events = timeline.events(sample)
+        kinds = [set() for _ in sample["streams"]]
+        for e in events:
+            kinds[e["lane"]].add(e["kind"])
+        names = sample["names"]
+        range_names = sample.get("range_names", [])
+        runs.append({
+            "label": label, "step": sample["step"], "span": sample["span_ns"], "truncated": sample["truncated"],
+            "streams": [{"id": s, "role": _role(k)} for s, k in zip(sample["streams"], kinds)],
+            "names": [short_name(n) for n in names], "full": [full_name(n) for n in names],
+            "marked": [n in marked for n in names],
+            # lane, kind, start, duration, name index, sorted by start within each lane
+            "events": [[e["lane"], e["kind"], e["start_ns"], e["dur_ns"], names.index(e["name"])] for e in events],
+            "threads": sample.get("threads", []),
+            "range_names": range_names,
+            # thread, depth, GPU start, GPU end, CPU start, CPU end, name index
+            "ranges": [[sample["threads"].index(r["thread"]), r["depth"], r["gpu_start_ns"], r["gpu_end_ns"],
+                        r["start_ns"], r["end_ns"], range_names.index(r["name"])] for r in timeline.ranges(sample)],
+        })
+    return {"runs": runs, "colors": KIND_COLORS, "labels": KIND_LABELS}
+
+
+def _role(kinds: set[str]) -> str:
+    """What runs on a stream, in Nsight's words: compute, copy (with directions) or both."""
+    copies = sorted(KIND_LABELS[k].replace("Memcpy ", "") for k in kinds if k != "kernel")
+    if "kernel" not in kinds:
+        return "copy " + "/".join(copies)
+    return "compute" + (" + " + "/".join(copies) if copies else "")
 
 
 # --- metrics ---------------------------------------------------------------------
 
-def _metric_rows(t: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per scalar metric: per-step values, the comparison verdict and any thresholds."""
-    shown = shown_values(t)
+def _metric_rows(t: dict[str, Any]) -> dict[str, Any]:
+    """One row per scalar metric: per-step values, the comparison verdict, thresholds and
+    its bar; metrics 0 or n/a in both runs only named."""
+    now = compared_values(t["metrics"])
+    before = compared_values(t["baseline_metrics"]) if t.get("baseline_metrics") else {}
     compare: dict[str, dict[str, Any]] = {}
     thresholds: dict[str, list[dict[str, Any]]] = {}
     for v in t.get("verdicts") or []:
@@ -268,118 +337,98 @@ def _metric_rows(t: dict[str, Any]) -> list[dict[str, Any]]:
             thresholds.setdefault(v["metric"], []).append({**v, **v["threshold"]})
         else:
             compare[v["metric"]] = v
-    rows = []
+    rows, zero = [], []
     for order, (name, spec) in enumerate(METRICS.items()):
         if name == "step_count":
             continue
-        verdicts = ([compare[name]] if name in compare else []) + thresholds.get(name, [])
-        statuses = [v["status"] for v in verdicts]
+        v = compare.get(name)
+        verdicts = ([v] if v else []) + thresholds.get(name, [])
+        statuses = [x["status"] for x in verdicts]
         cls = ("fail" if any(_failing(s) for s in statuses) else "improved" if "improved" in statuses
                else "undecided" if "undecided" in statuses else "ok" if verdicts else "reported")
-        rows.append({
-            "metric": name, "spec": spec, "order": order, "class": cls,
-            "baseline": shown[name].baseline if shown else None,
-            "current": shown[name].current if shown else None,
-            "change": shown[name].change if shown else "",
-            "compare": compare.get(name), "thresholds": thresholds.get(name, []),
-            "iqr": (_iqr(t.get("baseline_distribution"), name), _iqr(t.get("distribution"), name)),
-        })
-    rank = {"fail": 0, "improved": 1, "undecided": 2, "ok": 3, "reported": 4}
-    return sorted(rows, key=lambda r: (rank[r["class"]], r["order"]))
-
-
-def _metric_table(t: dict[str, Any]) -> str:
-    rows = _metric_rows(t)
-    shown = [r for r in rows if r["thresholds"] or r["class"] == "fail"
-             or any(v not in (None, 0) for v in (r["baseline"], r["current"]))]
-    zero = [r["metric"] for r in rows if r not in shown]
-    out = ['<h3>Metrics (per step; baseline ▼ marker, threshold ┆ line, bar colored by verdict)</h3>'
-           '<div class="scroll"><table class="grid metrics"><tr><th>metric and rule</th><th class="barcol">current vs baseline</th>'
-           '<th>baseline</th><th>current</th><th>change</th><th>verdict</th></tr>']
-    for r in shown:
-        v = r["compare"]
-        unit = unit_of(r["metric"])
-        ratio = r["spec"].kind == "ratio"
-        verdicts = [v["status"]] if v else []
+        # the values judged: a time metric judged on per-step samples is compared by its median
+        judged = v is not None and v.get("baseline") is not None and v.get("current") is not None
+        b = v["baseline"] if judged else before.get(name)
+        c = v["current"] if judged else now.get(name)
+        if not (thresholds.get(name) or cls == "fail" or any(x not in (None, 0) for x in (b, c))):
+            zero.append(name)
+            continue
         rules = [v["rule"] + (f"; {v['evidence']}" if v.get("evidence") else "")] if v else []
-        for th in r["thresholds"]:
+        badges = [v["status"]] if v else []
+        for th in thresholds.get(name, []):
             state = ("violated" if th["status"] == "threshold" else
                      "holds" if th.get("current") is not None else "not applicable")
             rules.append(f"threshold {th['rule']}: {state}")
             if state == "violated":
-                verdicts.append("threshold violated")
-        badges = "".join(f'<span class="vd v-{r["class"]}">{html_text(word)}</span>'
-                         for word in verdicts or ["ok" if r["thresholds"] else "reported only"])
-        out.append(
-            f'<tr class="m-{r["class"]}" data-metric="{html_text(r["metric"])}">'
-            f'<td class="mname"><code>{html_text(r["metric"])}</code>'
-            f'{"".join(f"<div class=rule>{html_text(x)}</div>" for x in rules)}</td><td class="barcol">{bar(r, VERDICT_COLORS[r["class"]])}</td>'
-            f'<td class="num">{html_text(value_text(r["baseline"], unit))}{_pct(r["baseline"]) if ratio else ""}{r["iqr"][0]}</td>'
-            f'<td class="num">{html_text(value_text(r["current"], unit))}{_pct(r["current"]) if ratio else ""}{r["iqr"][1]}</td>'
-            f'<td class="num">{html_text(r["change"])}</td>'
-            f'<td class="verdicts">{badges}</td></tr>'
-        )
-    out.append("</table></div>")
-    if zero:
-        out.append(f'<p class="note">0 or n/a in both runs: {", ".join(f"<code>{html_text(z)}</code>" for z in zero)}</p>')
-    return "".join(out)
+                badges.append("threshold violated")
+        unit, ratio = unit_of(name), spec.kind == "ratio"
+        rows.append({
+            "metric": name, "class": cls, "order": order, "rules": rules,
+            "badges": badges or ["ok" if thresholds.get(name) else "reported only"],
+            "baseline": value_text(b, unit) + (f" ({b:.2%})" if ratio and b is not None else ""),
+            "current": value_text(c, unit) + (f" ({c:.2%})" if ratio and c is not None else ""),
+            "change": v["change"] if v and v.get("change") else (change(name, c, b) if None not in (b, c) else ""),
+            "iqr": [_iqr(t.get("baseline_distribution"), name), _iqr(t.get("distribution"), name)],
+            "bar": _bar(name, spec.kind, b, c, thresholds.get(name, []), VERDICT_COLORS[cls]),
+        })
+    rank = {"fail": 0, "improved": 1, "undecided": 2, "ok": 3, "reported": 4}
+    rows.sort(key=lambda r: (rank[r["class"]], r["order"]))
+    return {"rows": rows, "zero": zero}
 
 
 def _iqr(distribution: dict[str, Any] | None, metric: str) -> str:
     """A time metric's interquartile range over the run's steps, shown under its value."""
     s = (distribution or {}).get(metric)
-    return f'<div class="iqr">IQR {html_text(format_number(s["q1"]))}–{html_text(format_number(s["q3"]))}</div>' if s else ""
+    return f"IQR {format_number(s['q1'])}–{format_number(s['q3'])}" if s else ""
+
+
+def _bar(metric: str, kind: str, b: float | None, c: float | None, thresholds: list[dict[str, Any]],
+         color: str) -> dict[str, Any]:
+    """Current value as a bar, baseline as a marker, thresholds as lines, on one scale (x in px)."""
+    width, pad = 240, 6
+    top = max([abs(v) for v in (b, c) if v is not None] + [abs(th["value"]) for th in thresholds] + [0.0])
+    top = (max(top, 1.0) if kind == "ratio" else top) * 1.08 or 1.0
+    unit = unit_of(metric)
+
+    def x(v: float) -> float:
+        return round(pad + abs(v) / top * (width - 2 * pad), 2)
+
+    return {
+        "width": width, "pad": pad, "color": color,
+        "current": None if c is None else {"w": max(x(c) - pad, 0), "title": f"current: {value_text(c, unit)}"},
+        "baseline": None if b is None else {"x": x(b), "title": f"baseline: {value_text(b, unit)}"},
+        "thresholds": [{"x": x(th["value"]), "title": f"threshold {th['rule']} "
+                        f"({'violated' if th['status'] == 'threshold' else 'holds'})"} for th in thresholds],
+    }
 
 
 # --- kernel diff -----------------------------------------------------------------
 
-def _kernel_diff(t: dict[str, Any]) -> str:
+def _kernel_diff(t: dict[str, Any]) -> dict[str, Any] | None:
     if t.get("baseline_metrics") is None:
-        return '<h3>Kernel diff</h3><p class="note">no baseline to compare the kernels with</p>'
-    rows = kernel_diff(t["metrics"], t["baseline_metrics"], (t.get("distribution"), t.get("baseline_distribution")))
+        return None
+    rows = kernel_diff(t["metrics"], t["baseline_metrics"])
     gated = sum(1 for r in rows if r["status"] != "time only")
     # the per-kernel time verdicts (median per-step time against the baseline's)
     timed = {_kernel_of(v["metric"]): v for v in t.get("verdicts") or []
              if v["metric"].startswith("kernels[") and v["metric"].endswith(".time_us")}
-    head = ('<colgroup><col><col class="c-change"><col class="c-count"><col class="c-time"><col class="c-delta">'
-            "</colgroup><tr><th>kernel</th><th>change</th><th>count/step<br>baseline → current</th>"
-            "<th>time/step<br>baseline → current</th><th>Δ time/step</th></tr>")
-
-    def row(r: dict[str, Any]) -> str:
+    out = []
+    for r in rows:
         bt, ct = r["baseline_time_us"], r["current_time_us"]
-        rel = f" ({r['time_change_us'] / bt:+.1%})" if bt and ct is not None else ""
-        label, tip = r["status"], ""
+        label, tip, v = r["status"], "", timed.get(r["name"])
         if r["status"] != "time only":
             cls = "fail"
         else:
-            v = timed.get(r["name"])
             cls = _verdict_class(v["status"]) if v else "reported"
             if v and v["status"] != "ok":
                 label = f"time {v['status']}"
-            tip = verdict_line(v) if v else "per-kernel time not compared"
-        return (f'<tr class="k-{cls}" data-kernel-status="{html_text(r["status"])}">'
-                f'<td class="kname" title="{html_text(r["name"])}"><code>{html_text(r["name"])}</code></td>'
-                f'<td title="{html_text(tip)}"><span class="vd v-{cls}">{html_text(label)}</span></td>'
-                f'<td class="num">{html_text(value_text(r["baseline_count"]))} → {html_text(value_text(r["current_count"]))}</td>'
-                f'<td class="num">{html_text(value_text(bt, "us"))} → {html_text(value_text(ct, "us"))}</td>'
-                f'<td class="num">{html_text(format_number(r["time_change_us"], signed=True))} us{html_text(rel)}</td></tr>')
-
-    shown, rest = rows[:max(KERNEL_ROWS, gated)], rows[max(KERNEL_ROWS, gated):]
-    out = [f'<h3>Kernel diff ({gated} gated change(s) of {len(rows)} kernel name(s); '
-           'new, vanished and count changes first, then time, biggest first)</h3>',
-           f'<table class="grid kernels">{head}{"".join(row(r) for r in shown)}</table>']
-    if rest:
-        out.append(f'<details><summary>{len(rest)} more kernel(s), count unchanged</summary>'
-                   f'<table class="grid kernels">{head}{"".join(row(r) for r in rest)}</table></details>')
-    return "".join(out)
-
-
-_HEAD = ("""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="icon" href="data:,">
-<title>gpuprof report</title>
-<style>
-""" + (resources.files(__package__) / "style.css").read_text(encoding="utf-8") + kinds_css(KIND_COLORS.items()) + """
-</style></head><body>
-""")
+            tip = _kernel_verdict_line(v) if v else "per-kernel time not compared"
+        out.append({
+            "name": r["name"], "status": r["status"], "class": cls, "label": label, "tip": tip,
+            "count": f"{value_text(r['baseline_count'])} → {value_text(r['current_count'])}",
+            "time": f"{value_text(bt, 'us')} → {value_text(ct, 'us')}",
+            "delta": f"{format_number(r['time_change_us'], signed=True)} us"
+                     + (f" ({r['time_change_us'] / bt:+.1%})" if bt and ct is not None else ""),
+        })
+    shown = max(KERNEL_ROWS, gated)
+    return {"gated": gated, "total": len(rows), "shown": out[:shown], "rest": out[shown:]}
