@@ -9,6 +9,7 @@ case under test.
 
 import functools
 import json
+import math
 import re
 import shutil
 import statistics
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gpuprof.compare.stats import t_quantile
 from pytest_gpuprof.metrics.measure import METRICS
 
 # Imported here, before any in-process pytester run, so pandas/numpy stay loaded across
@@ -492,10 +494,13 @@ def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, st
     samples = entry["per_step"]["kernel_time_us"]
     scaled = [round(v * factor, 3) for v in samples]
     entry["per_step"]["kernel_time_us"] = scaled
+    (run,) = entry["runs"]  # one process recorded it (replayed): the run is the entry's samples
+    run["per_step"]["kernel_time_us"] = scaled
+    q1, median, q3 = quartiles(scaled)
+    run["distribution"]["kernel_time_us"] = {"n": len(scaled), "median": round(median, 3), "q1": round(q1, 3),
+                                             "q3": round(q3, 3), "min": min(scaled), "max": max(scaled)}
     if stored == "distribution":
-        q1, median, q3 = quartiles(scaled)
-        entry["distribution"]["kernel_time_us"] = {"n": len(scaled), "median": round(median, 3), "q1": round(q1, 3),
-                                                   "q3": round(q3, 3), "min": min(scaled), "max": max(scaled)}
+        entry["distribution"]["kernel_time_us"] = run["distribution"]["kernel_time_us"]
     else:
         del entry["distribution"]
     save(path, doc)
@@ -510,12 +515,18 @@ def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, st
                      and any(v is not None for v in entry["per_step"][k])
                      for k in entry["per_step"] if k in METRICS) + len(entry["per_step"]["kernels"])
         change = f"{now / before - 1:+.1%}"
+        # one recorded run: bounded by the spread assumed for kernel times (verdicts.ONE_RUN_SPREAD)
+        half = t_quantile(0.995, 20) * 0.025 * math.sqrt(2)
+        rule = " and the median lies outside the 99% prediction interval of the baseline's runs"
+        bound = (f"; outside what the baseline's runs show (1 recorded run(s)' medians {format_number(before)}–"
+                 f"{format_number(before)} us, 99% prediction interval {format_number(before * math.exp(-half))}–"
+                 f"{format_number(before * math.exp(half))} us)")
         assert message(result)[1:] == [
             f"  kernel_time_us: baseline {format_number(before)}, current {format_number(now)} ({change}) "
             f"[regressed; rule: median per step within ±5% (changes under 5 us ignored) unless the steps differ "
-            f"(Mann-Whitney p < 0.01 / {series} series = {0.01 / series:.2g}); "
+            f"(Mann-Whitney p < 0.01 / {series} series = {0.01 / series:.2g}){rule}; "
             f"{spread('median', samples)} vs {spread('baseline', scaled)}; "
-            f"Mann-Whitney U p=1.1e-05 (n=10/10)]",
+            f"Mann-Whitney U p=1.1e-05 (n=10/10){bound}]",
             "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
         ]
     else:
