@@ -272,12 +272,12 @@ def test_a_trace_recorded_at_torchs_default_cost_says_so_in_the_notes(lighter, n
 
 
 def test_the_html_page_does_not_call_another_commit_or_time_an_environment_difference():
-    from pytest_gpuprof.report.html.page import _environment
+    from pytest_gpuprof.report.html.page import _environment_notes
 
     run = {"gpu": "NVIDIA H200", "driver": "580.65.06", "datetime": "2026-11-25T10:00:00+00:00",
            "commit": {"id": "b" * 40, "branch": "pr", "dirty": False}}
     base = {"gpu": "NVIDIA H200", "driver": "575.51.03", "datetime": "2026-11-20T10:00:00+00:00",
             "commit": {"id": "a" * 40, "branch": "main", "dirty": False}}
-    note = _environment({"environment": run, "baseline_environment": base})
+    note = " ".join(_environment_notes({"environment": run, "baseline_environment": base}))
     assert "driver: 575.51.03 → 580.65.06" in note
     assert "commit" not in note and "datetime" not in note and "2026" not in note

@@ -85,7 +85,7 @@ def test_the_wheel_carries_its_license_its_type_marker_and_its_metadata(wheel):
     names = wheel.namelist()
     info = f"pytest_gpuprof-{pytest_gpuprof.__version__}.dist-info"
     assert f"{info}/licenses/LICENSE" in names and "pytest_gpuprof/py.typed" in names
-    assert "pytest_gpuprof/report/html/style.css" in names
+    assert "pytest_gpuprof/report/html/templates/report.html.j2" in names
     meta = email.message_from_bytes(wheel.read(f"{info}/METADATA"))
     assert meta["Version"] == pytest_gpuprof.__version__
     assert meta["License-Expression"] == "MIT"

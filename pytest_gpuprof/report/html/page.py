@@ -27,6 +27,7 @@ from typing import Any
 
 import jinja2
 
+from ...capture.environment import RECORDED
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
 from ...compare.verdicts import BROKEN, compared_values
@@ -213,7 +214,7 @@ def _environment_notes(t: dict[str, Any]) -> list[str]:
         notes.append(f"baseline recorded with the {t['baseline_backend']} backend: only counts and bytes "
                      "are compared, and kernel names may be spelled differently")
     if old:
-        diff = [f"{k}: {old.get(k, '-')} → {env.get(k, '-')}" for k in sorted(set(env) | set(old))
+        diff = [f"{k}: {old.get(k, '-')} → {env.get(k, '-')}" for k in sorted((set(env) | set(old)) - set(RECORDED))
                 if env.get(k) != old.get(k)]
         if diff:
             notes.append("environment differs from the baseline's: " + "; ".join(diff))
