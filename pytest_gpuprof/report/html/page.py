@@ -36,7 +36,7 @@ from ...metrics import timeline
 from ...metrics.measure import METRICS
 from ...numbers import format_number
 from ..names import full_name, in_metric, short_name
-from ..values import shown_values
+from ..values import Shown, shown_values
 from ..words import change, health_lines, verdict_line
 
 #: Colours of test statuses and verdicts (the failure colour is the one tests look for).
@@ -140,22 +140,23 @@ def unit_of(metric: str) -> str:
 
 # --- summary ---------------------------------------------------------------------
 
-def summary_values(t: dict[str, Any]) -> dict[str, tuple[float | None, float | None]]:
-    """The summary table's value of each of its metrics, (current, baseline): the values
-    its verdicts judged (``report.values.shown_values``), as every other output shows."""
+def summary_values(t: dict[str, Any]) -> dict[str, Shown]:
+    """The summary table's value of each of its metrics (current, baseline, change): the
+    values its verdicts judged (``report.values.shown_values``), as every other output shows."""
     shown = shown_values(t) if t.get("metrics") else {}
-    return {m: (shown[m].current, shown[m].baseline) if m in shown else (None, None) for m, _ in SUMMARY_METRICS}
+    return {m: shown.get(m, Shown(None, None, "")) for m, _ in SUMMARY_METRICS}
 
 
 def _summary_row(i: int, t: dict[str, Any]) -> dict[str, Any]:
     verdicts = {v["metric"]: v["status"] for v in t.get("verdicts") or [] if v.get("threshold") is None}
     broken = {v["metric"] for v in t.get("verdicts") or [] if _failing(v["status"])}
     cells = []
-    for metric, (now, before) in summary_values(t).items():
+    for metric, shown in summary_values(t).items():
+        now, before = shown.current, shown.baseline
         unit = "\u00a0us" if metric.endswith("_us") else ""
-        cell = {"text": "n/a" if now is None else f"{format_number(now)}{unit}", "change": "", "class": "same"}
+        cell = {"text": "n/a" if now is None else f"{format_number(now)}{unit}", "change": shown.change,
+                "class": "same"}
         if now is not None and before is not None and not same(now, before):
-            cell["change"] = change(metric, now, before)
             cell["class"] = _direction(metric, now, before, verdicts.get(metric), metric in broken)
         cells.append(cell)
     return {"status": t.get("status", ""), "nodeid": t["nodeid"], "anchor": _anchor(i, t["nodeid"]),
@@ -235,7 +236,8 @@ def _broke(t: dict[str, Any]) -> dict[str, Any] | None:
             kernels.setdefault(_kernel_of(v["metric"]), []).append(v)
         else:
             scalar.append({"class": _verdict_class(s), "text": verdict_line(v), "title": verdict_line(v), "kernel": None})
-    order = {r["name"]: i for i, r in enumerate(kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics")))}
+    rows = kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics"), _summaries(t))
+    order = {r["name"]: i for i, r in enumerate(rows)}
     kernel_lines = [{"class": _verdict_class(v["status"]), "text": _kernel_verdict_words(v), "kernel": name,
                      "title": _kernel_verdict_line(v)}
                     for name in sorted(kernels, key=lambda n: order.get(n, len(order))) for v in kernels[name]]
@@ -408,7 +410,7 @@ def _bar(metric: str, kind: str, b: float | None, c: float | None, thresholds: l
 def _kernel_diff(t: dict[str, Any]) -> dict[str, Any] | None:
     if t.get("baseline_metrics") is None:
         return None
-    rows = kernel_diff(t["metrics"], t["baseline_metrics"])
+    rows = kernel_diff(t["metrics"], t["baseline_metrics"], _summaries(t))
     gated = sum(1 for r in rows if r["status"] != "time only")
     # the per-kernel time verdicts (median per-step time against the baseline's)
     timed = {_kernel_of(v["metric"]): v for v in t.get("verdicts") or []
@@ -433,3 +435,9 @@ def _kernel_diff(t: dict[str, Any]) -> dict[str, Any] | None:
         })
     shown = max(KERNEL_ROWS, gated)
     return {"gated": gated, "total": len(rows), "shown": out[:shown], "rest": out[shown:]}
+
+
+def _summaries(t: dict[str, Any]) -> tuple[Any, Any]:
+    """(this run's, the baseline's) ``distribution``: a kernel's time is its median step where
+    both kept its steps, as its verdict judges it (``compare.kernels.kernel_diff``)."""
+    return t.get("distribution"), t.get("baseline_distribution")
