@@ -382,16 +382,22 @@ def refusal(doc: Any, src: Source) -> str | None:
     return None if entry is None else entry_refusal(entry)
 
 
+#: Metrics an entry may lack (recorded only since 2026-11-25).
+OPTIONAL_METRICS = ("launch_call_us",)
+
+
 def entry_refusal(e: dict) -> str | None:
     if e.get("backend", "torch") not in ("torch", "nsys"):
         return "backend"
     m = e.get("metrics")
-    if not isinstance(m, dict) or any(name not in m for name in METRICS):
+    if not isinstance(m, dict) or any(name not in m for name in METRICS if name not in OPTIONAL_METRICS):
         return "metrics missing"
     no_copies = all(m[name] == 0 for name in COPY_TIMES)
     for name, spec in METRICS.items():
-        v = m[name]
-        if name == "step_count":
+        v = m.get(name)
+        if name in OPTIONAL_METRICS:  # the host-speed reading: absent before 2026-11-25, null without launches
+            ok = v is None or _number(v) and v > 0
+        elif name == "step_count":
             ok = _integer(v, least=1)
         elif name == "peak_memory_allocated_bytes":  # null: not recorded in the trace
             ok = v is None or _integer(v)
@@ -441,6 +447,9 @@ def samples_refusal(per_step: Any, summaries: Any, complete: bool) -> str | None
         return "per_step's lists of different lengths"
     if not all(v in (0, 1) and type(v) is int for v in per_step["stalled"]):
         return "stalled"
+    readings = per_step.get("launch_call_us")
+    if isinstance(readings, list) and not all(v is None or _number(v) and v > 0 for v in readings):
+        return "per_step.launch_call_us"
     for name in JUDGED:
         for i, v in enumerate(per_step[name]):
             if METRICS[name].kind == "time" or v is not None:

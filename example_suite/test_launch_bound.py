@@ -13,8 +13,8 @@ import pytest
 from conftest import activation, planted
 
 BATCH, WIDTH, LAYERS, POSITIONS = 8, 256, 12, 8
-#: Iterations of the host_overhead bug's Python loop per block: about a third of the
-#: step's time on the H100 machines it was measured on (docs/benchmarks.md).
+#: Iterations of the host_overhead bug's Python loop per block: sized on an H100, where 200
+#: added 30% to the step at the host's speed (docs/benchmarks.md), to about a third of it.
 BOOKKEEPING = 300
 
 
