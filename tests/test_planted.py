@@ -63,3 +63,18 @@ def test_no_gpu_run_says_why_and_shows_a_real_trace(pytester):
         "*Judge all shipped traces against the baselines, still without a GPU:",
         "  pytest example_suite --gpuprof --gpuprof-replay=example_suite/traces",
     ])
+
+
+def test_a_new_synchronization_is_never_put_down_to_the_host(pytester, tmp_path):
+    """The .item() bug makes the host wait and then launch slower (its reading 1.23x the
+    baseline's): with readings on both sides, its utilization drop is still the code's."""
+    baselines = str(tmp_path / "b")
+    run_example_suite(pytester, "--gpuprof-update-baseline", "--gpuprof-replay", str(ROOT / "example_suite" / "traces"),
+                      "--gpuprof-baseline-dir", baselines, "-k", "test_moe").assert_outcomes(passed=1)
+    result = run_example_suite(pytester, "--gpuprof", "--gpuprof-replay", str(PLANTED / "item"),
+                               "--gpuprof-baseline-dir", baselines, "-k", "test_moe")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*gpu_utilization: current 0.755841 violates threshold gpu_utilization >= 0.85*",
+                                 "*gpu_utilization: baseline 0.98*, current 0.755841 (-0.2*) [[]regressed*",
+                                 "*sync_wait_fraction: baseline 0, current 0.557791 (+0.557791) [[]regressed*"])
+    assert "the host ran" not in result.stdout.str()

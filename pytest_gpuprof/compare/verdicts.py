@@ -179,7 +179,10 @@ def judge(
     now = judged_values(current, now_summaries)
     paired = _paired_series(samples, distributions, runs or []) if same_backend and baseline is not None else {}
     family = len(paired)  # the series judged on samples: the Bonferroni correction's m
-    speeds = _speeds(samples, baseline is not None and same_backend)
+    # the host's speed is taken out only of a step that does the baseline's GPU work and
+    # synchronizations: a new .item() makes the host wait and launch slower, and then the
+    # reading measures the change, not the host
+    speeds = _speeds(samples, baseline is not None and same_backend and same_program(current, baseline))
     at_baseline_speed = _at_baseline_speed(samples, runs or [], speeds) if speeds else {}
     window = None
     if "window_us" in paired:
