@@ -260,22 +260,20 @@ def test_an_unhealthy_run_downgrades_time_regressions_but_not_counts():
 
 def test_a_short_kernel_is_bounded_by_at_least_the_short_kernel_spread():
     """Three recorded runs whose 20 kernels all agree within 0.2% (pooled log spread about
-    0.001), then a run whose kernel k0 is 8% slower in every step: k0 at 3 us a launch
-    (10 launches of 30 us a step) is within exp(log 30 +- t(0.995, df) * 0.03 * sqrt(4/3)),
-    about +-9.5%; the same 8% on a kernel of 300 us a launch is a regression."""
+    0.001), then a run whose kernel k0 takes 8% longer in every step (300 -> 324 us a step):
+    launched 100 times a step (3 us a launch) it is within exp(log 300 +- t(0.995, 40) * 0.03
+    * sqrt(4/3)), about +-9.8%; launched once a step (300 us a launch), a regression."""
     steps = 10
-    for per_launch, expected in ((3.0, "ok"), (300.0, "regressed")):
-        per_step_time = 10 * per_launch
-        metrics = {"step_count": steps, "kernel_count": 10 * 20 * steps,
-                   "kernels": {k: {"count": 10 * steps, "time_us": per_step_time * steps} for k in KERNELS20}}
-        before = {"kernel_time_us": [20 * per_step_time] * steps,
-                  "kernels": {k: [per_step_time + 0.01 * i for i in range(steps)] for k in KERNELS20}}
-        now = {"kernel_time_us": [20 * per_step_time] * steps,
-               "kernels": {k: [(1.08 if k == "k0" else 1.0) * per_step_time + 0.01 * i for i in range(steps)]
-                           for k in KERNELS20}}
-        runs = [{"distribution": {"kernel_time_us": {"median": 20 * per_step_time * f},
-                                  "kernels": {k: {"median": per_step_time * f} for k in KERNELS20}}}
+    for launches, expected in ((100, "ok"), (1, "regressed")):
+        metrics = {"step_count": steps, "kernel_count": launches * 20 * steps,
+                   "kernels": {k: {"count": launches * steps, "time_us": 300.0 * steps} for k in KERNELS20}}
+        before = {"kernel_time_us": [6000.0] * steps,
+                  "kernels": {k: [300.0 + 0.01 * i for i in range(steps)] for k in KERNELS20}}
+        now = {"kernel_time_us": [6000.0] * steps,
+               "kernels": {k: [(324.0 if k == "k0" else 300.0) + 0.01 * i for i in range(steps)] for k in KERNELS20}}
+        runs = [{"distribution": {"kernel_time_us": {"median": 6000.0 * f},
+                                  "kernels": {k: {"median": 300.0 * f} for k in KERNELS20}}}
                 for f in (0.999, 1.0, 1.001)]
         verdicts = judge(metrics, metrics, Rules(), True, (now, before), None, runs)
         k0 = next(v for v in verdicts if v.metric == "kernels[k0].time_us")
-        assert k0.status == expected, (per_launch, k0.evidence)
+        assert k0.status == expected, (launches, k0.evidence)
