@@ -170,9 +170,9 @@ def judge(
     (see ``_compare_samples``); a side without a distribution is summarized from its
     samples.  ``runs`` are the baseline's recorded runs (each with its ``distribution``
     and, where kept, its ``per_step``): a change must also lie outside what their
-    medians show.  The window and the ratios over it are judged at the baseline host's
-    speed too (``host``), when both sides read it.  Thresholds apply to the medians per
-    step where the run kept samples.  A baseline recorded with the other backend is
+    medians show.  The window is judged at the baseline host's speed too (``host``), when
+    both sides read it and do the same GPU work, and the ratios over it follow its
+    verdict.  Thresholds apply to the medians per step where the run kept samples.  A baseline recorded with the other backend is
     compared on counts and bytes only: times differ between profilers, and so do the
     spellings of kernel names."""
     now_summaries = distribution(*(samples[0], (distributions or (None,))[0])) if samples and samples[0] else None
@@ -188,8 +188,7 @@ def judge(
     if "window_us" in paired:
         host_pair = (*at_baseline_speed["window_us"], speeds) if "window_us" in at_baseline_speed else None
         window = _compare_samples(METRICS["window_us"], *paired["window_us"], rules, family, None, host_pair)
-    by_host = window is not None and (window.by_host or bool(speeds) and speeds[0] > speeds[1]
-                                      and window.status != "regressed")
+    by_host = _moved_by_the_host(window, speeds)
     verdicts = [_check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
                 for t in rules.thresholds]
     if baseline is None:
@@ -207,15 +206,16 @@ def judge(
         elif name in paired:
             verdict = _compare_samples(spec, *paired[name], rules, family,
                                        _spread_of(name, shared, len(paired[name][0].run_medians)))
-            verdicts.append(_with_the_window(verdict, window, speeds) if name in host.WINDOW_RATIOS else verdict)
+            verdicts.append(_with_the_window(verdict, window, speeds) if by_host and name in host.WINDOW_RATIOS
+                            else verdict)
         else:
             verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
     if not same_backend:
         return verdicts
     kernel_time = MetricSpec("kernel time", "time", "lower", True, "us")
     verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules, family,
-                                  _kernel_spread(shared, pair[0].summary["median"], before.get(key[:-len("time_us")] + "count")))
-                 for key, pair in paired.items() if key.startswith("kernels[")]
+                                  _kernel_spread(shared, pair[0].summary["median"], before.get(key[:-7] + "count")))
+                 for key, pair in paired.items() if key.startswith("kernels[")]  # key[:-7]: less "time_us"
     kernels = sorted(
         {k for k in list(now) + list(before) if k.startswith("kernels[")},
     )
@@ -230,13 +230,19 @@ def judge(
     return verdicts
 
 
-def _with_the_window(verdict: Verdict, window: Verdict | None, speeds: tuple[float, float] | None) -> Verdict:
-    """A ratio over the window that dropped (or rose) because the host ran slower than the
-    baseline's, while the window at the baseline host's speed did not regress (``by_host``,
-    or no regression there): ``ok``, and its evidence says so."""
-    if window is None or not speeds or verdict.status not in ("regressed", "improved"):
-        return verdict
-    if not (window.by_host or speeds[0] > speeds[1] and window.status != "regressed"):
+def _moved_by_the_host(window: Verdict | None, speeds: tuple[float, float] | None) -> bool:
+    """Whether the window's change is the host's: it changed as measured but not at the
+    baseline host's speed (``by_host``), or this run's host was slower than the baseline's
+    and the window at the baseline host's speed did not regress."""
+    if window is None or not speeds:
+        return False
+    return window.by_host or speeds[0] > speeds[1] and window.status != "regressed"
+
+
+def _with_the_window(verdict: Verdict, window: Verdict, speeds: tuple[float, float]) -> Verdict:
+    """A ratio over the window that changed while the host's speed moved the window
+    (``_moved_by_the_host``): ``ok``, and its evidence says so."""
+    if verdict.status not in ("regressed", "improved"):
         return verdict
     return replace(verdict, status="ok", by_host=True, evidence=(
         f"{verdict.evidence}; moved with the window, which the host's speed explains "
