@@ -172,9 +172,9 @@ def judge(
     and, where kept, its ``per_step``): a change must also lie outside what their
     medians show.  The window is judged at the baseline host's speed too (``host``), when
     both sides read it and do the same GPU work, and the ratios over it follow its
-    verdict.  Thresholds apply to the medians per step where the run kept samples.  A baseline recorded with the other backend is
-    compared on counts and bytes only: times differ between profilers, and so do the
-    spellings of kernel names."""
+    verdict.  Thresholds apply to the medians per step where the run kept samples.  A
+    baseline recorded with the other backend is compared on counts and bytes only: times
+    differ between profilers, and so do the spellings of kernel names."""
     now_summaries = distribution(*(samples[0], (distributions or (None,))[0])) if samples and samples[0] else None
     now = judged_values(current, now_summaries)
     paired = _paired_series(samples, distributions, runs or []) if same_backend and baseline is not None else {}
