@@ -147,6 +147,7 @@ def _resolve_settings(config: pytest.Config):
     from .compare.rules import Rules, parse_threshold
     from .run.backends import inner_results_path
     from .compare.baseline import BACKENDS
+    from .run.record import recording_again
     from .run.session import Settings
 
     backend = "nsys" if opts["nsys"] else opts["backend"]
@@ -168,7 +169,8 @@ def _resolve_settings(config: pytest.Config):
             strict=bool(opts["strict"]),
             baseline_dir=opts["baseline-dir"],
             output_dir=opts["output-dir"],
-            keep_traces=bool(opts["keep-traces"]),
+            # the first process of a recording keeps the traces its results name; the others none
+            keep_traces=bool(opts["keep-traces"]) and not recording_again(),
             replay_dir=opts["replay"],
             plan=_default_plan(config),
             rules=rules,

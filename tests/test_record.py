@@ -1,6 +1,7 @@
 """Recording in fresh processes (run/record.py): the same command again, each process told
 that it is one of them, its updates shown, one that recorded nothing reported."""
 
+import json
 import re
 import sys
 
@@ -47,3 +48,23 @@ def test_a_process_that_recorded_nothing_is_reported(pytester, monkeypatch):
 def test_one_process_records_no_other():
     said = []
     assert record_again([sys.executable], ".", 1, 5, said.append) == [] and said == []
+
+
+def test_a_process_that_records_again_keeps_no_traces_and_writes_no_reports(pytester, monkeypatch):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    pytester.makeconftest(
+        "import json\nfrom pytest_gpuprof.plugin import SESSION\n\n"
+        "def pytest_sessionfinish(session):\n"
+        "    s = session.config.stash[SESSION].settings\n"
+        "    open('settings.json', 'w').write(json.dumps({'keep': s.keep_traces}))\n")
+    monkeypatch.setenv("GPUPROF_RECORDING", "2")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof", "--gpuprof-keep-traces",
+                                           "--gpuprof-json=results.json")
+    result.assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "settings.json").read_text()) == {"keep": False}
+    assert not (pytester.path / "results.json").exists()
+    monkeypatch.delenv("GPUPROF_RECORDING")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof", "--gpuprof-keep-traces",
+                                  "--gpuprof-json=results.json").assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "settings.json").read_text()) == {"keep": True}
+    assert (pytester.path / "results.json").is_file()

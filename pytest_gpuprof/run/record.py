@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-#: Set in the processes that record again, which neither record again nor write reports.
+#: Set in the processes that record again, which neither record again, write reports nor
+#: keep traces (the first process's kept traces are the ones its results name).
 RECORDING = "GPUPROF_RECORDING"
 
 
