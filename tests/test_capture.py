@@ -38,9 +38,13 @@ def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed)
     assert len(numbers) == 3 and numbers == list(range(numbers[0], numbers[0] + 3)) and numbers[0] in (2, 3)
     assert [n for n in names if n.startswith("step_")] == ["step_0", "step_1", "step_2"]
     assert names.count("work") == 3  # measured steps only: warm-up is not recorded
+    # the lighter recording needs a torch newer than 2.1 (CI's oldest job runs 2.1.2)
+    lighter = bool(capture._lighter_recording())
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    assert lighter or (major, minor) < (2, 3)  # torch 2.3 and later have it
     assert trace.metadata == {"peak_memory_allocated_bytes": 12345, "environment": {"gpu": "stand-in"},
                               "plan": {"wait": 1, "warmup": 2, "active": 3, "flush_l2": False},
-                              "lighter_recording": True}
+                              "lighter_recording": lighter}
     m = measure(trace)
     assert m.metrics["step_count"] == 3 and m.metrics["peak_memory_allocated_bytes"] == 12345
 

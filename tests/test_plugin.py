@@ -26,6 +26,7 @@ from pytest_gpuprof.metrics.measure import METRICS
 # Imported here, before any in-process pytester run, so pandas/numpy stay loaded across
 # runs (pytester drops modules first imported inside a run).
 from pytest_gpuprof.numbers import format_number
+from pytest_gpuprof.report.names import full_name
 from pytest_gpuprof.options import OPTIONS as ALL_OPTIONS
 
 # These two re-run the session under nsys instead of running it: tests/test_nsys_backend.py
@@ -783,9 +784,11 @@ def test_marker_form_without_fixture_is_judged_under_replay(suite):
     assert statuses(result) == {MOE: "passed", CNN: "failed"}
     assert calls(suite) == []
     per_step = format_number(row["count"] / steps)
+    # the heaviest kernel is a CUTLASS one, recorded mangled: the message names it demangled
+    assert kernel.startswith("_ZN17cutlass") and full_name(kernel).startswith("void cutlass__5x_cudnn::Kernel<")
     assert message(result) == [
         f"gpuprof: 2 metric(s) broke on {GPU} (baseline file {path}):",
-        f"  kernels[{kernel}].count: new kernel, {per_step} per step (not in the baseline)",
+        f"  kernels[{full_name(kernel)}].count: new kernel, {per_step} per step (not in the baseline)",
         f"  kernels[renamed_kernel].count: vanished, baseline {per_step} per step, now none",
         "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
     ]

@@ -14,6 +14,7 @@ from ..compare.verdicts import BROKEN
 from ..metrics.measure import METRICS
 from ..numbers import format_change, format_number
 from .escaping import terminal_text
+from .names import full_name, in_metric
 
 #: How reports name the capture backends.
 BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
@@ -70,8 +71,10 @@ def broken_header(count: int, gpu: str | None, against: str) -> str:
 def verdict_line(v: Mapping[str, Any]) -> str:
     """One verdict in the words of the failure message (``Verdict.to_json()`` form):
     ``METRIC: baseline B, current C (CHANGE) [STATUS; rule: RULE; EVIDENCE]`` and the like.
-    The summary, the JUnit properties and ``gpuprof diff`` print the same line."""
-    status, metric = v["status"], v["metric"]
+    The summary, the JUnit properties and ``gpuprof diff`` print the same line; a kernel's
+    name in it is demangled (``names.full_name``), not shortened: two kernels' short names
+    can be one, and a failure must name its kernel (the JSON keeps the name as recorded)."""
+    status, metric = v["status"], in_metric(v["metric"], full_name)
     if status == "threshold":
         return f"{metric}: current {format_number(v['current'])} violates threshold {v['rule']}"
     if status == "new":
