@@ -1,8 +1,8 @@
 """A/A runs and a slowdown sweep of the time gate on a GPU machine (figures: docs/benchmarks.md).
 
     python benchmarks/gate_noise.py aa --runs 20 --out DIR [--record-runs 3]
-        record the example suite's baselines (as shipped: no slowdown code) in RECORD_RUNS
-        fresh processes, then run the suite RUNS times against them: every time or ratio
+        record the example suite's baselines (as shipped: no slowdown code) with one command
+        in RECORD_RUNS fresh processes (--gpuprof-record-processes), then run the suite RUNS times against them: every time or ratio
         regression reported is a false alarm.  Baselines already in DIR/baselines (copied
         from another machine, say) are used as they are.
     python benchmarks/gate_noise.py sweep --runs 10 --slowdown 0 --slowdown 0.05 ... --out DIR
@@ -220,9 +220,11 @@ def main() -> int:
     baselines = args.out / "baselines"
     if not baselines.exists():
         env = series_env(args.mode, 0.0)
-        for i in range(args.record_runs):  # one fresh process each: the baseline learns the spread between them
-            rc = pytest(["--gpuprof-update-baseline", f"--gpuprof-baseline-dir={baselines}"], env)
-            print(f"recorded baseline run {i + 1} in {baselines} ({env or 'shipped suite'}): exit {rc}", flush=True)
+        # one command records in RECORD_RUNS fresh processes: the baseline learns the spread between them
+        rc = pytest(["--gpuprof-update-baseline", f"--gpuprof-record-processes={args.record_runs}",
+                     f"--gpuprof-baseline-dir={baselines}"], env)
+        print(f"recorded the baselines in {args.record_runs} processes in {baselines} ({env or 'shipped suite'}): "
+              f"exit {rc}", flush=True)
     if args.mode == "aa":
         run_series(args.out, "aa", args.runs, {}, deadline)
     for s in args.slowdown:

@@ -4,7 +4,7 @@
     python tests/data/record_traces.py --out tests/data/host host           # steady, stalled, slow_host
     python tests/data/record_traces.py --out tests/data/host --tag p0 launch   # one process per tag
     python tests/data/record_traces.py --out tests/data/host --tag busy --busy-cpu launch
-    python tests/data/record_traces.py --out tests/data/host --tag overhead --host-overhead 300 launch
+    python tests/data/record_traces.py --out tests/data/host --tag overhead --host-overhead 2000 launch
     tests/data/record_nsys.sh                     # the same workloads under Nsight Systems
 
 Each workload has a structure known by construction, so the tests can check
@@ -37,6 +37,9 @@ launch    through the plugin's capture: a small-batch decode loop, 6 layers of
           a noisy neighbour), so the traces show what moves between processes;
           --host-overhead N: N iterations of a pure-Python loop before every layer
           (a host-side regression: the same kernels, launches and syncs).
+          host/h100_*: on one H100 machine (2026-11-25), six processes p0-p5, of which
+          p5 (the slowest host: its window 1.76x p4's) is h100_slow_host and p4
+          h100_fast_host, and --host-overhead 2000 is h100_host_overhead.
 """
 
 import argparse
