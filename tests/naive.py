@@ -143,3 +143,16 @@ class Naive:
         kernels = [(s, e) for _, s, e, _, _ in self.all_kernels]
         return [sum(e - s for s, e in self.union(kernels, lo, hi)) / (hi - lo) if hi > lo else 0.0
                 for lo, hi in self.step_slices()]
+
+    def launch_readings(self):
+        """docs/metrics.md's per-step ``launch_call_us`` in ns: per step, of the durations of
+        the kernel-launch calls (cudaLaunchKernel*, cuLaunchKernel*, *CooperativeKernel) whose
+        start lies in it, sorted, the one at index floor(0.25 * (n - 1)); None without one."""
+        names = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
+                 "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel")
+        out = []
+        for start, end in self.steps:
+            durations = sorted(e - s for name, s, e in self.runtime
+                               if name.split("_v")[0] in names and start <= s <= end)
+            out.append(durations[(len(durations) - 1) // 4] if durations else None)
+        return out

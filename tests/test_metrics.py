@@ -248,3 +248,10 @@ def test_per_step_host_gaps_match_the_naive_reading(path):
     example traces (in three of them a thread that makes CUDA calls but launches nothing)."""
     m, naive = measure(load_kineto(path)), Naive(path)
     assert m.per_step["host_gap_us"] == [round(g / 1000, 3) for g in naive.host_gaps()]
+
+
+@pytest.mark.parametrize("path", [*sorted((DATA / "host").glob("*.json.gz")), *sorted(EXAMPLES.glob("*.json.gz"))],
+                         ids=lambda p: p.name.split(".")[0][-28:])
+def test_per_step_host_speed_readings_match_the_naive_reading(path):
+    m, naive = measure(load_kineto(path)), Naive(path)
+    assert m.per_step["launch_call_us"] == [None if r is None else round(r / 1000, 3) for r in naive.launch_readings()]

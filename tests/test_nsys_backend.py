@@ -9,6 +9,7 @@ import gzip
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -112,6 +113,27 @@ def test_counts_agree_with_the_torch_profiler_trace_of_the_same_workload(reports
     for key in ("kernel_count", "memcpy_htod_count", "memcpy_htod_bytes", "memcpy_dtoh_count",
                 "memcpy_dtoh_bytes", "memset_count", "sync_count", "step_count"):
         assert nsys.metrics[key] == torch.metrics[key], key
+
+
+@pytest.mark.parametrize("workload", ["overlap", "sync", "graph"])
+def test_host_speed_readings_follow_the_reports_own_rows(reports, workload):
+    """Read with sqlite3 alone: the gpuprof domain's step_N ranges, and per step the first
+    quartile (index floor(0.25 (n - 1)) of the sorted durations) of the kernel-launch
+    runtime calls starting in it (nsys spells them with a version, cudaLaunchKernel_v7000)."""
+    with contextlib.closing(sqlite3.connect(reports[workload])) as db:
+        domain = db.execute("SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = 'gpuprof'").fetchone()[0]
+        steps = sorted(db.execute(
+            "SELECT n.start, n.end FROM NVTX_EVENTS n JOIN StringIds s ON s.id = n.textId "
+            "WHERE n.domainId = ? AND s.value GLOB 'step_[0-9]*'", (domain,)))
+        calls = db.execute("SELECT r.start, r.end, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                           "JOIN StringIds s ON s.id = r.nameId").fetchall()
+    launches = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+    expected = []
+    for start, end in steps:
+        durations = sorted(e - b for b, e, name in calls if name.split("_v")[0] in launches and start <= b <= end)
+        expected.append(round(durations[(len(durations) - 1) // 4] / 1000, 3) if durations else None)
+    assert len(steps) == 4 and any(expected)
+    assert measure(load_nsys(reports[workload])).per_step["launch_call_us"] == expected
 
 
 def test_ranges_of_other_domains_are_not_steps(reports):
