@@ -10,14 +10,15 @@ and once beside a process spinning on the same CPU core (busy)."""
 import dataclasses
 import math
 import os
-import statistics
 import re
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from naive import Naive
 
 from pytest_gpuprof.capture.nvml import lineage
 from pytest_gpuprof.capture.probes import best_readings
@@ -426,3 +427,21 @@ def test_the_confirmation_lines_reach_the_terminal_while_the_test_runs(pytester)
     result.assert_outcomes(passed=1)
     assert "gpuprof: test_say.py::test_say: re-run 1 of 1: passed (1.0 s)" in result.outlines
     assert "captured" not in result.stdout.str()
+
+
+def test_the_window_at_the_baseline_hosts_speed_is_worked_out_as_documented():
+    """docs/metrics.md: each usable step's window times (R / r_i)^1.3, R the median reading of
+    the baseline's usable steps; worked out here from the naive reader's step slices and
+    launch readings (the stall flags are the package's, tested above)."""
+    def at_speed(name, reference=None):
+        naive, flags = Naive(HOST / f"{name}.pt.trace.json.gz"), measured(name).per_step["stalled"]
+        usable = [i for i, stalled in enumerate(flags) if not stalled]
+        readings = naive.launch_readings()
+        reference = reference or statistics.median(readings[i] for i in usable)
+        windows = [hi - lo for lo, hi in naive.step_slices()]
+        return statistics.median(windows[i] * (reference / readings[i]) ** 1.3 for i in usable), reference
+
+    before, reference = at_speed("h100_fast_host")
+    now, _ = at_speed("h100_slow_host", reference)
+    window = next(v for v in judged("h100_slow_host", baseline("h100_fast_host")).verdicts if v.metric == "window_us")
+    assert f"{now / before - 1:+.1%} at the baseline host's speed" in window.evidence

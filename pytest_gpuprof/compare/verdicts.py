@@ -213,9 +213,11 @@ def judge(
     if not same_backend:
         return verdicts
     kernel_time = MetricSpec("kernel time", "time", "lower", True, "us")
-    verdicts += [_compare_samples(replace(kernel_time, name=key), *pair, rules, family,
-                                  _kernel_spread(shared, pair[0].summary["median"], before.get(key[:-7] + "count")))
-                 for key, pair in paired.items() if key.startswith("kernels[")]  # key[:-7]: less "time_us"
+    for key, pair in paired.items():
+        if key.startswith("kernels["):
+            per_launch = _per_launch(pair[0], before.get(key.removesuffix("time_us") + "count"))
+            verdicts.append(_compare_samples(replace(kernel_time, name=key), *pair, rules, family,
+                                             _kernel_spread(shared, per_launch)))
     kernels = sorted(
         {k for k in list(now) + list(before) if k.startswith("kernels[")},
     )
@@ -459,12 +461,17 @@ ONE_RUN_SPREAD = {"kernel": (0.025, 20), "copy": (0.10, 20)}
 SHORT_KERNEL = (10.0, 0.03)
 
 
-def _kernel_spread(pooled: tuple[float, int] | None, time_per_step: float,
-                   count_per_step: float | None) -> tuple[float, int]:
-    """The shared spread of one kernel name's time: the test's pooled one (or, with one
-    recorded run, the assumed one), at least ``SHORT_KERNEL``'s for a short kernel."""
+def _per_launch(baseline: Series, count_per_step: float | None) -> float | None:
+    """A kernel name's time per launch in the baseline: its median time per step over its
+    count per step; None without a count."""
+    return baseline.summary["median"] / count_per_step if count_per_step else None
+
+
+def _kernel_spread(pooled: tuple[float, int] | None, per_launch_us: float | None = None) -> tuple[float, int]:
+    """The shared spread of a kernel series: the test's pooled one (or, with one recorded
+    run, the assumed one), at least ``SHORT_KERNEL``'s for a kernel of short launches."""
     spread, freedom = pooled or ONE_RUN_SPREAD["kernel"]
-    if count_per_step and time_per_step / count_per_step < SHORT_KERNEL[0]:
+    if per_launch_us is not None and per_launch_us < SHORT_KERNEL[0]:
         spread = max(spread, SHORT_KERNEL[1])
     return spread, freedom
 
@@ -474,7 +481,7 @@ def _spread_of(name: str, pooled: tuple[float, int] | None, recorded: int) -> tu
     recorded ``recorded`` runs: the kernel series' pooled one; with fewer than two runs,
     the one assumed for a GPU-side time (``ONE_RUN_SPREAD``); else none (its own)."""
     if kernel_series(name):
-        return pooled or ONE_RUN_SPREAD["kernel"]
+        return _kernel_spread(pooled)
     if name.startswith("memcpy_") and recorded < 2:
         return ONE_RUN_SPREAD["copy"]
     return None
@@ -552,7 +559,7 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
                     f"speed ({at.evidence or 'within the tolerance'}): {host.slower(*speeds)}")
         return Verdict(spec.name, raw.status if at.status == raw.status else "ok", b, c, rule, relative,
                        evidence=evidence, by_host=at.status != raw.status)
-    if len(before.run_medians) >= 2 or (shared is not None and before.run_medians):
+    if run_spread(before.run_medians, shared) is not None:
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
     found = _on_one_scale(spec, before, now, rules, level, shared)
     return Verdict(spec.name, found.status, b, c, rule, relative, evidence=found.evidence)
