@@ -396,10 +396,9 @@ class GpuprofSession:
                                                 for how, n in hows.items()) + ")")
         self._pending.clear()
         if recorded and not refused and config is not None and self._records_again():
-            reporter = config.pluginmanager.get_plugin("terminalreporter")
             problems = record_again(list(config.invocation_params.args), config.invocation_params.dir,
                                     self.settings.record_processes, self.settings.baseline_runs,
-                                    reporter.write_line if reporter else print)
+                                    lambda line: _say(config, line))
             self.written += [f"--gpuprof-record-processes: {p}" for p in problems]
             refused = bool(problems)
         unmeasured = self.settings.strict and bool(self.skipped)
@@ -418,10 +417,12 @@ class GpuprofSession:
 
 
 def _say(config: pytest.Config, line: str) -> None:
-    """A line on the terminal now, while a test runs (its output is being captured)."""
+    """A line on the terminal now, while a test runs (its output is being captured); printed
+    where pytest has no terminal (the nsys backend's outer session)."""
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     if reporter is None:
+        print(terminal_text(line), flush=True)
         return
     with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
         reporter.write_line(terminal_text(line))
