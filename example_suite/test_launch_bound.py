@@ -15,7 +15,7 @@ from conftest import activation, planted
 BATCH, WIDTH, LAYERS, POSITIONS = 8, 256, 12, 8
 #: Iterations of the host_overhead bug's Python loop per block: sized on an H100, where 200
 #: added 30% to the step at the host's speed (docs/benchmarks.md), to about a third of it.
-BOOKKEEPING = 300
+BOOKKEEPING = 640
 
 
 def bookkeeping(n: int) -> int:

@@ -196,6 +196,29 @@ def test_the_window_keeps_its_own_run_spread_not_the_kernels_pooled_one():
     assert window.status == "regressed"
 
 
+def _host_step(window_us: float, reading: float, utilization: float, steps: int = 12) -> dict:
+    return {"window_us": [window_us + i for i in range(steps)], "launch_call_us": [reading] * steps,
+            "gpu_utilization": [utilization] * steps, "kernel_time_us": [0.2 * window_us] * steps}
+
+
+@pytest.mark.parametrize(("utilization", "status"), [(0.5, "regressed"), (0.51, "ok")])
+def test_a_faster_host_reveals_host_work_only_in_a_step_that_is_the_hosts(utilization, status):
+    """The same window as measured (1000 us a step) on a host launching 1.25x faster (4 us a call
+    against 5): at the baseline host's speed 1000 * 1.25^1.3 = 1337 us, +34%, outside one run's
+    interval exp(±t(0.995, 26) * 0.05 * sqrt(2)) = ±21.7%.  In a step that is the host's (the GPU
+    busy half the window or less) that is more host-side work and fails; in a busier step the
+    window follows the GPU, and unchanged as measured it passes."""
+    steps = 12
+    metrics = {"step_count": steps, "kernel_count": steps, "kernels": {"k": {"count": steps, "time_us": 1.0}}}
+    before, now = _host_step(1000.0, 5.0, utilization), _host_step(1000.0, 4.0, utilization)
+    runs = [{"distribution": {}, "per_step": before}]
+    window = next(v for v in judge(metrics, metrics, Rules(), True, (now, before), None, runs)
+                  if v.metric == "window_us")
+    assert window.status == status, window.evidence
+    if status == "regressed":
+        assert "+0.0% as measured, +33.7% at the baseline host's speed" in window.evidence
+
+
 # --- compare.rules -------------------------------------------------------------------
 
 from pytest_gpuprof.compare.rules import beyond_time_rule  # noqa: E402

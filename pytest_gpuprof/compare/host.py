@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from ..metrics.measure import METRICS
 from ..numbers import format_number
+from .stats import Prior
 
 #: The judged ratios over the window: the host's pace moves them through it.
 WINDOW_RATIOS = ("gpu_utilization", "sync_wait_fraction")
@@ -32,8 +33,18 @@ EXPONENT = 1.3
 #: Between-process spread of a launch-bound step's window at the baseline host's speed: the
 #: standard deviation of the logarithm of one process's median (0.044 pooled over those 31
 #: processes, rounded up: the exponent was fitted on them), and its degrees of freedom.  The
-#: interval a run at the baseline host's speed must leave uses at least this spread.
-HOST_UNITS_SPREAD = (0.05, 26)
+#: interval a run at the baseline host's speed must leave pools it with the recorded runs' own.
+HOST_UNITS_SPREAD = Prior(0.05, 26)
+#: A step is the host's when its baseline kept the GPU busy for at most this share of the
+#: window (median ``gpu_utilization``): its window is then judged at the baseline host's speed
+#: alone.  In a step whose GPU is busier the window follows the GPU, not the reading.
+HOST_BOUND = 0.5
+
+
+def host_bound(utilization: float | None) -> bool:
+    """Whether a step whose baseline's median ``gpu_utilization`` is ``utilization`` is the
+    host's (``HOST_BOUND``); a step with no utilization is not."""
+    return utilization is not None and utilization <= HOST_BOUND
 
 
 def speed(per_step: Mapping[str, Any] | None) -> float | None:

@@ -16,11 +16,21 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
 EXACT_UP_TO = 30  # each sample size up to which the exact distribution is used
 MAX_STORED_SAMPLES = 200  # per-step values kept of each series in baselines and results
+
+
+class Prior(NamedTuple):
+    """A log spread learnt from other processes, with its degrees of freedom: pooled with a
+    series' own spread (``verdicts.run_spread``), not a floor under it, since three runs'
+    own spread (2 degrees of freedom) is known far less well than the prior."""
+
+    spread: float
+    freedom: int
 
 
 def summarize(samples: list[float], decimals: int = 3) -> dict[str, float | int]:

@@ -33,7 +33,7 @@ from ..metrics.measure import METRICS, MetricSpec
 from ..numbers import format_change, format_number
 from . import host
 from .rules import Rules, Threshold, beyond_time_rule, same
-from .stats import evenly_spaced, mann_whitney_u, smallest_p, steps_for, summarize, t_quantile
+from .stats import Prior, evenly_spaced, mann_whitney_u, smallest_p, steps_for, summarize, t_quantile
 
 FAILING = ("regressed", "changed", "threshold")
 BROKEN = (*FAILING, "new", "vanished")  # statuses that fail a test (a new or vanished kernel too)
@@ -186,7 +186,9 @@ def judge(
     at_baseline_speed = _at_baseline_speed(samples, runs or [], speeds) if speeds else {}
     window = None
     if "window_us" in paired:
-        host_pair = (*at_baseline_speed["window_us"], speeds) if "window_us" in at_baseline_speed else None
+        utilization = paired["gpu_utilization"][0].summary["median"] if "gpu_utilization" in paired else None
+        host_pair = (HostPair(*at_baseline_speed["window_us"], speeds, host.host_bound(utilization))
+                     if "window_us" in at_baseline_speed else None)
         window = _compare_samples(METRICS["window_us"], *paired["window_us"], rules, family, None, host_pair)
     by_host = _moved_by_the_host(window, speeds)
     verdicts = [_check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
@@ -420,12 +422,13 @@ def run_spread(medians: tuple[float, ...], shared: tuple[float, int] | None = No
     medians of the R recorded runs; None with none, or with one and no ``shared`` spread.
 
     With ``shared`` (a log spread and its degrees of freedom: ``pooled_log_spread`` for
-    kernel series, or an assumed spread, ``ONE_RUN_SPREAD`` and ``host.HOST_UNITS_SPREAD``)
-    the series is bounded on the log scale: mean ± t(1 - RUNS_LEVEL/2, its df) ·
-    max(s, shared s) · sqrt(1 + 1/R), s the series' own standard deviation of log medians
-    (0 for one run), so a series that moves more keeps its own wider spread.  Otherwise
-    (copy times, the window, ratios of two or more runs): mean ± t(1 - RUNS_LEVEL/2, R-1) ·
-    s · sqrt(1 + 1/R) on the values themselves."""
+    kernel series, or an assumed spread, ``ONE_RUN_SPREAD``) the series is bounded on the
+    log scale: mean ± t(1 - RUNS_LEVEL/2, its df) · max(s, shared s) · sqrt(1 + 1/R), s the
+    series' own standard deviation of log medians (0 for one run), so a series that moves
+    more keeps its own wider spread.  A ``stats.Prior`` (``host.HOST_UNITS_SPREAD``) is
+    pooled with the own instead: sqrt(((R-1) s² + df p²) / (R-1 + df)), on R-1 + df degrees
+    of freedom.  Otherwise (copy times, the window, ratios of two or more runs):
+    mean ± t(1 - RUNS_LEVEL/2, R-1) · s · sqrt(1 + 1/R) on the values themselves."""
     r = len(medians)
     if r == 0 or (r < 2 and shared is None):
         return None
@@ -433,8 +436,12 @@ def run_spread(medians: tuple[float, ...], shared: tuple[float, int] | None = No
         spread, freedom = shared
         logs = [math.log(m) for m in medians]
         mean = sum(logs) / r
-        own = math.sqrt(sum((x - mean) ** 2 for x in logs) / (r - 1)) if r > 1 else 0.0
-        half = t_quantile(1 - RUNS_LEVEL / 2, freedom) * max(own, spread) * math.sqrt(1 + 1 / r)
+        squares = sum((x - mean) ** 2 for x in logs)
+        if isinstance(shared, Prior):
+            spread, freedom = math.sqrt((squares + freedom * spread ** 2) / (r - 1 + freedom)), r - 1 + freedom
+        elif r > 1:
+            spread = max(spread, math.sqrt(squares / (r - 1)))
+        half = t_quantile(1 - RUNS_LEVEL / 2, freedom) * spread * math.sqrt(1 + 1 / r)
         return math.exp(mean - half), math.exp(mean + half)
     if r < 2:
         return None
@@ -525,16 +532,25 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
     return Finding(_direction(spec, c - b), evidence)
 
 
+class HostPair(NamedTuple):
+    """The window of the baseline and of this run at the baseline host's speed, (this run's,
+    the baseline's) readings, and whether the step is the host's (``host.host_bound``)."""
+
+    before: Series
+    now: Series
+    speeds: tuple[float, float]
+    host_bound: bool
+
+
 def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules, family: int,
-                     shared: tuple[float, int] | None = None,
-                     host_pair: tuple[Series, Series, tuple[float, float]] | None = None) -> Verdict:
+                     shared: tuple[float, int] | None = None, host_pair: HostPair | None = None) -> Verdict:
     """A time or ratio metric on per-step samples, judged ``_on_one_scale`` at the test's
-    corrected level, alpha / family.  The window (``host_pair``: the baseline's and this
-    run's window at the baseline host's speed, and the two readings) changes only when it
-    changes both as measured (tolerance and steps) and at the baseline host's speed
-    (tolerance, steps and the baseline's runs, with at least ``host.HOST_UNITS_SPREAD``):
-    a host that merely ran slower or faster changes the first alone, more host-side work
-    per step both."""
+    corrected level, alpha / family.  The window (``host_pair``) is judged at the baseline
+    host's speed too (tolerance, steps and the baseline's runs, their spread pooled with
+    ``host.HOST_UNITS_SPREAD``): in a step that is the host's (``host.host_bound``) that
+    decides alone, so that a slower or faster host passes and more host-side work per step
+    fails whatever the host's speed; in a busier step, whose window follows the GPU, it
+    changes only when it changes both as measured and at that speed."""
     b, c = before.summary["median"], now.summary["median"]
     tol = rules.tolerance(spec)
     level = rules.alpha / max(family, 1)
@@ -547,18 +563,22 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
             f"= {level:.2g})")
     relative = spec.kind == "time"
     if host_pair is not None:
-        rule += (f", and so at the baseline host's speed, where the median must also lie outside the "
-                 f"{1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs")
+        at_speed = (f"at the baseline host's speed, where the median must also lie outside the "
+                    f"{1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs")
+        rule += (f", judged {at_speed} (the step is the host's: the baseline's GPU busy "
+                 f"{format_number(host.HOST_BOUND)} of the window or less)" if host_pair.host_bound
+                 else f", and so {at_speed}")
         raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False)
-        if raw.status not in ("regressed", "improved"):
+        moved = raw.status in ("regressed", "improved")
+        if not moved and not host_pair.host_bound:
             return Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence)
-        before_h, now_h, speeds = host_pair
-        at = _on_one_scale(spec, before_h, now_h, rules, level, host.HOST_UNITS_SPREAD)
-        moved = format_change(now_h.summary["median"], before_h.summary["median"], relative)
-        evidence = (f"{raw.evidence}; {format_change(c, b, relative)} as measured, {moved} at the baseline host's "
-                    f"speed ({at.evidence or 'within the tolerance'}): {host.slower(*speeds)}")
-        return Verdict(spec.name, raw.status if at.status == raw.status else "ok", b, c, rule, relative,
-                       evidence=evidence, by_host=at.status != raw.status)
+        at = _on_one_scale(spec, host_pair.before, host_pair.now, rules, level, host.HOST_UNITS_SPREAD)
+        status = at.status if host_pair.host_bound else raw.status if at.status == raw.status else "ok"
+        change = format_change(host_pair.now.summary["median"], host_pair.before.summary["median"], relative)
+        evidence = (f"{raw.evidence}; {format_change(c, b, relative)} as measured, {change} at the baseline host's "
+                    f"speed ({at.evidence or 'within the tolerance'}): {host.slower(*host_pair.speeds)}")
+        return Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
+                       by_host=moved and status != raw.status)
     if run_spread(before.run_medians, shared) is not None:
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
     found = _on_one_scale(spec, before, now, rules, level, shared)
