@@ -274,7 +274,7 @@ def test_cold(x):
 def test_flush_l2_makes_every_step_start_cold_and_is_not_measured(pytester):
     pytester.makepyfile(test_kernels=KERNEL_BENCH)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline",
-                                           "--gpuprof-keep-traces")
+                                           "--gpuprof-keep-traces", "--gpuprof-record-processes=1")  # one run's steps
     result.assert_outcomes(passed=2)
     gpu = torch.cuda.get_device_name()
     doc = json.loads((pytester.path / "baselines" / "test_kernels.json").read_text())
@@ -331,8 +331,9 @@ def check_graph_entry(name, entry):
 
 def test_cuda_graph_kernels_are_counted_and_timed_with_torch_profiler(pytester):
     suite = graph_suite(pytester)
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline",
-                                        "--gpuprof-keep-traces", "--gpuprof-baseline-dir=torch")
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline",  # one run's steps:
+                                        "--gpuprof-keep-traces", "--gpuprof-baseline-dir=torch",
+                                        "--gpuprof-record-processes=1")
     result.assert_outcomes(passed=1)
     gpu = torch.cuda.get_device_name()
     raw = load_kineto(suite.path / ".gpuprof" / "traces" / unique_trace_name(GRAPH_NODEID))
@@ -347,14 +348,15 @@ def test_cuda_graph_kernels_are_counted_and_timed_with_nsys(pytester):
     nsys = nsys_or_skip()
     suite = graph_suite(pytester)
     recorded = suite.runpytest_subprocess("--gpuprof-nsys", f"--gpuprof-nsys-path={nsys}",
-                                          "--gpuprof-update-baseline", "--gpuprof-baseline-dir=nsys")
+                                          "--gpuprof-update-baseline", "--gpuprof-baseline-dir=nsys",
+                                          "--gpuprof-record-processes=1")  # one run's steps
     assert recorded.ret == 0, recorded.stdout.str()
     gpu = torch.cuda.get_device_name()
     entry = json.loads((suite.path / "nsys" / "test_graphs.json").read_text())["tests"][GRAPH_NODEID][gpu]
     check_graph_entry("nsys", entry)
     # and the same kernel time per step as torch.profiler measures
-    suite.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline",
-                               "--gpuprof-baseline-dir=torch").assert_outcomes(passed=1)
+    suite.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-update-baseline", "--gpuprof-baseline-dir=torch",
+                               "--gpuprof-record-processes=1").assert_outcomes(passed=1)
     torch_entry = json.loads((suite.path / "torch" / "test_graphs.json").read_text())["tests"][GRAPH_NODEID][gpu]
     assert entry["metrics"]["kernel_time_us"] == pytest.approx(torch_entry["metrics"]["kernel_time_us"], rel=0.10)
 

@@ -32,8 +32,11 @@ def test_each_fresh_process_runs_the_same_command_once_and_says_what_it_recorded
     # --gpuprof-baseline-runs 1 starts afresh in the first process; the others keep this recording's runs
     assert processes == [f"{k} -p no:cacheprovider -q test_x.py --gpuprof-record-processes=1 --gpuprof-baseline-runs=3"
                          for k in (2, 3)]
-    assert len(said) == 2 and said[0].startswith("gpuprof: recorded run 2 of 3 in a fresh process (")
-    assert re.search(r" s\): 1 passed in [0-9.]+s\n  updated 1 test\(s\) in baselines/x.json \(run 2 of at most 5 recorded\)$", said[0])
+    # each on a line of its own: the terminal writer would show a newline inside one as "\n"
+    assert len(said) == 4 and all("\n" not in line for line in said)
+    assert re.fullmatch(r"gpuprof: recorded run 2 of 3 in a fresh process \([0-9.]+ s\): 1 passed in [0-9.]+s", said[0])
+    assert said[1] == "  updated 1 test(s) in baselines/x.json (run 2 of at most 5 recorded)"
+    assert said[2].startswith("gpuprof: recorded run 3 of 3 in a fresh process (")
 
 
 def test_a_process_that_recorded_nothing_is_reported(pytester, monkeypatch):

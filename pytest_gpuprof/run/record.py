@@ -42,7 +42,9 @@ def record_again(args: list[str], where: Path, processes: int, keep: int, say: C
         updates = [line for line in lines if line.startswith(("updated ", "no baseline written"))]
         outcome = lines[-1].strip("= ") if lines else "no output"
         say(f"gpuprof: recorded run {k} of {processes} in a fresh process ({time.monotonic() - started:.1f} s): "
-            f"{outcome}" + "".join(f"\n  {u}" for u in updates))
+            f"{outcome}")
+        for update in updates:  # one line each: the terminal writer escapes a line's control characters
+            say(f"  {update}")
         if done.returncode not in (0, 1) or not updates or updates[0].startswith("no baseline written"):
             problems.append(f"run {k} of {processes} recorded nothing (exit {done.returncode}): "
                             + ("; ".join(updates) or (done.stderr.strip().splitlines() or ["no output"])[-1]))

@@ -1,0 +1,75 @@
+"""Results documents judged again against another baseline directory.
+
+    python benchmarks/judge_against.py BASELINE_DIR RESULTS.json [RESULTS.json ...]
+
+For runs made against one baseline and to be judged against another recorded on the same
+machine: the 10% slowdown runs of docs/benchmarks.md ran against the shipped baselines and
+are judged against the slowdown mode's at 0 (the mode adds copies, so only its own
+baselines do the same GPU work).  Each test's own samples and summaries are judged as
+``gate_noise.rejudged_regressions`` judges (the run's health and machine probes as it
+recorded them; no confirmation re-runs), with the entry for its GPU in BASELINE_DIR; one
+line per run: each test's failing metrics, or "passed".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from gate_noise import SLOWED, rejudged_regressions  # noqa: E402
+
+from pytest_gpuprof.compare.evaluate import baseline_runs  # noqa: E402
+from pytest_gpuprof.compare.rules import Rules  # noqa: E402
+from pytest_gpuprof.compare.verdicts import judge  # noqa: E402
+
+
+def against(test: dict, baselines: Path) -> dict | None:
+    """``test`` with the baseline fields of its entry in ``baselines``; None without one."""
+    module, _, _ = test["nodeid"].partition("::")
+    path = baselines / Path(module).with_suffix(".json")
+    if not path.is_file():
+        return None
+    entry = json.loads(path.read_text())["tests"].get(test["nodeid"], {}).get(test["gpu"])
+    if not entry:
+        return None
+    return {**test, "baseline_metrics": entry["metrics"], "baseline_per_step": entry["per_step"],
+            "baseline_distribution": entry.get("distribution"), "baseline_runs": baseline_runs(entry)}
+
+
+def failing(test: dict) -> list[str]:
+    """The metrics that fail the test: exact ones (counts, bytes, kernel names) that changed,
+    and time and ratio regressions as gpuprof judges them today."""
+    rules = Rules()
+    exact = [v.metric for v in judge(test["metrics"], test["baseline_metrics"], rules)
+             if v.status in ("changed", "regressed", "new", "vanished") and v.metric.endswith(("count", "bytes"))
+             or v.status in ("new", "vanished")]
+    return exact + rejudged_regressions(test, (rules.kernel_time_tolerance, rules.time_tolerance))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("baselines", type=Path)
+    parser.add_argument("results", type=Path, nargs="+")
+    args = parser.parse_args()
+    for path in args.results:
+        parts = []
+        for test in json.loads(path.read_text())["tests"]:
+            judged = against(test, args.baselines)
+            name = test["nodeid"].split("::")[-1]
+            if judged is None:
+                parts.append(f"{name}: no baseline")
+                continue
+            metrics = failing(judged)
+            slowed = SLOWED.get(name)
+            caught = any(slowed and slowed in m for m in metrics)
+            if metrics:
+                parts.append(f"{name}: {'CAUGHT ' if caught else ''}" + ", ".join(m[:60] for m in metrics))
+        print(f"{path.stem}: {' | '.join(parts) or 'passed'}")
+
+
+if __name__ == "__main__":
+    main()
