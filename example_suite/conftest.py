@@ -6,8 +6,8 @@
   pageable        weight streaming keeps its weights in pageable (not pinned) host memory
   extra_kernel    transformer block runs one extra elementwise kernel per layer
   fp32            CNN trains in fp32 instead of bf16 autocast
-  host_overhead   decode step does pure-Python bookkeeping in every block (about a third
-                  of the step's time), with no extra launch or synchronization
+  host_overhead   decode step does pure-Python bookkeeping in every block (about a third more
+                  time a step), with no extra launch or synchronization
 
 ``GPUPROF_EXAMPLE_SLOWDOWN=0.10`` plants a controlled slowdown instead, in every
 workload: its activation kernel (GeLU; ReLU in the CNN) runs over 10% more
