@@ -382,8 +382,36 @@ def refusal(doc: Any, src: Source) -> str | None:
     return None if entry is None else entry_refusal(entry)
 
 
-#: Metrics an entry may lack (recorded only since 2026-11-25).
-OPTIONAL_METRICS = ("launch_call_us",)
+def _positive(v: Any) -> bool:
+    return _number(v) and v > 0
+
+
+#: Metrics an entry may lack (recorded only since 2026-11-25), and the check of a value of one:
+#: the host-speed reading and the copy bandwidths above 0, the PCIe utilization any number
+#: (past 1 where the link is faster than NVML said).
+OPTIONAL_METRICS = {"launch_call_us": _positive, "pcie_utilization": _number,
+                    **{f"memcpy_{kind}_gbps": _positive for kind in COPY_KINDS}}
+
+
+def check_of(name: str):
+    """How a value of the metric or series NAME is checked."""
+    if name in OPTIONAL_METRICS:
+        return OPTIONAL_METRICS[name]
+    return _ratio if METRICS[name].kind == "ratio" else _number
+
+
+def null_allowed(per_step: dict, name: str, i: int) -> bool:
+    """A step may have no value of NAME: a ratio where its window is 0, the overlap where it
+    copied nothing, a copy kind's bandwidth where that kind moved nothing, the PCIe
+    utilization where the trace does not say its link (anywhere)."""
+    if name == "pcie_utilization":
+        return True
+    if name.endswith("_gbps"):
+        kind = name.removeprefix("memcpy_").removesuffix("_gbps")
+        return not per_step[f"memcpy_{kind}_bytes"][i] or not per_step[f"memcpy_{kind}_time_us"][i]
+    if name == "overlap_efficiency":
+        return not any(per_step[c][i] for c in COPY_TIMES)
+    return METRICS[name].kind == "ratio" and not per_step["window_us"][i]
 
 
 def entry_refusal(e: dict) -> str | None:
@@ -395,8 +423,8 @@ def entry_refusal(e: dict) -> str | None:
     no_copies = all(m[name] == 0 for name in COPY_TIMES)
     for name, spec in METRICS.items():
         v = m.get(name)
-        if name in OPTIONAL_METRICS:  # the host-speed reading: absent before 2026-11-25, null without launches
-            ok = v is None or _number(v) and v > 0
+        if name in OPTIONAL_METRICS:  # absent before 2026-11-25, null where nothing was measured
+            ok = v is None or OPTIONAL_METRICS[name](v)
         elif name == "step_count":
             ok = _integer(v, least=1)
         elif name == "peak_memory_allocated_bytes":  # null: not recorded in the trace
@@ -439,10 +467,12 @@ def samples_refusal(per_step: Any, summaries: Any, complete: bool) -> str | None
     """Per-step lists: one value per step in each judged series, ``stalled`` and each kernel's
     times; a ratio null only where the step has nothing to divide by.  Summaries of them:
     ordered, and with ``complete`` one for each series with a step to summarize (a run's)."""
-    if not isinstance(per_step, dict) or not isinstance(per_step.get("kernels"), dict) or any(
-            not isinstance(per_step.get(name), list) for name in [*JUDGED, "stalled"]):
+    if not isinstance(per_step, dict) or not isinstance(per_step.get("kernels"), dict):
         return "per_step's lists"
-    lists = [per_step[name] for name in [*JUDGED, "stalled"]] + list(per_step["kernels"].values())
+    judged = [name for name in JUDGED if name not in OPTIONAL_METRICS or name in per_step]
+    if any(not isinstance(per_step.get(name), list) for name in [*judged, "stalled"]):
+        return "per_step's lists"
+    lists = [per_step[name] for name in [*judged, "stalled"]] + list(per_step["kernels"].values())
     if not all(isinstance(values, list) for values in lists) or len({len(values) for values in lists}) != 1:
         return "per_step's lists of different lengths"
     if not all(v in (0, 1) and type(v) is int for v in per_step["stalled"]):
@@ -450,13 +480,12 @@ def samples_refusal(per_step: Any, summaries: Any, complete: bool) -> str | None
     readings = per_step.get("launch_call_us")
     if isinstance(readings, list) and not all(v is None or _number(v) and v > 0 for v in readings):
         return "per_step.launch_call_us"
-    for name in JUDGED:
+    for name in judged:
         for i, v in enumerate(per_step[name]):
             if METRICS[name].kind == "time" or v is not None:
-                if not (_ratio(v) if METRICS[name].kind == "ratio" else _number(v)):
+                if not check_of(name)(v):
                     return f"per_step.{name}[{i}]"
-            elif (per_step["window_us"][i] if name != "overlap_efficiency"
-                  else any(per_step[c][i] for c in COPY_TIMES)):
+            elif not null_allowed(per_step, name, i):
                 return f"per_step.{name}[{i}] null"
     if not all(_number(v) for values in per_step["kernels"].values() for v in values):
         return "per_step.kernels"
@@ -464,7 +493,7 @@ def samples_refusal(per_step: Any, summaries: Any, complete: bool) -> str | None
         return "distribution"
     stalled = per_step["stalled"]
     for name, values, summary, check in [
-            *((n, per_step[n], summaries.get(n), _ratio if METRICS[n].kind == "ratio" else _number) for n in JUDGED),
+            *((n, per_step[n], summaries.get(n), check_of(n)) for n in judged),
             *((k, v, summaries.get("kernels", {}).get(k), _number) for k, v in per_step["kernels"].items())]:
         has_steps = any(v is not None and not stalled[i] for i, v in enumerate(values))
         if summary is None and complete and has_steps:

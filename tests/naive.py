@@ -156,3 +156,26 @@ class Naive:
                                if name.split("_v")[0] in names and start <= s <= end)
             out.append(durations[(len(durations) - 1) // 4] if durations else None)
         return out
+
+    def bandwidths(self, peak_gbps=None):
+        """docs/metrics.md's ``memcpy_<kind>_gbps`` (bytes over nanoseconds of the kind's
+        attributed copies; None when it moved nothing) and ``pcie_utilization`` (the busier of
+        host-to-device and device-to-host bytes over peak x |W|), whole-window and per step
+        (over the step slices), unrounded."""
+        def kind_rows(kind, step=None):
+            return [c for c in self.copies if c[0].split()[1] == COPY_WORDS[kind] and (step is None or c[4] == step)]
+
+        def gbps(rows):
+            nbytes, dur = sum(c[3] for c in rows), sum(e - s for _, s, e, _, _ in rows)
+            return nbytes / dur if nbytes and dur else None
+
+        def busier(step=None):
+            return max(sum(c[3] for c in kind_rows(k, step)) for k in ("htod", "dtoh"))
+
+        total = {f"memcpy_{k}_gbps": gbps(kind_rows(k)) for k in COPY_WORDS}
+        steps = {f"memcpy_{k}_gbps": [gbps(kind_rows(k, i)) for i in range(len(self.steps))] for k in COPY_WORDS}
+        if peak_gbps:
+            total["pcie_utilization"] = busier() / (peak_gbps * self.width())
+            steps["pcie_utilization"] = [busier(i) / (peak_gbps * (hi - lo)) for i, (lo, hi) in enumerate(self.step_slices())]
+        return total, steps
+

@@ -20,6 +20,7 @@ def no_gpu_needed(monkeypatch):
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 12345)
     monkeypatch.setattr(capture, "gpu_environment", lambda device=0: {"gpu": "stand-in"})
+    monkeypatch.setattr(capture, "pcie_link", lambda device: {"generation": 5, "width": 16})
 
 
 def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed):
@@ -44,7 +45,7 @@ def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed)
     assert lighter or (major, minor) < (2, 3)  # torch 2.3 and later have it
     assert trace.metadata == {"peak_memory_allocated_bytes": 12345, "environment": {"gpu": "stand-in"},
                               "plan": {"wait": 1, "warmup": 2, "active": 3, "flush_l2": False},
-                              "lighter_recording": lighter}
+                              "lighter_recording": lighter, "pcie_link": {"generation": 5, "width": 16}}
     m = measure(trace)
     assert m.metrics["step_count"] == 3 and m.metrics["peak_memory_allocated_bytes"] == 12345
 

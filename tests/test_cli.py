@@ -11,8 +11,8 @@ import pytest
 DATA = Path(__file__).parent / "data"
 METRIC_KEYS = (
     ["kernel_count", "kernel_time_us", "kernels"]
-    + [f"memcpy_{k}_{w}" for k in ("htod", "dtoh", "dtod", "ptop") for w in ("count", "bytes", "time_us")]
-    + ["memset_count", "gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_count",
+    + [f"memcpy_{k}_{w}" for k in ("htod", "dtoh", "dtod", "ptop") for w in ("count", "bytes", "time_us", "gbps")]
+    + ["memset_count", "gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_efficiency", "sync_count",
        "sync_wait_fraction", "window_us", "launch_call_us", "step_count", "step_gpu_time_us",
        "peak_memory_allocated_bytes"]
 )

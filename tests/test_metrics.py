@@ -2,6 +2,7 @@
 against values known by construction and against a naive, independent reading
 of the raw JSON (stdlib json, exact decimal timestamps, plain Python loops)."""
 
+import dataclasses
 import gzip
 import json
 from decimal import Decimal
@@ -255,3 +256,46 @@ def test_per_step_host_gaps_match_the_naive_reading(path):
 def test_per_step_host_speed_readings_match_the_naive_reading(path):
     m, naive = measure(load_kineto(path)), Naive(path)
     assert m.per_step["launch_call_us"] == [None if r is None else round(r / 1000, 3) for r in naive.launch_readings()]
+
+
+# --- copy bandwidth and PCIe utilization (docs/metrics.md), against the naive reader -----
+
+BANDWIDTH_TRACES = ["overlap.pt.trace.json.gz", "sync.pt.trace.json.gz",
+                    "planted/extra_kernel/example_suite_test_transformer.py_test_transformer_train_step.pt.trace.json.gz",
+                    "planted/pageable/example_suite_test_weight_streaming.py_test_weight_streaming.pt.trace.json.gz"]
+
+
+@pytest.mark.parametrize("name", BANDWIDTH_TRACES)
+def test_copy_bandwidths_and_pcie_utilization_match_the_naive_reading(name):
+    """Real H200 traces of host-to-device, device-to-host and device-to-device copies, with a
+    PCIe link of generation 5 and 16 lanes put in the header: 16 lanes x 32 GT/s x 128/130
+    / 8 bits = 63.015 GB/s a direction."""
+    trace = load_kineto(DATA / name)
+    link = {"generation": 5, "width": 16}
+    m = measure(dataclasses.replace(trace, metadata={**trace.metadata, "pcie_link": link}))
+    total, steps = Naive(DATA / name).bandwidths(peak_gbps=16 * 32 * 128 / 130 / 8)
+    moved = [k for k in total if k.endswith("_gbps") and total[k] is not None]
+    assert moved  # each trace copies something
+    for key, value in total.items():
+        assert m.metrics[key] == (None if value is None else round(value, 3 if key.endswith("gbps") else 6)), key
+        expected = [None if v is None else round(v, 3 if key.endswith("gbps") else 6) for v in steps[key]]
+        assert m.per_step[key] == pytest.approx(expected, abs=1e-9), key
+    assert measure(trace).metrics["pcie_utilization"] is None  # the trace does not say its link
+
+
+def test_a_pinned_host_to_device_copy_runs_near_the_links_peak():
+    """The H200's pinned 16 MiB copies of overlap.pt.trace.json.gz: 55 GB/s, 87% of a
+    generation-5 x16 link's 63 GB/s; the copies take part of each step only."""
+    m = measure(load_kineto(DATA / "overlap.pt.trace.json.gz"))
+    assert 50 < m.metrics["memcpy_htod_gbps"] < 63.02
+
+
+def test_a_pcie_link_that_is_not_one_makes_the_trace_unreadable(tmp_path):
+    from pytest_gpuprof.trace.model import first_problem
+    trace = load_kineto(DATA / "sync.pt.trace.json.gz")
+    for bad in ({"generation": 5}, {"generation": "5", "width": 16}, {"generation": 5, "width": True}, [5, 16],
+                {"generation": 0, "width": 16}):
+        problem = first_problem(dataclasses.replace(trace, metadata={**trace.metadata, "pcie_link": bad}))
+        assert problem.startswith("its gpuprof.pcie_link must be"), bad
+    assert first_problem(dataclasses.replace(trace, metadata={**trace.metadata, "pcie_link": None})) is None
+

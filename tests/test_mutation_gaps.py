@@ -261,7 +261,7 @@ from pytest_gpuprof.compare.evaluate import evaluate  # noqa: E402
 def _unhealthy(kernel_us, syncs):
     metrics = {"step_count": 1, "kernel_time_us": kernel_us, "sync_count": syncs, "kernels": {}}
     m = SimpleNamespace(per_step={"kernel_time_us": [kernel_us], "stalled": [0]},
-                        metadata={"health": {"slowdowns": ["thermal"]}})
+                        metadata={"health": {"slowdowns": ["thermal"]}}, metrics=metrics)
     return TestResult("t.py::t", "", "GPU", metrics, backend="torch"), m
 
 

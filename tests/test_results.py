@@ -294,20 +294,20 @@ def test_benchmark_json_is_github_action_benchmark_custom_format(run, planted_me
 
 # --- JUnit XML ----------------------------------------------------------------
 
-RATIOS = ("gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_wait_fraction")
+RATIOS = ("gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction")
 
 
 #: Judged on their median step: times, and the ratios with a better direction (docs/metrics.md).
-MEDIAN_STEP = ("gpu_utilization", "overlap_efficiency", "sync_wait_fraction")
+MEDIAN_STEP = ("gpu_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction")
 
 
 def as_judged(metric, metrics, per_step):
-    """A metric as docs/metrics.md says its verdict judges it, worked out here: times and
-    the directed ratios the median of the steps not stalled, the step count, peak memory,
+    """A metric as docs/metrics.md says its verdict judges it, worked out here: times, rates
+    and the directed ratios the median of the steps not stalled, the step count, peak memory,
     the host-speed reading and copy_utilization as they are, every count and byte total
     per step."""
     value = metrics[metric]
-    if value is not None and metric != "launch_call_us" and (metric.endswith("_us") or metric in MEDIAN_STEP):
+    if value is not None and metric != "launch_call_us" and (metric.endswith(("_us", "_gbps")) or metric in MEDIAN_STEP):
         stalled = per_step["stalled"]
         return statistics.median(v for i, v in enumerate(per_step[metric]) if v is not None and not stalled[i])
     if value is None or metric in RATIOS + ("step_count", "peak_memory_allocated_bytes", "launch_call_us"):
@@ -329,7 +329,7 @@ def test_junit_xml_carries_status_metrics_and_broken_verdicts(run, planted_metri
     assert named["gpuprof_status"] == "failed" and named["gpuprof_gpu"] == "NVIDIA H200"
     assert named["gpuprof_baseline_file"] == str(ROOT / "baselines" / "example_suite" / "test_moe.json")
     scalars = [k for k, v in planted_metrics.items() if not isinstance(v, (dict, list))]
-    assert len(scalars) == 24  # docs/metrics.md: 24 scalar metrics
+    assert len(scalars) == 29  # docs/metrics.md: 29 scalar metrics
     for metric in scalars:
         expected = as_judged(metric, planted_metrics, planted_per_step)
         if expected is None:

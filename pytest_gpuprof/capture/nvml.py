@@ -4,11 +4,12 @@ the trace's metadata (``health``), where ``metrics.health`` judges them."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 #: NVML clock-event reasons that mean the GPU was slowed down.
 SLOWDOWNS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
@@ -56,6 +57,38 @@ def nvml_handle(nvml, device: int):
     numbers every GPU of the machine, CUDA only those CUDA_VISIBLE_DEVICES shows, so under
     ``CUDA_VISIBLE_DEVICES=1`` torch's device 0 is NVML's device 1."""
     return nvml.nvmlDeviceGetHandleByUUID(device_uuid(device))
+
+
+@contextlib.contextmanager
+def nvml_session() -> Iterator[Any]:
+    """pynvml, initialized for the block and shut down after it; None where nvidia-ml-py or
+    NVML itself is not there."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        yield None
+        return
+    try:
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def pcie_link(device: int) -> dict[str, int] | None:
+    """The PCIe link of torch's CUDA device ``device``: ``{"generation", "width"}``, NVML's
+    maximum for this device in this machine (what the link trained to at best; an idle link
+    drops to a lower generation, the current reading would say that).  None without NVML."""
+    with nvml_session() as nvml:
+        if nvml is None:
+            return None
+        try:
+            handle = nvml_handle(nvml, device)
+            return {"generation": int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+                    "width": int(nvml.nvmlDeviceGetMaxPcieLinkWidth(handle))}
+        except (nvml.NVMLError, OSError):
+            return None
 
 
 class NvmlSampler:

@@ -26,7 +26,7 @@ import time
 import warnings
 from typing import Any
 
-from .nvml import nvml_handle
+from .nvml import nvml_handle, nvml_session
 
 #: name -> (what it is, unit, which way is better)
 PROBES: dict[str, tuple[str, str, str]] = {
@@ -124,24 +124,19 @@ def _sm_clock(device: int, work) -> float | None:
     """The highest SM clock NVML reads while the GPU works, over ``REPEATS`` readings
     (nvidia-ml-py; None without it, or where NVML does not know the GPU): under a GEMM the
     power management moves a single reading by 15% between processes of one H200."""
-    try:
-        import pynvml
+    with nvml_session() as pynvml:
+        if pynvml is None:
+            return None
+        try:
+            import torch
 
-        pynvml.nvmlInit()
-    except Exception:
-        return None
-    try:
-        import torch
-
-        handle = nvml_handle(pynvml, device)
-        clocks = []
-        for _ in range(REPEATS):
-            for _ in range(20):
-                work()
-            clocks.append(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
-            torch.cuda.synchronize()
-        return float(max(clocks))
-    except (pynvml.NVMLError, OSError):
-        return None
-    finally:
-        pynvml.nvmlShutdown()
+            handle = nvml_handle(pynvml, device)
+            clocks = []
+            for _ in range(REPEATS):
+                for _ in range(20):
+                    work()
+                clocks.append(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM))
+                torch.cuda.synchronize()
+            return float(max(clocks))
+        except (pynvml.NVMLError, OSError):
+            return None

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator
 from ..errors import ConfigError
 from ..options import default
 from .environment import gpu_environment
-from .nvml import NvmlSampler
+from .nvml import NvmlSampler, pcie_link
 from .ranges import L2_FLUSH_RANGE, METADATA_MARK, NVTX_DOMAIN, STEP_RANGE_PREFIX, WARMUP_RANGE, nvtx_range
 
 
@@ -247,7 +247,7 @@ class GpuProf:
                 sampler.stop()
         # the flush buffer stays allocated through the measured steps: not the test's memory
         peak = int(torch.cuda.max_memory_allocated(device)) - flush_bytes
-        return _metadata(plan, peak, environment, health)
+        return _metadata(plan, peak, environment, health, pcie_link(device))
 
 
 def _lighter_recording() -> dict:
@@ -294,10 +294,12 @@ def _l2_flush_buffer(device: int):
     return torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.int8, device=device)
 
 
-def _metadata(plan: StepPlan, peak_memory: int, environment: dict, health: dict | None) -> dict:
+def _metadata(plan: StepPlan, peak_memory: int, environment: dict, health: dict | None,
+              link: dict | None) -> dict:
     """What a trace carries beside its events, so that it reproduces every number."""
     out = {
         "peak_memory_allocated_bytes": peak_memory,
+        "pcie_link": link,  # capture.nvml.pcie_link: pcie_utilization's peak
         "environment": environment,
         "plan": {"wait": plan.wait, "warmup": plan.warmup, "active": plan.active, "flush_l2": plan.flush_l2},
     }

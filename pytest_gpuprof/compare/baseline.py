@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import BaselineError
 from ..files import recover, write_all_atomic
-from ..metrics.measure import METRICS
+from ..metrics.measure import METRICS, RECORDED_SINCE
 from ..metrics.timeline import KINDS, events, ranges
 from ..trace.model import COPY_KINDS, INT64_MAX
 from .verdicts import distribution, judged_series
@@ -171,6 +171,10 @@ _NULL_WHEN = {
     **{name: ("a step with no window", lambda steps, i: steps["window_us"][i] == 0)
        for name, spec in METRICS.items() if spec.kind == "ratio" and judged_series(spec)},
     "overlap_efficiency": ("a step with no copy time", lambda steps, i: all(steps[c][i] == 0 for c in _COPY_TIMES)),
+    **{f"memcpy_{kind}_gbps": (f"a step with no {kind} copy", lambda steps, i, kind=kind:
+                               steps[f"memcpy_{kind}_bytes"][i] == 0 or steps[f"memcpy_{kind}_time_us"][i] == 0)
+       for kind in COPY_KINDS},
+    "pcie_utilization": ("a trace without its PCIe link", lambda steps, i: True),
 }
 
 
@@ -218,9 +222,10 @@ def _check_metrics(metrics: Any) -> None:
     no_copies = all(metrics.get(name) == 0 for name in _COPY_TIMES)
     for name, spec in METRICS.items():
         where = f"metrics.{name}"
-        if name == "launch_call_us":  # recorded since 2026-11-25: older entries lack it
+        if name in RECORDED_SINCE:  # older entries lack it; null where nothing was measured
             value = metrics.get(name)
-            _need(value is None or _number(value) and value > 0, where, f"a positive {_NUMBER} or null", value)
+            check, words = _bound(name)
+            _need(value is None or check(value), where, f"{words} or null", value)
             continue
         _need(name in metrics, where, "present", None, missing=True)
         value = metrics[name]
@@ -260,6 +265,8 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
     for name, values in [*((n, per_step.get(n)) for n in [*series, "stalled"]),
                          *((f"kernels[{k}]", v) for k, v in kernels.items())]:
         where = f"{prefix}per_step.{name}"
+        if values is None and name in RECORDED_SINCE:
+            continue
         _need(isinstance(values, list), where, "a list of per-step values", values, missing=values is None)
         check, words = _bound(name)
         for i, value in enumerate(values):
@@ -270,13 +277,12 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
             _need(isinstance(values, list), f"{prefix}per_step.{name}", "a list of per-step values", values)
             lengths.add(len(values))
     for i, value in enumerate(per_step.get("launch_call_us") or ()):
-        _need(value is None or _number(value) and value > 0, f"{prefix}per_step.launch_call_us[{i}]",
-              f"a positive {_NUMBER} or null", value)
+        _need(value is None or _positive(value), f"{prefix}per_step.launch_call_us[{i}]", f"{_POSITIVE} or null", value)
     _need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
     for i, value in enumerate(per_step["stalled"]):
         _need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)
     for name, (words, empty) in _NULL_WHEN.items():
-        for i, value in enumerate(per_step[name] if name in series else ()):
+        for i, value in enumerate(per_step.get(name) or () if name in series else ()):
             _need(value is not None or empty(per_step, i), f"{prefix}per_step.{name}[{i}]",
                   f"{_RATIO} (null only in {words})", value)
     _check_summaries(summaries, f"{prefix}distribution")
@@ -331,6 +337,7 @@ def _check_timeline(timeline: Mapping[str, Any]) -> None:
 #: What ``_integer``, ``_number`` and ``_ratio`` accept, in the errors' words: no value past
 #: what the trace tables hold (``INT64_MAX``).
 _INTEGER, _NUMBER, _RATIO = "an integer in [0, 2**63)", "a finite number in [0, 2**63)", "a finite number in [0, 1]"
+_POSITIVE = "a finite number in (0, 2**63)"
 
 
 def _integer(value: Any) -> bool:
@@ -349,10 +356,20 @@ def _ratio(value: Any) -> bool:
     return _number(value) and value <= 1
 
 
+def _positive(value: Any) -> bool:
+    return _number(value) and value > 0
+
+
 def _bound(name: str) -> tuple[Callable[[Any], bool], str]:
-    """How a value of the metric or series NAME is checked, and the words saying so."""
+    """How a value of the metric or series NAME is checked, and the words saying so: a
+    ratio at most 1 (``pcie_utilization`` may pass 1 where the link is faster than NVML
+    said), a host-speed reading or a bandwidth above 0, any other number at least 0."""
     spec = METRICS.get(name)
-    return (_ratio, _RATIO) if spec is not None and spec.kind == "ratio" else (_number, _NUMBER)
+    if spec is not None and spec.kind == "ratio" and name != "pcie_utilization":
+        return _ratio, _RATIO
+    if name == "launch_call_us" or spec is not None and spec.kind == "rate":
+        return _positive, _POSITIVE
+    return _number, _NUMBER
 
 
 def _need(ok: Any, where: str, what: str, got: Any, missing: bool = False) -> None:

@@ -171,6 +171,10 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     note = health.stall_note(m.per_step)
     result.notes = [note] if note else []
     result.notes += health.recording_notes(m.metadata)
+    gated = any(t.metric == "pcie_utilization" for t in rules.thresholds) or (entry or {}).get(
+        "metrics", {}).get("pcie_utilization") is not None
+    if gated and m.metrics.get("pcie_utilization") is None:
+        result.notes.append(health.NO_PCIE_LINK)
     if update:
         result.verdicts = judge(result.metrics, None, rules, samples=(result.per_step, None),
                                 distributions=(result.distribution, None))
@@ -212,7 +216,7 @@ def is_timing(metric: str) -> bool:
     """A verdict on a time or a ratio (a kernel name's time too): what a slow machine or an
     unsteady measurement can move, unlike counts."""
     spec = METRICS.get(metric)
-    return metric.endswith(".time_us") if spec is None else spec.kind in ("time", "ratio")
+    return metric.endswith(".time_us") if spec is None else spec.kind in ("time", "rate", "ratio")
 
 
 def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, keep_runs: int) -> tuple[dict, str]:

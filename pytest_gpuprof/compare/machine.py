@@ -46,7 +46,7 @@ def explains(probe: str, metric: str) -> bool:
         return True
     if MOVES[probe] == "kernel":
         return metric == "kernel_time_us" or metric.startswith("kernels[")
-    return MOVES[probe] == "copy" and metric.startswith("memcpy_") and metric.endswith("_time_us")
+    return MOVES[probe] == "copy" and metric.startswith("memcpy_") and metric.endswith(("_time_us", "_gbps"))
 
 
 def machine_differences(current: Mapping[str, Any] | None,

@@ -95,7 +95,7 @@ def stored_samples(per_step: Mapping[str, Any]) -> dict[str, Any]:
 
 def judged_series(spec: MetricSpec) -> bool:
     """Metrics judged on their per-step samples: times, and ratios with a better direction."""
-    return spec.kind == "time" or (spec.kind == "ratio" and spec.better is not None)
+    return spec.kind in ("time", "rate") or (spec.kind == "ratio" and spec.better is not None)
 
 
 def usable(per_step: Mapping[str, Any], values: list) -> list[float]:
@@ -336,22 +336,31 @@ def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -
         if spec.better == "lower":
             return Verdict(spec.name, "improved" if c < b else "regressed", b, c, rule + " (lower is better)")
         return Verdict(spec.name, "changed", b, c, rule)
-    tol = rules.tolerance(spec)
-    relative = spec.kind == "time"
-    if relative:
-        rule = f"within ±{tol:.0%}{per} (changes under {format_number(rules.time_floor_us)} us ignored)"
-    else:
-        rule = f"must not {'drop' if spec.better == 'higher' else 'rise'} by more than {format_number(tol)}"
+    relative = spec.kind != "ratio"
+    rule = _within(spec, rules, per)
     if not _beyond(spec, c - b, b, rules):
         return Verdict(spec.name, "ok", b, c, rule, relative)
     return Verdict(spec.name, _direction(spec, c - b), b, c, rule, relative)
 
 
+def _within(spec: MetricSpec, rules: Rules, per: str = "") -> str:
+    """What a time, rate or ratio must stay within, in words: a time's relative tolerance
+    and floor, a rate's relative tolerance, a ratio's absolute one in its bad direction."""
+    tol = rules.tolerance(spec)
+    if spec.kind == "time":
+        return f"within ±{tol:.0%}{per} (changes under {format_number(rules.time_floor_us)} us ignored)"
+    if spec.kind == "rate":
+        return f"within ±{tol:.0%}{per}"
+    return f"must not {'drop' if spec.better == 'higher' else 'rise'} by more than {format_number(tol)}"
+
+
 def _beyond(spec: MetricSpec, delta: float, before: float, rules: Rules) -> bool:
     """A change beyond the metric's tolerance: relative and past the floor for times,
-    absolute for ratios."""
+    relative for rates, absolute for ratios."""
     if spec.kind == "time":
         return beyond_time_rule(delta, before, rules.tolerance(spec), rules.time_floor_us)
+    if spec.kind == "rate":
+        return abs(delta) > rules.tolerance(spec) * abs(before)
     return abs(delta) > rules.tolerance(spec) + 1e-12
 
 
@@ -510,7 +519,7 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
     b, c = before.summary["median"], now.summary["median"]
     if not _beyond(spec, c - b, b, rules):
         return Finding("ok")
-    unit = " us" if spec.kind == "time" else ""
+    unit = f" {spec.unit}" if spec.kind in ("time", "rate") else ""
     spreads = f"{_spread('median', now.summary, unit)} vs {_spread('baseline', before.summary, unit)}"
     sizes = f"n={len(now.samples)}/{len(before.samples)}"
     if smallest_p(len(before.samples), len(now.samples)) >= level:
@@ -552,16 +561,10 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
     fails whatever the host's speed; in a busier step, whose window follows the GPU, it
     changes only when it changes both as measured and at that speed."""
     b, c = before.summary["median"], now.summary["median"]
-    tol = rules.tolerance(spec)
     level = rules.alpha / max(family, 1)
-    if spec.kind == "time":
-        within = f"median per step within ±{tol:.0%} (changes under {format_number(rules.time_floor_us)} us ignored)"
-    else:
-        within = f"median per step must not {'drop' if spec.better == 'higher' else 'rise'} by more than " \
-                 f"{format_number(tol)}"
-    rule = (f"{within} unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)} / {family} series "
+    rule = (f"median per step {_within(spec, rules)} unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)} / {family} series "
             f"= {level:.2g})")
-    relative = spec.kind == "time"
+    relative = spec.kind != "ratio"
     if host_pair is not None:
         at_speed = (f"at the baseline host's speed, where the median must also lie outside the "
                     f"{1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs")

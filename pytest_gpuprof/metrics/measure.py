@@ -27,7 +27,7 @@ class MetricSpec:
     """How a metric is compared: ``kind`` picks the default rule, ``better`` its direction."""
 
     name: str
-    kind: str  # "count" | "bytes" | "time" | "ratio" | "info"
+    kind: str  # "count" | "bytes" | "time" | "rate" | "ratio" | "info"
     better: str | None  # "lower" | "higher" | None (any change matters, or not gated)
     per_step: bool  # compared as total / step_count
     unit: str = ""
@@ -43,11 +43,13 @@ def _specs() -> dict[str, MetricSpec]:
             MetricSpec(f"memcpy_{kind}_count", "count", None, True),
             MetricSpec(f"memcpy_{kind}_bytes", "bytes", None, True, "B"),
             MetricSpec(f"memcpy_{kind}_time_us", "time", "lower", True, "us"),
+            MetricSpec(f"memcpy_{kind}_gbps", "rate", "higher", False, "GB/s"),
         ]
     specs += [
         MetricSpec("memset_count", "count", None, True),
         MetricSpec("gpu_utilization", "ratio", "higher", False),
         MetricSpec("copy_utilization", "ratio", None, False),
+        MetricSpec("pcie_utilization", "ratio", "higher", False),
         MetricSpec("overlap_efficiency", "ratio", "higher", False),
         MetricSpec("sync_count", "count", "lower", True),
         MetricSpec("sync_wait_fraction", "ratio", "lower", False),
@@ -80,6 +82,14 @@ _LAUNCH_CALLS = frozenset({
 #: The quantile of a step's launch-call durations that is its host-speed reading: a low one,
 #: since a call that waited on a full launch queue measures the GPU, not the host.
 LAUNCH_QUANTILE = 0.25
+#: A PCIe lane's data rate in GB/s (1e9 bytes/s) per direction, by link generation: the
+#: transfer rate after the line encoding (8b/10b to generation 2, 128b/130b from 3, 1b/1b
+#: FLIT mode at 6 with 242 of each 256 bytes carrying data), before packet overheads.
+PCIE_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 / 8, 4: 16.0 * 128 / 130 / 8,
+                  5: 32.0 * 128 / 130 / 8, 6: 64.0 * 242 / 256 / 8}
+#: Metrics a stored entry may lack: recorded since the date given (older baselines and traces).
+RECORDED_SINCE = {"launch_call_us": "2026-11-25", "pcie_utilization": "2026-11-25",
+                  **{f"memcpy_{kind}_gbps": "2026-11-25" for kind in COPY_KINDS}}
 _SYNC_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
@@ -184,6 +194,9 @@ def measure(trace: Trace) -> Measurement:
         per_step[f"memcpy_{kind}_count"] = _bincount(c_steps[sel], n)
         per_step[f"memcpy_{kind}_bytes"] = _bincount(c_steps[sel], n, copies["bytes"].to_numpy()[sel])
         per_step[f"memcpy_{kind}_time_us"] = _step_us(c_steps[sel], n, _dur(copies)[sel])
+        metrics[f"memcpy_{kind}_gbps"] = _gbps(copies["bytes"].to_numpy()[sel].sum(), _dur(copies)[sel].sum())
+        per_step[f"memcpy_{kind}_gbps"] = [
+            _gbps(b, d) for b, d in zip(per_step[f"memcpy_{kind}_bytes"], _bincount(c_steps[sel], n, _dur(copies)[sel]))]
     per_step["kernels"] = _per_kernel_steps(kernels, k_step[k_step >= 0], n, list(metrics["kernels"])[:PER_STEP_KERNELS])
     metrics["memset_count"] = int(len(sets))
     per_step["memset_count"] = _bincount(s_step[s_step >= 0], n)
@@ -197,6 +210,12 @@ def measure(trace: Trace) -> Measurement:
     per_step["gpu_utilization"] = _ratios(covered_length(kernel_busy, slice_lo, slice_hi), slices)
     metrics["copy_utilization"] = _ratio(union_length(*clip(*_bounds(trace.copies), w_start, w_end)), width)
     per_step["copy_utilization"] = _ratios(covered_length(copy_busy, slice_lo, slice_hi), slices)
+    peak = pcie_peak_gbps(trace.metadata.get("pcie_link"))
+    busier = [max(h, d) for h, d in zip(per_step["memcpy_htod_bytes"], per_step["memcpy_dtoh_bytes"])]
+    metrics["pcie_utilization"] = _ratio(max(metrics["memcpy_htod_bytes"], metrics["memcpy_dtoh_bytes"]),
+                                         peak * width) if peak else None
+    per_step["pcie_utilization"] = [round(b / (peak * int(s)), 6) if peak and s > 0 else None
+                                    for b, s in zip(busier, slices)]
     overlapped = covered_length(kernel_busy, *_bounds(copies))
     copy_time = int(_dur(copies).sum())
     metrics["overlap_efficiency"] = _ratio(int(overlapped.sum()), copy_time) if copy_time > 0 else None
@@ -394,6 +413,21 @@ def _bincount(steps: np.ndarray, n: int, weights: np.ndarray | None = None) -> l
 def _us(ns: int | np.integer) -> float:
     """Nanoseconds to microseconds; exact to the nanosecond in the decimal printout."""
     return round(int(ns) / 1000, 3)
+
+
+def pcie_peak_gbps(link: Any) -> float | None:
+    """One direction's peak of a PCIe link, ``{"generation": G, "width": W}`` as recorded from
+    NVML (``capture.nvml.pcie_link``), in GB/s: W lanes at ``PCIE_LANE_GBPS[G]``; None
+    without a link or of a generation not in the table."""
+    if not isinstance(link, dict) or link.get("generation") not in PCIE_LANE_GBPS:
+        return None
+    return PCIE_LANE_GBPS[link["generation"]] * link["width"]
+
+
+def _gbps(nbytes: int | np.integer, dur_ns: int | np.integer) -> float | None:
+    """Bytes over nanoseconds: GB/s (1e9 bytes a second), rounded to 1 MB/s; None when
+    nothing moved."""
+    return round(int(nbytes) / int(dur_ns), 3) if nbytes > 0 and dur_ns > 0 else None
 
 
 def _ratio(num: int, den: int) -> float:

@@ -110,9 +110,16 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
         "",
         f"{'':<18} {'median step':<23} over all {n} steps (the whole window)",
     ]
-    for ratio in ("gpu_utilization", "copy_utilization", "overlap_efficiency", "sync_wait_fraction"):
+    for ratio in ("gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction"):
+        if ratio == "pcie_utilization" and x[ratio] is None:
+            lines.append(f"{ratio:<18} n/a (the trace does not say which PCIe link it ran on)")
+            continue
         judged = _pct(shown[ratio].current) if ratio in summaries else "(not judged per step)"
         lines.append(f"{ratio:<18} {judged:<23} {_pct(x[ratio])}")
+    for kind in COPY_KINDS:
+        rate = f"memcpy_{kind}_gbps"
+        judged = _cell_or_blank(shown[rate].current, 0, " GB/s") if rate in summaries else "n/a"
+        lines.append(f"{rate:<18} {judged:<23} {_cell_or_blank(x[rate], 0, ' GB/s') if x[rate] else 'n/a'}")
     lines += [
         f"peak memory        {_bytes(x['peak_memory_allocated_bytes'])}",
         "step GPU time (us)  " + ", ".join(f"{v:.3f}" for v in x["step_gpu_time_us"]),

@@ -55,12 +55,18 @@ _ROWS = {"kernels": ("kernel", "name"), "copies": ("memcpy", "kind"), "sets": ("
 def first_problem(trace: "Trace") -> str | None:
     """What makes a loaded trace impossible (an event at a negative time or ending before
     it starts, a negative byte count, a span past ``MAX_SPAN_NS``, bytes past
-    ``MAX_TOTAL_BYTES``, a peak memory that is not a byte count), or None: every loader
+    ``MAX_TOTAL_BYTES``, a peak memory that is not a byte count, a PCIe link that is not one), or None: every loader
     checks it, so no metric is ever computed from such a trace (and -1, the metrics' mark
     of a missing time, never is one)."""
     peak = trace.metadata.get("peak_memory_allocated_bytes")
     if peak is not None and (isinstance(peak, bool) or not isinstance(peak, int) or not 0 <= peak <= INT64_MAX):
         return f"its gpuprof.peak_memory_allocated_bytes must be a byte count (an integer >= 0), got {str(peak)[:80]}"
+    link = trace.metadata.get("pcie_link")
+    if link is not None and not (isinstance(link, dict) and all(
+            isinstance(link.get(k), int) and not isinstance(link.get(k), bool) and 0 < link[k] <= 64
+            for k in ("generation", "width"))):
+        return f"its gpuprof.pcie_link must be {{\"generation\": G, \"width\": W}} (integers 1 to 64) or null, " \
+               f"got {str(link)[:80]}"
     for attr, (what, label) in _ROWS.items():
         table = getattr(trace, attr)
         start, end = table["start"].to_numpy(), table["end"].to_numpy()
