@@ -4,7 +4,7 @@
 
 Runs one profiled test (``pytest --gpuprof``) whose step copies MIB MiB host to device
 (pinned), device to host (pinned) and device to device, keeps its trace in DIR (the fixture
-``tests/data/copies.pt.trace.json.gz`` was recorded so), then times the same copies with
+``tests/data/copies_h100.pt.trace.json.gz`` was recorded so, with ``--mib 64``), then times the same copies with
 CUDA events in this process, 10 of each after 3 unmeasured, and prints per kind gpuprof's
 ``memcpy_<kind>_gbps`` (the median step) beside the hand figure, and ``pcie_utilization``
 with the PCIe link the trace recorded.  Needs a CUDA GPU and nvidia-ml-py.

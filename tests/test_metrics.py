@@ -299,3 +299,19 @@ def test_a_pcie_link_that_is_not_one_makes_the_trace_unreadable(tmp_path):
         assert problem.startswith("its gpuprof.pcie_link must be"), bad
     assert first_problem(dataclasses.replace(trace, metadata={**trace.metadata, "pcie_link": None})) is None
 
+
+def test_the_pcie_link_recorded_in_the_header_decides_pcie_utilization():
+    """An H100 trace of benchmarks/copy_bandwidth.py --mib 64 (10 steps, each a 64 MiB pinned
+    copy to the device, one back, one on the device), recorded with its link in the header:
+    generation 5, 16 lanes, 63.015 GB/s a direction.  The copies ran at 54-55 GB/s (by hand
+    with CUDA events on the same machine: 53.4 and 54.8, docs/benchmarks.md)."""
+    path = DATA / "copies_h100.pt.trace.json.gz"
+    trace = load_kineto(path)
+    assert trace.metadata["pcie_link"] == {"generation": 5, "width": 16}
+    m = measure(trace)
+    total, steps = Naive(path).bandwidths(peak_gbps=16 * 32 * 128 / 130 / 8)
+    assert m.metrics["pcie_utilization"] == round(total["pcie_utilization"], 6)
+    assert m.per_step["pcie_utilization"] == [round(v, 6) for v in steps["pcie_utilization"]]
+    assert m.metrics["memcpy_htod_bytes"] == m.metrics["memcpy_dtoh_bytes"] == 10 * 64 << 20
+    assert 50 < m.metrics["memcpy_htod_gbps"] < 63.02 and 50 < m.metrics["memcpy_dtoh_gbps"] < 63.02
+

@@ -21,7 +21,7 @@ from ..numbers import format_number
 from .stats import Prior
 
 #: The judged ratios over the window: the host's pace moves them through it.
-WINDOW_RATIOS = ("gpu_utilization", "sync_wait_fraction")
+WINDOW_RATIOS = ("gpu_utilization", "sync_wait_fraction", "pcie_utilization")
 #: The per-step series the host's pace moves: the window and its ratios.
 HOST_SERIES = ("window_us", *WINDOW_RATIOS)
 #: The per-step host-speed reading (``metrics.measure``).
