@@ -230,3 +230,30 @@ def test_bad_files_name_the_file(tmp_path, content, words):
 def test_missing_file_names_the_file(tmp_path):
     with pytest.raises(TraceError, match="cannot read trace .*nope.json"):
         load_kineto(tmp_path / "nope.json")
+
+
+def test_one_place_tells_each_kind_of_input_from_its_name_and_first_bytes(tmp_path):
+    """trace/formats.py, which the Kineto and nsys loaders and both commands ask: a gzipped
+    Kineto trace, a gzipped SQLite export (gunzipped here: its first bytes say SQLite), a
+    results document (JSON, not a trace), and the nsys names."""
+    from pytest_gpuprof.trace import formats
+
+    data = Path(__file__).parent / "data"
+    kineto = data / "sync.pt.trace.json.gz"
+    assert formats.is_gzipped(kineto) and not formats.is_nsys_input(kineto)
+    with formats.open_content(kineto) as fh:
+        head = fh.read(1 << 16)
+    assert formats.is_chrome_trace(head) and not formats.is_sqlite(head)
+    export = tmp_path / "sync.sqlite"
+    with gzip.open(data / "nsys" / "sync.sqlite.gz", "rb") as src, open(export, "wb") as out:
+        shutil.copyfileobj(src, out)
+    assert formats.is_nsys_input(export) and not formats.is_gzipped(export)
+    with formats.open_content(export) as fh:
+        assert formats.is_sqlite(fh.read(16))
+    assert formats.is_gzipped(data / "nsys" / "sync.sqlite.gz")
+    results = tmp_path / "results.json"
+    results.write_text('{"schema_version": 1, "tests": []}')
+    with formats.open_content(results) as fh:
+        head = fh.read()
+    assert not formats.is_chrome_trace(head) and not formats.is_sqlite(head)
+    assert formats.is_nsys_input("run.nsys-rep") and not formats.is_nsys_input("run.ncu-rep")

@@ -14,7 +14,6 @@ violated a threshold, a kernel new or vanished) or a test of B has no metrics,
 
 from __future__ import annotations
 
-import gzip
 import json
 import zlib
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from ..report.escaping import terminal_text
 from ..report.document import SCHEMA_VERSION
 from ..report.names import short_name
 from ..report.words import BACKEND_NAMES, broken_header, is_broken, verdict_line
-from ..trace.nsys_sqlite import SQLITE_MAGIC
+from ..trace.formats import is_chrome_trace, is_nsys_input, is_sqlite, open_content
 from .inputs import measure_any
 
 _HEAD = 1 << 16
@@ -51,11 +50,11 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
     p = Path(path)
     if not p.is_file():
         raise GpuprofError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
-    if not path.endswith((".sqlite", ".nsys-rep")):
+    nsys_input = is_nsys_input(path)
+    if not nsys_input:
         doc = _results_document(p)
         if doc is not None:
             return Side(path, "results", _runs(path, doc))
-    nsys_input = path.endswith((".sqlite", ".nsys-rep"))
     m = measure_any(path, test_range if nsys_input else None, nsys)
     run = of_measurement(None, m, "nsys" if nsys_input else "torch")
     run.gpu = m.gpu_name  # a trace's own GPU name, None when it names none
@@ -65,11 +64,9 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
 def _results_document(p: Path) -> dict[str, Any] | None:
     """The file's content when it is a results document; None when it looks like a trace."""
     try:
-        with open(p, "rb") as probe:
-            opener = gzip.open if probe.read(2) == b"\x1f\x8b" else open
-        with opener(p, "rb") as fh:
+        with open_content(p) as fh:
             head = fh.read(_HEAD)
-            if b'"traceEvents"' in head or head.startswith(SQLITE_MAGIC):  # the trace loaders name the problem
+            if is_chrome_trace(head) or is_sqlite(head):  # the trace loaders name the problem
                 return None
             text = head + fh.read()
     except (OSError, EOFError, zlib.error) as exc:

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
+from ..trace.formats import is_nsys_input
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import for_range, load_nsys
@@ -16,7 +17,7 @@ from ..trace.nsys_sqlite import for_range, load_nsys
 
 def load_any(path: str, test_range: str | None = None, nsys: str | None = None) -> Trace:
     """A Kineto trace or an nsys report (a .nsys-rep exported to SQLite first, ``exported``)."""
-    if path.endswith((".sqlite", ".nsys-rep")):
+    if is_nsys_input(path):
         trace = exported(path, nsys) if path.endswith(".nsys-rep") else load_nsys(path)
         return for_range(trace, test_range) if test_range else trace
     if test_range:

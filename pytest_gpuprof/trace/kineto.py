@@ -55,7 +55,8 @@ from .model import (
     first_problem,
     make_table,
 )
-from .nsys_sqlite import SQLITE_MAGIC, sqlite_given_as_json
+from .formats import SQLITE_MAGIC, is_gzipped, is_sqlite, open_content
+from .nsys_sqlite import sqlite_given_as_json
 
 CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "user_annotation")
 _CAT_ALT = "|".join(CATEGORIES).encode()
@@ -146,18 +147,16 @@ def load_kineto(path: str | Path) -> Trace:
 
 def _open(path: Path):
     """The file's bytes, gunzipped when it is gzipped; an SQLite file is refused by name."""
-    with open(path, "rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
-    fh = gzip.open(path, "rb") if gzipped else open(path, "rb")
+    fh = open_content(path)
     try:
         head = fh.read(len(SQLITE_MAGIC))
         fh.seek(0)
     except BaseException:
         fh.close()
         raise
-    if head == SQLITE_MAGIC:
+    if is_sqlite(head):
         fh.close()
-        raise _Invalid(sqlite_given_as_json(gzipped))
+        raise _Invalid(sqlite_given_as_json(is_gzipped(path)))
     return fh
 
 

@@ -25,6 +25,7 @@ import pandas as pd
 
 from ..capture.ranges import METADATA_MARK, NVTX_DOMAIN
 from ..errors import TraceError
+from .formats import is_gzipped
 from .model import (
     COPY_COLUMNS,
     KERNEL_COLUMNS,
@@ -37,7 +38,6 @@ from .model import (
 )
 
 #: The first bytes of every SQLite file.
-SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The columns read from each table; nsys writes them all, so a missing one is damage.
 _COLUMNS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "demangledName", "deviceId", "streamId", "correlationId"),
@@ -82,9 +82,8 @@ def load_nsys(path: str | Path, named: str | None = None) -> Trace:
     name = named or location
     if not location.is_file():
         raise TraceError(f"cannot read report {name}: no such file")
-    with open(location, "rb") as probe:
-        if probe.read(2) == b"\x1f\x8b":
-            raise TraceError(f"{name}: gzipped, not an SQLite file: {_GUNZIP}")
+    if is_gzipped(location):
+        raise TraceError(f"{name}: gzipped, not an SQLite file: {_GUNZIP}")
     try:
         con = sqlite3.connect(f"file:{location}?mode=ro", uri=True)
     except sqlite3.Error as exc:
