@@ -390,7 +390,9 @@ def _positive(v: Any) -> bool:
 #: the host-speed reading and the copy bandwidths above 0, the PCIe utilization any number
 #: (past 1 where the link is faster than NVML said).
 OPTIONAL_METRICS = {"launch_call_us": _positive, "pcie_utilization": _number,
-                    **{f"memcpy_{kind}_gbps": _positive for kind in COPY_KINDS}}
+                    **{f"memcpy_{kind}_gbps": _positive for kind in COPY_KINDS},
+                    "comm_kernel_count": _integer, "comm_time_us": _number, "comm_compute_overlap": _ratio,
+                    "exposed_comm_us": _number}
 
 
 def check_of(name: str):
@@ -403,9 +405,12 @@ def check_of(name: str):
 def null_allowed(per_step: dict, name: str, i: int) -> bool:
     """A step may have no value of NAME: a ratio where its window is 0, the overlap where it
     copied nothing, a copy kind's bandwidth where that kind moved nothing, the PCIe
-    utilization where the trace does not say its link (anywhere)."""
+    utilization where the trace does not say its link (anywhere), the communication overlap
+    where the step ran no communication kernel."""
     if name == "pcie_utilization":
         return True
+    if name == "comm_compute_overlap":
+        return not per_step["comm_time_us"][i]
     if name.endswith("_gbps"):
         kind = name.removeprefix("memcpy_").removesuffix("_gbps")
         return not per_step[f"memcpy_{kind}_bytes"][i] or not per_step[f"memcpy_{kind}_time_us"][i]

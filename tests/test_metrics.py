@@ -315,3 +315,52 @@ def test_the_pcie_link_recorded_in_the_header_decides_pcie_utilization():
     assert m.metrics["memcpy_htod_bytes"] == m.metrics["memcpy_dtoh_bytes"] == 10 * 64 << 20
     assert 50 < m.metrics["memcpy_htod_gbps"] < 63.02 and 50 < m.metrics["memcpy_dtoh_gbps"] < 63.02
 
+
+
+# --- communication kernels (docs/metrics.md), on a trace built from the definitions ------
+
+from pytest_gpuprof.trace.model import (COPY_COLUMNS, KERNEL_COLUMNS, RANGE_COLUMNS,  # noqa: E402
+                                        RUNTIME_COLUMNS, SET_COLUMNS, Trace, make_table)
+
+
+def _comm_trace():
+    """Two steps, [0, 10000] and [10000, 20000] ns, one launching thread.  Step 0: a GEMM
+    [1000, 5000), an all-reduce ncclDevKernel_* [3000, 7000) and a second one [6000, 8000)
+    (union [3000, 8000), 5000 ns; the GEMM hides [3000, 5000), 2000 ns).  Step 1: a demangled
+    "void ncclKernel_*" send [12000, 14000) with nothing beside it.  A kernel named
+    "my_nccl_like" is no NCCL kernel (the name must start with nccl)."""
+    kernels = [("gemm", 1000, 5000, 1), ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", 3000, 7000, 2),
+               ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(x)", 6000, 8000, 3),
+               ("void ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclWorkElem)", 12000, 14000, 4),
+               ("my_nccl_like", 15000, 15500, 5)]
+    launches = {1: 100, 2: 200, 3: 300, 4: 11000, 5: 11100}
+    runtime = make_table(RUNTIME_COLUMNS, {"name": ["cudaLaunchKernel"] * 5, "start": list(launches.values()),
+                                           "end": [t + 10 for t in launches.values()], "tid": [1] * 5,
+                                           "correlation": list(launches)})
+    runtime["name"] = runtime["name"].astype("category")
+    k = make_table(KERNEL_COLUMNS, {"name": [x[0] for x in kernels], "start": [x[1] for x in kernels],
+                                    "end": [x[2] for x in kernels], "device": [0] * 5, "stream": [7] * 5,
+                                    "correlation": [x[3] for x in kernels]})
+    ranges = make_table(RANGE_COLUMNS, {"start": [0, 10000], "end": [10000, 20000],
+                                        "name": ["ProfilerStep#0", "ProfilerStep#1"], "tid": [1, 1]})
+    return Trace(k, make_table(COPY_COLUMNS, {}), make_table(SET_COLUMNS, {}), runtime, ranges, source="kineto")
+
+
+def test_communication_metrics_as_defined():
+    m = measure(_comm_trace())
+    # 3 NCCL kernels: 4000 + 2000 + 2000 ns; their union [3000, 8000) and [12000, 14000): 7000 ns,
+    # of which the GEMM covers [3000, 5000): 2000 ns -> overlap 2/7, exposed 5000 ns
+    assert m.metrics["comm_kernel_count"] == 3 and m.per_step["comm_kernel_count"] == [2, 1]
+    assert m.metrics["comm_time_us"] == 8.0 and m.per_step["comm_time_us"] == [6.0, 2.0]
+    assert m.metrics["comm_compute_overlap"] == round(2000 / 7000, 6)
+    assert m.metrics["exposed_comm_us"] == 5.0
+    # step 0: union 5000, hidden 2000 -> 0.4, exposed 3000 ns; step 1: union 2000, hidden 0
+    assert m.per_step["comm_compute_overlap"] == [0.4, 0.0]
+    assert m.per_step["exposed_comm_us"] == [3.0, 2.0]
+
+
+def test_a_test_that_does_not_communicate_has_no_overlap_to_report():
+    m = measure(load_kineto(DATA / "sync.pt.trace.json.gz"))
+    assert m.metrics["comm_kernel_count"] == 0 and m.metrics["comm_time_us"] == 0.0
+    assert m.metrics["comm_compute_overlap"] is None and m.metrics["exposed_comm_us"] == 0.0
+    assert set(m.per_step["comm_compute_overlap"]) == {None}

@@ -298,7 +298,7 @@ RATIOS = ("gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_ef
 
 
 #: Judged on their median step: times, and the ratios with a better direction (docs/metrics.md).
-MEDIAN_STEP = ("gpu_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction")
+MEDIAN_STEP = ("gpu_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction", "comm_compute_overlap")
 
 
 def as_judged(metric, metrics, per_step):
@@ -329,7 +329,7 @@ def test_junit_xml_carries_status_metrics_and_broken_verdicts(run, planted_metri
     assert named["gpuprof_status"] == "failed" and named["gpuprof_gpu"] == "NVIDIA H200"
     assert named["gpuprof_baseline_file"] == str(ROOT / "baselines" / "example_suite" / "test_moe.json")
     scalars = [k for k, v in planted_metrics.items() if not isinstance(v, (dict, list))]
-    assert len(scalars) == 29  # docs/metrics.md: 29 scalar metrics
+    assert len(scalars) == 33  # docs/metrics.md: 33 scalar metrics
     for metric in scalars:
         expected = as_judged(metric, planted_metrics, planted_per_step)
         if expected is None:

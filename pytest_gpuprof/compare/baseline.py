@@ -175,6 +175,7 @@ _NULL_WHEN = {
                                steps[f"memcpy_{kind}_bytes"][i] == 0 or steps[f"memcpy_{kind}_time_us"][i] == 0)
        for kind in COPY_KINDS},
     "pcie_utilization": ("a trace without its PCIe link", lambda steps, i: True),
+    "comm_compute_overlap": ("a step with no communication kernel", lambda steps, i: not steps["comm_time_us"][i]),
 }
 
 
@@ -224,7 +225,7 @@ def _check_metrics(metrics: Any) -> None:
         where = f"metrics.{name}"
         if name in RECORDED_SINCE:  # older entries lack it; null where nothing was measured
             value = metrics.get(name)
-            check, words = _bound(name)
+            check, words = (_integer, _INTEGER) if spec.kind in ("count", "bytes") else _bound(name)
             _need(value is None or check(value), where, f"{words} or null", value)
             continue
         _need(name in metrics, where, "present", None, missing=True)

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, NamedTuple
 
-from ..metrics.measure import METRICS, MetricSpec
+from ..metrics.measure import METRICS, RECORDED_SINCE, MetricSpec
 from ..numbers import format_change, format_number
 from . import host
 from .rules import Rules, Threshold, beyond_time_rule, same
@@ -285,7 +285,8 @@ def same_program(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     """The two runs did the same GPU work per step: every count and byte total, and each
     kernel name's count, equal."""
     va, vb = compared_values(a), compared_values(b)
-    counted = [n for n, s in METRICS.items() if s.kind in ("count", "bytes")]
+    counted = [n for n, s in METRICS.items() if s.kind in ("count", "bytes")
+               and not (n in RECORDED_SINCE and (va.get(n) is None or vb.get(n) is None))]  # an older run lacks it
     kernels = {k for k in list(va) + list(vb) if k.startswith("kernels[")}
     return all(va.get(k) is not None and vb.get(k) is not None and same(va[k], vb[k])
                or va.get(k) == vb.get(k) for k in [*counted, *kernels])

@@ -54,6 +54,10 @@ def _specs() -> dict[str, MetricSpec]:
         MetricSpec("sync_count", "count", "lower", True),
         MetricSpec("sync_wait_fraction", "ratio", "lower", False),
         MetricSpec("window_us", "time", "lower", True, "us"),
+        MetricSpec("comm_kernel_count", "count", None, True),
+        MetricSpec("comm_time_us", "time", "lower", True, "us"),
+        MetricSpec("comm_compute_overlap", "ratio", "higher", False),
+        MetricSpec("exposed_comm_us", "time", "lower", True, "us"),
         MetricSpec("launch_call_us", "info", None, False, "us"),
         MetricSpec("step_count", "info", None, False),
         MetricSpec("peak_memory_allocated_bytes", "info", None, False, "B"),
@@ -89,7 +93,9 @@ PCIE_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 /
                   5: 32.0 * 128 / 130 / 8, 6: 64.0 * 242 / 256 / 8}
 #: Metrics a stored entry may lack: recorded since the date given (older baselines and traces).
 RECORDED_SINCE = {"launch_call_us": "2026-11-25", "pcie_utilization": "2026-11-25",
-                  **{f"memcpy_{kind}_gbps": "2026-11-25" for kind in COPY_KINDS}}
+                  **{f"memcpy_{kind}_gbps": "2026-11-25" for kind in COPY_KINDS},
+                  **{name: "2026-11-25" for name in ("comm_kernel_count", "comm_time_us", "comm_compute_overlap",
+                                                     "exposed_comm_us")}}
 _SYNC_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
@@ -126,6 +132,12 @@ class Measurement:
 def is_launch_call(name: str) -> bool:
     """True for runtime/driver calls that launch one kernel (not a graph)."""
     return _API_SUFFIX.sub("", name) in _LAUNCH_CALLS
+
+
+def is_comm_kernel(name: str) -> bool:
+    """A collective-communication kernel: NCCL's, ``ncclKernel_*`` and, since NCCL 2.19,
+    ``ncclDevKernel_*`` (a leading ``void `` of a demangled name aside)."""
+    return name.removeprefix("void ").startswith("nccl")
 
 
 def is_sync_call(name: str) -> bool:
@@ -225,6 +237,7 @@ def measure(trace: Trace) -> Measurement:
     per_step["sync_count"] = _bincount(r_step[sync_mask], n)
     metrics["sync_wait_fraction"] = _ratio(int(_dur(syncs).sum()), width)
     per_step["sync_wait_fraction"] = _ratios(np.asarray(_bincount(r_step[sync_mask], n, _dur(syncs))), slices)
+    _communication(trace, kernels, k_step[k_step >= 0], n, metrics, per_step)
     metrics["window_us"] = _us(w_end - w_start)
     per_step["window_us"] = [_us(v) for v in slices]
     per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
@@ -249,6 +262,32 @@ def measure(trace: Trace) -> Measurement:
     ], ignore_index=True)
     return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work,
                        trace.ranges)
+
+
+def _communication(trace: Trace, kernels: pd.DataFrame, steps: np.ndarray, n: int, metrics: dict,
+                   per_step: dict) -> None:
+    """The communication metrics (docs/metrics.md): the attributed NCCL kernels, their time,
+    how much of their union every other kernel of the trace covers (``comm_compute_overlap``,
+    as Holistic Trace Analysis defines it) and what none covers (``exposed_comm_us``)."""
+    comm = _name_mask(kernels["name"], is_comm_kernel)
+    others = ~_name_mask(trace.kernels["name"], is_comm_kernel)
+    compute = merge_intervals(*_bounds(trace.kernels[others]))
+    starts, ends = _bounds(kernels[comm])
+    comm_steps = steps[comm]
+    metrics["comm_kernel_count"] = int(comm.sum())
+    per_step["comm_kernel_count"] = _bincount(comm_steps, n)
+    metrics["comm_time_us"] = _us((ends - starts).sum())
+    per_step["comm_time_us"] = _step_us(comm_steps, n, ends - starts)
+    lo, hi = merge_intervals(starts, ends)
+    union, hidden = int((hi - lo).sum()), int(covered_length(compute, lo, hi).sum())
+    metrics["comm_compute_overlap"] = _ratio(hidden, union) if union else None
+    metrics["exposed_comm_us"] = _us(union - hidden)
+    step_union, step_hidden = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for i in np.unique(comm_steps):  # the steps that communicated: few, each its own union
+        lo, hi = merge_intervals(starts[comm_steps == i], ends[comm_steps == i])
+        step_union[i], step_hidden[i] = (hi - lo).sum(), covered_length(compute, lo, hi).sum()
+    per_step["comm_compute_overlap"] = _ratios(step_hidden, step_union)
+    per_step["exposed_comm_us"] = [_us(v) for v in step_union - step_hidden]
 
 
 def without_l2_flushes(trace: Trace) -> Trace:
