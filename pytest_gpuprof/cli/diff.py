@@ -14,8 +14,6 @@ violated a threshold, a kernel new or vanished) or a test of B has no metrics,
 
 from __future__ import annotations
 
-import json
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -27,13 +25,10 @@ from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
 from ..numbers import format_number
 from ..report.escaping import terminal_text
-from ..report.document import SCHEMA_VERSION
 from ..report.names import short_name
 from ..report.words import BACKEND_NAMES, broken_header, is_broken, verdict_line
-from ..trace.formats import is_chrome_trace, is_nsys_input, is_sqlite, open_content
-from .inputs import measure_any
-
-_HEAD = 1 << 16
+from ..trace.formats import is_nsys_input
+from .inputs import measure_any, read_results
 
 
 @dataclass
@@ -52,40 +47,13 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
         raise GpuprofError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
     nsys_input = is_nsys_input(path)
     if not nsys_input:
-        doc = _results_document(p)
+        doc = read_results(p)
         if doc is not None:
             return Side(path, "results", _runs(path, doc))
     m = measure_any(path, test_range if nsys_input else None, nsys)
     run = of_measurement(None, m, "nsys" if nsys_input else "torch")
     run.gpu = m.gpu_name  # a trace's own GPU name, None when it names none
     return Side(path, "trace", {None: run})
-
-
-def _results_document(p: Path) -> dict[str, Any] | None:
-    """The file's content when it is a results document; None when it looks like a trace."""
-    try:
-        with open_content(p) as fh:
-            head = fh.read(_HEAD)
-            if is_chrome_trace(head) or is_sqlite(head):  # the trace loaders name the problem
-                return None
-            text = head + fh.read()
-    except (OSError, EOFError, zlib.error) as exc:
-        raise GpuprofError(f"cannot read {p}: {exc}") from exc
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise GpuprofError(
-            f"{p} is neither a results file (--gpuprof-json) nor a trace: not valid JSON ({exc})"
-        ) from None
-    if isinstance(doc, dict) and "traceEvents" in doc:
-        return None
-    if not (isinstance(doc, dict) and isinstance(doc.get("tests"), list) and "schema_version" in doc):
-        raise GpuprofError(f"{p} is neither a results file (--gpuprof-json: 'schema_version' and a 'tests' "
-                           f"list) nor a trace ('traceEvents')")
-    if doc["schema_version"] != SCHEMA_VERSION:
-        raise GpuprofError(f"{p} is a results file of schema_version {doc['schema_version']!r}; "
-                           f"this gpuprof reads {SCHEMA_VERSION}")
-    return doc
 
 
 def _runs(path: str, doc: dict[str, Any]) -> dict[str | None, TestResult]:

@@ -3,13 +3,17 @@ or a ``.nsys-rep`` exported first), and its metrics."""
 
 from __future__ import annotations
 
+import json
 import tempfile
+import zlib
 from pathlib import Path
+from typing import Any
 
 from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
-from ..trace.formats import is_nsys_input
+from ..report.document import SCHEMA_VERSION
+from ..trace.formats import is_chrome_trace, is_nsys_input, is_sqlite, open_content
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import for_range, load_nsys
@@ -42,3 +46,34 @@ def measure_any(path: str, test_range: str | None = None, nsys: str | None = Non
         return measure(trace)
     except ValueError as exc:
         raise GpuprofError(f"{path}: {exc}") from None
+
+
+#: How much of a file is read to tell a results document from a trace.
+_HEAD = 1 << 16
+
+
+def read_results(p: Path) -> dict[str, Any] | None:
+    """The file's content when it is a results document; None when it looks like a trace."""
+    try:
+        with open_content(p) as fh:
+            head = fh.read(_HEAD)
+            if is_chrome_trace(head) or is_sqlite(head):  # the trace loaders name the problem
+                return None
+            text = head + fh.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise GpuprofError(f"cannot read {p}: {exc}") from exc
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise GpuprofError(
+            f"{p} is neither a results file (--gpuprof-json) nor a trace: not valid JSON ({exc})"
+        ) from None
+    if isinstance(doc, dict) and "traceEvents" in doc:
+        return None
+    if not (isinstance(doc, dict) and isinstance(doc.get("tests"), list) and "schema_version" in doc):
+        raise GpuprofError(f"{p} is neither a results file (--gpuprof-json: 'schema_version' and a 'tests' "
+                           f"list) nor a trace ('traceEvents')")
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise GpuprofError(f"{p} is a results file of schema_version {doc['schema_version']!r}; "
+                           f"this gpuprof reads {SCHEMA_VERSION}")
+    return doc

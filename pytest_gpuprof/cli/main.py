@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from .. import __version__
 from ..compare.rules import Rules, parse_threshold
@@ -13,8 +14,10 @@ from ..errors import ConfigError, GpuprofError
 from ..options import RULE_OPTIONS, add_rule_options
 from ..report.escaping import terminal_text
 from ..report.terminal import analysis_lines
+from ..report.writers import REPORTS, write_reports
 from .diff import diff
 from .inputs import measure_any
+from .merge import merge_status, merged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,9 +53,22 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("--test", metavar="NODEID", help="compare only this test of the results file(s)")
     diff.add_argument("--range", metavar="NAME", help="nsys reports: only the NVTX range NAME (a test's node id)")
     diff.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
+    merge = sub.add_parser(
+        "merge",
+        help="the --gpuprof-json files of a suite sharded over several runners as one run",
+        description="One results document of several (a CI matrix, one runner per GPU or machine), written "
+        "with the reports asked for. Exit status: 0 no test failed, 1 a test failed or errored, 2 bad input "
+        "(a file that is not a results file, shards that overlap).",
+    )
+    merge.add_argument("results", nargs="+", metavar="RESULTS", help="results files written by --gpuprof-json")
+    for kind, what in (("json", "the merged results document"), ("summary", "the Markdown summary"),
+                       ("html", "the HTML report"), ("benchmark-json", "github-action-benchmark's JSON")):
+        merge.add_argument(f"--{kind}", type=Path, metavar="PATH", help=f"write {what} to PATH")
     args = parser.parse_args(argv)
     try:
-        if args.command == "diff":
+        if args.command == "merge":
+            status, lines = _merge(args)
+        elif args.command == "diff":
             status, lines = _diff(args)
         else:
             status, lines = _analyze(args.trace, args.json, args.range, args.nsys)
@@ -72,6 +88,14 @@ def _emit(status: int, lines: list[str]) -> int:
         # Python would report the pipe again while flushing stdout at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return status
+
+
+def _merge(args: argparse.Namespace) -> tuple[int, list[str]]:
+    doc = merged(args.results)
+    reports = {kind: getattr(args, kind.replace("-", "_")) for kind in REPORTS}
+    counts = ", ".join(f"{n} {status}" for status, n in doc["counts"].items() if n)
+    lines = [terminal_text(f"gpuprof: merged {len(args.results)} results file(s): {counts or 'no test'}")]
+    return merge_status(doc), lines + [terminal_text(line) for line in write_reports(doc, reports)]
 
 
 def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None) -> tuple[int, list[str]]:

@@ -20,18 +20,26 @@ def results_document(results: Iterable[TestResult], skipped: Mapping[str, str], 
                      replay_dir: Path | None = None, traces_dir: Path | None = None) -> dict[str, Any]:
     """Every profiled test with status, metrics, baseline values, rules and verdicts, environment;
     the tests skipped with their reasons; where the baselines and kept traces are."""
-    tests = sorted(results, key=lambda r: (STATUSES.index(r.status), r.nodeid))
+    return document_of([r.to_json() for r in results], skipped, backend, str(baseline_dir),
+                       None if replay_dir is None else str(replay_dir), None if traces_dir is None else str(traces_dir))
+
+
+def document_of(tests: list[dict[str, Any]], skipped: Mapping[str, str], backend: str, baseline_dir: str,
+                replay_dir: str | None = None, traces_dir: str | None = None) -> dict[str, Any]:
+    """The document of tests already written as JSON (``TestResult.to_json``): ordered
+    regressions first, counted by status."""
+    tests = sorted(tests, key=lambda t: (STATUSES.index(t["status"]), t["nodeid"]))
     counts: dict[str, int] = {}
-    for r in tests:
-        counts[r.status] = counts.get(r.status, 0) + 1
+    for t in tests:
+        counts[t["status"]] = counts.get(t["status"], 0) + 1
     return {
         "schema_version": SCHEMA_VERSION,
         "gpuprof_version": __version__,
         "backend": backend,
-        "baseline_dir": str(baseline_dir),
-        "replay_dir": None if replay_dir is None else str(replay_dir),
-        "traces_dir": None if traces_dir is None else str(traces_dir),
+        "baseline_dir": baseline_dir,
+        "replay_dir": replay_dir,
+        "traces_dir": traces_dir,
         "counts": {**counts, "skipped": len(skipped)},
-        "tests": [r.to_json() for r in tests],
+        "tests": tests,
         "skipped": [{"nodeid": n, "reason": why} for n, why in sorted(skipped.items())],
     }
