@@ -67,6 +67,10 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _settings(config)  # (the nsys backend's outer run ended in pytest_cmdline_main)
     if settings is not None and settings.replay_dir is not None:
         _warn_replay_taken_for_a_path(config, settings.replay_dir)
+    if settings is not None and hasattr(config, "workerinput"):
+        from .run.gpus import pin_worker
+
+        pin_worker(config.workerinput)  # before anything in this worker starts CUDA
     if settings is not None:
         from .run.session import GpuprofSession
 
@@ -89,6 +93,25 @@ def _warn_replay_taken_for_a_path(config: pytest.Config, replay_dir: Path) -> No
         f"{flag} {value}: given with a space, pytest also took {value} for a test path when it chose "
         f"the rootdir ({config.rootpath}), which decides the node ids that name traces and baselines; "
         f"write {flag}={value} or pass --rootdir"), stacklevel=2)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` under --gpuprof: a worker per visible GPU (``run.gpus``)."""
+    if SESSION not in config.stash:
+        return None
+    from .run.gpus import visible_gpus
+
+    return len(visible_gpus()) or None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """Each xdist worker learns the controller's GPUs, and takes its own (``pytest_configure``)."""
+    if SESSION in node.config.stash:
+        from .run.gpus import WORKER_KEY, visible_gpus
+
+        node.workerinput[WORKER_KEY] = visible_gpus()
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m deselects

@@ -1,0 +1,54 @@
+"""One pytest-xdist worker per GPU (run/gpus.py), on the CPU: the GPUs are the entries of
+CUDA_VISIBLE_DEVICES, which is all a worker is told."""
+
+import pytest
+
+from pytest_gpuprof.run.gpus import visible_gpus, worker_gpu
+
+pytest.importorskip("xdist")
+
+WHERE = '''
+import os
+
+
+def test_where(tmp_path_factory):
+    with open(os.environ["WHERE_FILE"], "a") as out:
+        out.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " " + os.environ.get("CUDA_VISIBLE_DEVICES", "-") + "\\n")
+'''
+
+
+def test_each_worker_takes_its_own_gpu_round_robin():
+    gpus = ["3", "GPU-5f0e", "7"]
+    assert [worker_gpu(f"gw{k}", gpus) for k in range(5)] == ["3", "GPU-5f0e", "7", "3", "GPU-5f0e"]
+    assert worker_gpu("gw0", []) is None and worker_gpu("master", gpus) is None
+
+
+def test_the_visible_gpus_are_cuda_visible_devices_entries(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5,")
+    assert visible_gpus() == ["3", "5"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert visible_gpus() == []
+
+
+@pytest.mark.parametrize("workers", ["auto", "2"])
+def test_n_auto_starts_a_worker_per_gpu_and_each_sees_only_its_own(pytester, monkeypatch, workers):
+    """CUDA_VISIBLE_DEVICES=3,5 (as a runner with two GPUs of eight would set it): -n auto
+    under --gpuprof starts two workers, which see GPU 3 and GPU 5 alone."""
+    where = pytester.path / "where.txt"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    monkeypatch.setenv("WHERE_FILE", str(where))
+    pytester.makepyfile(**{f"test_{i}": WHERE for i in range(4)})
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", workers, "--gpuprof")
+    result.assert_outcomes(passed=4)
+    seen = {tuple(line.split()) for line in where.read_text().splitlines()}
+    assert {worker for worker, _ in seen} == {"gw0", "gw1"}
+    assert seen <= {("gw0", "3"), ("gw1", "5")}
+
+
+def test_without_gpuprof_workers_keep_every_gpu(pytester, monkeypatch):
+    where = pytester.path / "where.txt"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    monkeypatch.setenv("WHERE_FILE", str(where))
+    pytester.makepyfile(test_a=WHERE)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2").assert_outcomes(passed=1)
+    assert where.read_text().split()[1] == "3,5"
