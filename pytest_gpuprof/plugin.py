@@ -8,6 +8,7 @@ as a plugin whose hook methods do the work (imported there, for that reason).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -67,10 +68,10 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = _settings(config)  # (the nsys backend's outer run ended in pytest_cmdline_main)
     if settings is not None and settings.replay_dir is not None:
         _warn_replay_taken_for_a_path(config, settings.replay_dir)
-    if settings is not None and hasattr(config, "workerinput"):
-        from .run.gpus import pin_worker
+    if settings is not None and not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+        from .run.gpus import hand_over
 
-        pin_worker(config.workerinput)  # before anything in this worker starts CUDA
+        hand_over(os.environ)  # the xdist workers, started after this, inherit it
     if settings is not None:
         from .run.session import GpuprofSession
 
@@ -95,23 +96,23 @@ def _warn_replay_taken_for_a_path(config: pytest.Config, replay_dir: Path) -> No
         f"write {flag}={value} or pass --rootdir"), stacklevel=2)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests() -> None:
+    """An xdist worker of a --gpuprof run takes its own GPU before any conftest loads (``run.gpus``)."""
+    from .run.gpus import pin_worker
+
+    pin_worker(os.environ)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` under --gpuprof: a worker per visible GPU (``run.gpus``)."""
-    if SESSION not in config.stash:
+    """``-n auto`` under --gpuprof: a worker per visible GPU (``run.gpus``); asked before
+    ``pytest_configure``, so from the options themselves."""
+    if _settings(config) is None:
         return None
     from .run.gpus import visible_gpus
 
     return len(visible_gpus()) or None
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node) -> None:
-    """Each xdist worker learns the controller's GPUs, and takes its own (``pytest_configure``)."""
-    if SESSION in node.config.stash:
-        from .run.gpus import WORKER_KEY, visible_gpus
-
-        node.workerinput[WORKER_KEY] = visible_gpus()
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m deselects

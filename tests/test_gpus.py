@@ -3,7 +3,7 @@ CUDA_VISIBLE_DEVICES, which is all a worker is told."""
 
 import pytest
 
-from pytest_gpuprof.run.gpus import visible_gpus, worker_gpu
+from pytest_gpuprof.run.gpus import GPUS, pin_worker, visible_gpus, worker_gpu
 
 pytest.importorskip("xdist")
 
@@ -30,19 +30,42 @@ def test_the_visible_gpus_are_cuda_visible_devices_entries(monkeypatch):
     assert visible_gpus() == []
 
 
-@pytest.mark.parametrize("workers", ["auto", "2"])
+#: A conftest that notes what CUDA_VISIBLE_DEVICES it saw when it loaded: before any test,
+#: where a conftest could start CUDA.
+CONFTEST = '''
+import os
+
+with open(os.environ["WHERE_FILE"] + ".conftest", "a") as out:
+    out.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " " + os.environ.get("CUDA_VISIBLE_DEVICES", "-") + "\\n")
+'''
+
+
+@pytest.mark.parametrize("workers", ["auto", "3"])
 def test_n_auto_starts_a_worker_per_gpu_and_each_sees_only_its_own(pytester, monkeypatch, workers):
-    """CUDA_VISIBLE_DEVICES=3,5 (as a runner with two GPUs of eight would set it): -n auto
-    under --gpuprof starts two workers, which see GPU 3 and GPU 5 alone."""
+    """CUDA_VISIBLE_DEVICES=3,5,7 (as a runner with three GPUs of eight would set it), on a
+    machine of fewer cores: -n auto under --gpuprof starts three workers, one per GPU, and
+    each sees its GPU alone from the moment the conftests load."""
     where = pytester.path / "where.txt"
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,7")
     monkeypatch.setenv("WHERE_FILE", str(where))
-    pytester.makepyfile(**{f"test_{i}": WHERE for i in range(4)})
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(**{f"test_{i}": WHERE for i in range(6)})
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", workers, "--gpuprof")
-    result.assert_outcomes(passed=4)
-    seen = {tuple(line.split()) for line in where.read_text().splitlines()}
-    assert {worker for worker, _ in seen} == {"gw0", "gw1"}
-    assert seen <= {("gw0", "3"), ("gw1", "5")}
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["*3 workers*"])
+    expected = {("gw0", "3"), ("gw1", "5"), ("gw2", "7")}
+    assert {tuple(line.split()) for line in where.read_text().splitlines()} <= expected
+    loaded = {tuple(line.split()) for line in (pytester.path / "where.txt.conftest").read_text().splitlines()}
+    assert loaded == expected | {("-", "3,5,7")}  # the controller loads it too, and keeps every GPU
+
+
+def test_pinning_reads_the_controllers_gpus_from_the_environment():
+    environ = {"PYTEST_XDIST_WORKER": "gw4", GPUS: "3,5,7", "CUDA_VISIBLE_DEVICES": "3,5,7"}
+    pin_worker(environ)
+    assert environ["CUDA_VISIBLE_DEVICES"] == "5"
+    untouched = {"CUDA_VISIBLE_DEVICES": "3,5,7", GPUS: "3,5,7"}  # not a worker: the controller itself
+    pin_worker(untouched)
+    assert untouched["CUDA_VISIBLE_DEVICES"] == "3,5,7"
 
 
 def test_without_gpuprof_workers_keep_every_gpu(pytester, monkeypatch):

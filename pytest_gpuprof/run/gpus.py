@@ -1,15 +1,18 @@
 """One pytest-xdist worker per GPU: ``pytest -n auto --gpuprof`` starts a worker for each GPU
 the controller sees, and each worker sees only its own (``CUDA_VISIBLE_DEVICES``), so that
 tests measured at once never share a GPU.  More workers than GPUs share them round-robin;
-the NVML sampler then sees the other process and the run says so (docs/metrics.md)."""
+the NVML sampler then sees the other process and the run says so (docs/metrics.md).
+
+The controller hands its GPUs to the workers in the environment they inherit (``GPUS``): a
+worker reads it when the plugin loads, before any conftest can start CUDA."""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from typing import MutableMapping
 
-#: The controller's visible GPUs, handed to each worker in its ``workerinput``.
-WORKER_KEY = "gpuprof_gpus"
+#: The controller's visible GPUs, comma-separated, for the workers it starts.
+GPUS = "GPUPROF_XDIST_GPUS"
 
 
 def visible_gpus() -> list[str]:
@@ -33,10 +36,13 @@ def worker_gpu(worker_id: str, gpus: list[str]) -> str | None:
     return gpus[int(worker_id[2:]) % len(gpus)]
 
 
-def pin_worker(workerinput: Mapping[str, Any]) -> None:
-    """Show this xdist worker its own GPU only (``worker_gpu`` of the controller's list); a
-    worker that was handed no list (no GPU, an xdist run without --gpuprof) is left alone."""
-    gpu = worker_gpu(workerinput.get("workerid", ""), list(workerinput.get(WORKER_KEY) or []))
-    if gpu is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+def hand_over(environ: MutableMapping[str, str]) -> None:
+    """In the controller of an xdist run under --gpuprof: its GPUs, for the workers."""
+    environ[GPUS] = ",".join(visible_gpus())
 
+
+def pin_worker(environ: MutableMapping[str, str]) -> None:
+    """In an xdist worker whose controller handed over its GPUs: show it its own only."""
+    gpu = worker_gpu(environ.get("PYTEST_XDIST_WORKER", ""), [g for g in environ.get(GPUS, "").split(",") if g])
+    if gpu is not None:
+        environ["CUDA_VISIBLE_DEVICES"] = gpu
