@@ -46,6 +46,8 @@ def test_n_auto_starts_a_worker_per_gpu_and_each_sees_only_its_own(pytester, mon
     machine of fewer cores: -n auto under --gpuprof starts three workers, one per GPU, and
     each sees its GPU alone from the moment the conftests load."""
     where = pytester.path / "where.txt"
+    for inherited in ("PYTEST_XDIST_WORKER", GPUS):  # when this suite itself runs under xdist
+        monkeypatch.delenv(inherited, raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,7")
     monkeypatch.setenv("WHERE_FILE", str(where))
     pytester.makeconftest(CONFTEST)
@@ -70,6 +72,8 @@ def test_pinning_reads_the_controllers_gpus_from_the_environment():
 
 def test_without_gpuprof_workers_keep_every_gpu(pytester, monkeypatch):
     where = pytester.path / "where.txt"
+    for inherited in ("PYTEST_XDIST_WORKER", GPUS):
+        monkeypatch.delenv(inherited, raising=False)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
     monkeypatch.setenv("WHERE_FILE", str(where))
     pytester.makepyfile(test_a=WHERE)

@@ -219,6 +219,59 @@ def test_a_faster_host_reveals_host_work_only_in_a_step_that_is_the_hosts(utiliz
         assert "+0.0% as measured, +33.7% at the baseline host's speed" in window.evidence
 
 
+def test_a_ratio_is_not_excused_by_a_window_that_regressed_at_the_baseline_hosts_speed():
+    """Review finding: the host 1.43x faster (3.5 us a launch against 5), the window -12% as
+    measured (880 us: improved) but 880 * (5/3.5)^1.3 = 1399 us, +40%, at the baseline host's
+    speed (regressed), and gpu_utilization 0.5 -> 0.3.  The window's change is not the
+    host's, so the utilization drop stays a regression."""
+    steps = 12
+    metrics = {"step_count": steps, "kernel_count": steps, "kernels": {"k": {"count": steps, "time_us": 1.0}}}
+    before, now = _host_step(1000.0, 5.0, 0.5), _host_step(880.0, 3.5, 0.3)
+    verdicts = {v.metric: v for v in judge(metrics, metrics, Rules(), True, (now, before), None,
+                                           [{"distribution": {}, "per_step": before}])}
+    assert verdicts["window_us"].status == "regressed" and not verdicts["window_us"].by_host
+    assert verdicts["gpu_utilization"].status == "regressed"
+
+
+def _copies(gbps: float, time_us: float, steps: int = 12) -> dict:
+    return {"memcpy_dtoh_gbps": [gbps] * steps, "memcpy_dtoh_time_us": [time_us] * steps,
+            "memcpy_dtoh_bytes": [4] * steps, "window_us": [100.0] * steps}
+
+
+def test_the_bandwidth_of_a_copy_too_short_to_have_one_is_not_judged():
+    """A 4-byte copy of 1.5 us a step (0.0027 GB/s) that takes 1.7 us: -12% bandwidth, yet
+    0.2 us: under 10 time floors (50 us) a copy's duration is latency.  A 60 us copy kind
+    20% slower in bandwidth regresses."""
+    steps = 12
+    metrics = {"step_count": steps, "kernel_count": 0, "kernels": {}, "memcpy_dtoh_count": steps,
+               "memcpy_dtoh_bytes": 4 * steps}
+    for time_us, (b, c), status in ((1.5, (0.0027, 0.0024), "ok"), (60.0, (50.0, 40.0), "regressed")):
+        before_m = {**metrics, "memcpy_dtoh_time_us": time_us * steps, "memcpy_dtoh_gbps": b}
+        now_m = {**metrics, "memcpy_dtoh_time_us": time_us * steps, "memcpy_dtoh_gbps": c}
+        before, now = _copies(b, time_us), _copies(c, time_us)
+        now["memcpy_dtoh_gbps"] = [c * (1 + i / 1000) for i in range(steps)]
+        rate = next(v for v in judge(now_m, before_m, Rules(), True, (now, before), None,
+                                     [{"distribution": {}, "per_step": before}]) if v.metric == "memcpy_dtoh_gbps")
+        assert rate.status == status, rate.rule
+        if status == "ok":
+            assert rate.rule.startswith("not judged: the baseline's copies of this kind take under 10 time floors")
+
+
+def test_a_new_series_that_an_older_baselines_runs_lack_is_not_compared():
+    """An entry recorded before the copy bandwidth existed, updated by a newer run: the pooled
+    steps lack the series (every run must hold one) while the metrics have it.  Judging the
+    whole-window value alone would skip the steps and the runs' spread: not compared."""
+    steps = 12
+    metrics = {"step_count": steps, "kernel_count": 0, "kernels": {}, "memcpy_dtoh_count": steps,
+               "memcpy_dtoh_bytes": 4 * steps, "memcpy_dtoh_time_us": 600.0 * steps}
+    before = {k: v for k, v in _copies(50.0, 600.0).items() if k != "memcpy_dtoh_gbps"}
+    now = _copies(40.0, 600.0)
+    rate = next(v for v in judge({**metrics, "memcpy_dtoh_gbps": 40.0}, {**metrics, "memcpy_dtoh_gbps": 50.0},
+                                 Rules(), True, (now, before), None, [{"distribution": {}, "per_step": before}])
+                if v.metric == "memcpy_dtoh_gbps")
+    assert rate.status == "ok" and rate.rule.startswith("not compared: the baseline's recorded runs")
+
+
 # --- compare.rules -------------------------------------------------------------------
 
 from pytest_gpuprof.compare.rules import beyond_time_rule  # noqa: E402

@@ -303,11 +303,12 @@ MEDIAN_STEP = ("gpu_utilization", "pcie_utilization", "overlap_efficiency", "syn
 
 def as_judged(metric, metrics, per_step):
     """A metric as docs/metrics.md says its verdict judges it, worked out here: times, rates
-    and the directed ratios the median of the steps not stalled, the step count, peak memory,
+    and the directed ratios the median of the steps not stalled (where the run kept their steps), the step count, peak memory,
     the host-speed reading and copy_utilization as they are, every count and byte total
     per step."""
     value = metrics[metric]
-    if value is not None and metric != "launch_call_us" and (metric.endswith(("_us", "_gbps")) or metric in MEDIAN_STEP):
+    if value is not None and metric in per_step and metric != "launch_call_us" and (
+            metric.endswith(("_us", "_gbps")) or metric in MEDIAN_STEP):
         stalled = per_step["stalled"]
         return statistics.median(v for i, v in enumerate(per_step[metric]) if v is not None and not stalled[i])
     if value is None or metric in RATIOS + ("step_count", "peak_memory_allocated_bytes", "launch_call_us"):

@@ -85,10 +85,12 @@ def pcie_link(device: int) -> dict[str, int] | None:
             return None
         try:
             handle = nvml_handle(nvml, device)
-            return {"generation": int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
+            link = {"generation": int(nvml.nvmlDeviceGetMaxPcieLinkGeneration(handle)),
                     "width": int(nvml.nvmlDeviceGetMaxPcieLinkWidth(handle))}
         except (nvml.NVMLError, OSError):
             return None
+        # a value the trace loader would refuse (trace.model.first_problem) is no reading
+        return link if all(0 < v <= 64 for v in link.values()) else None
 
 
 class NvmlSampler:

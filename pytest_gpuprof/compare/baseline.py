@@ -285,7 +285,7 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
     for name, (words, empty) in _NULL_WHEN.items():
         for i, value in enumerate(per_step.get(name) or () if name in series else ()):
             _need(value is not None or empty(per_step, i), f"{prefix}per_step.{name}[{i}]",
-                  f"{_RATIO} (null only in {words})", value)
+                  f"{_bound(name)[1]} (null only in {words})", value)
     _check_summaries(summaries, f"{prefix}distribution")
     if complete:
         expected = distribution(per_step)

@@ -94,7 +94,7 @@ def stored_samples(per_step: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def judged_series(spec: MetricSpec) -> bool:
-    """Metrics judged on their per-step samples: times, and ratios with a better direction."""
+    """Metrics judged on their per-step samples: times, rates, and ratios with a better direction."""
     return spec.kind in ("time", "rate") or (spec.kind == "ratio" and spec.better is not None)
 
 
@@ -118,7 +118,7 @@ def distribution(per_step: Mapping[str, Any], stored: Mapping[str, Any] | None =
         if name in METRICS and judged_series(METRICS[name]):
             steps = usable(per_step, values)
             if stored.get(name) or steps:
-                out[name] = stored.get(name) or summarize(steps, 6 if METRICS[name].kind == "ratio" else 3)
+                out[name] = stored.get(name) or summarize(steps, 3 if METRICS[name].kind == "time" else 6)
     out["kernels"] = {name: kept.get(name) or summarize(usable(per_step, values))
                       for name, values in (per_step.get("kernels") or {}).items() if usable(per_step, values)}
     return out
@@ -195,7 +195,7 @@ def judge(
                 for t in rules.thresholds]
     if baseline is None:
         return verdicts
-    now = compared_values(current)
+    judged_now, now = now, compared_values(current)  # the medians shown where a series is not compared
     before = compared_values(baseline)
     shared = pooled_log_spread([before.run_medians for key, (before, _) in paired.items() if kernel_series(key)])
     for name, spec in METRICS.items():
@@ -205,6 +205,12 @@ def judge(
             continue
         if name == "window_us" and window is not None:
             verdicts.append(window)
+        elif name in RECORDED_SINCE and name not in paired and judged_series(spec) and samples and samples[1]:
+            # a baseline whose recorded runs did not all keep it (recorded before it existed)
+            verdicts.append(Verdict(name, "ok", before.get(name), judged_now.get(name),
+                                    "not compared: the baseline's recorded runs do not all hold its steps"))
+        elif name.endswith("_gbps") and _latency_bound(name, before, rules):
+            verdicts.append(Verdict(name, "ok", before.get(name), judged_now.get(name), RATE_UNJUDGED))
         elif name in paired:
             verdict = _compare_samples(spec, *paired[name], rules, family,
                                        _spread_of(name, shared, len(paired[name][0].run_medians)))
@@ -232,6 +238,20 @@ def judge(
         elif not same(b, c):
             verdicts.append(Verdict(key, "changed", b, c, "count per step must match exactly"))
     return verdicts
+
+
+#: Copies too short for their bandwidth to be judged: the baseline's copies of the kind take
+#: under this many time floors a step (10 x 5 us by default), and then a copy's duration is
+#: its latency, and a 4-byte copy 0.2 us slower reads 13% less bandwidth.
+RATE_FLOORS = 10
+RATE_UNJUDGED = (f"not judged: the baseline's copies of this kind take under {RATE_FLOORS} time floors a step "
+                 "(--gpuprof-time-floor-us), where a copy's duration is its latency, not its bandwidth")
+
+
+def _latency_bound(name: str, before: Mapping[str, float | None], rules: Rules) -> bool:
+    """Whether the baseline's copies of a bandwidth metric's kind are too short to judge it (``RATE_FLOORS``)."""
+    kind = name.removeprefix("memcpy_").removesuffix("_gbps")
+    return (before.get(f"memcpy_{kind}_time_us") or 0) < RATE_FLOORS * rules.time_floor_us
 
 
 def _moved_by_the_host(window: Verdict | None, speeds: tuple[float, float] | None) -> bool:
@@ -581,8 +601,9 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         change = format_change(host_pair.now.summary["median"], host_pair.before.summary["median"], relative)
         evidence = (f"{raw.evidence}; {format_change(c, b, relative)} as measured, {change} at the baseline host's "
                     f"speed ({at.evidence or 'within the tolerance'}): {host.slower(*host_pair.speeds)}")
+        # the host explains the change as measured: not when this run regressed at its speed
         return Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
-                       by_host=moved and status != raw.status)
+                       by_host=moved and status not in (raw.status, "regressed"))
     if run_spread(before.run_medians, shared) is not None:
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
     found = _on_one_scale(spec, before, now, rules, level, shared)

@@ -277,11 +277,13 @@ def _communication(trace: Trace, kernels: pd.DataFrame, steps: np.ndarray, n: in
     metrics["comm_kernel_count"] = int(comm.sum())
     per_step["comm_kernel_count"] = _bincount(comm_steps, n)
     metrics["comm_time_us"] = _us((ends - starts).sum())
-    per_step["comm_time_us"] = _step_us(comm_steps, n, ends - starts)
     lo, hi = merge_intervals(starts, ends)
     union, hidden = int((hi - lo).sum()), int(covered_length(compute, lo, hi).sum())
     metrics["comm_compute_overlap"] = _ratio(hidden, union) if union else None
     metrics["exposed_comm_us"] = _us(union - hidden)
+    if not comm.any():  # no series of zeros to judge (and to widen the test's correction for)
+        return
+    per_step["comm_time_us"] = _step_us(comm_steps, n, ends - starts)
     step_union, step_hidden = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for i in np.unique(comm_steps):  # the steps that communicated: few, each its own union
         lo, hi = merge_intervals(starts[comm_steps == i], ends[comm_steps == i])
@@ -464,9 +466,9 @@ def pcie_peak_gbps(link: Any) -> float | None:
 
 
 def _gbps(nbytes: int | np.integer, dur_ns: int | np.integer) -> float | None:
-    """Bytes over nanoseconds: GB/s (1e9 bytes a second), rounded to 1 MB/s; None when
-    nothing moved."""
-    return round(int(nbytes) / int(dur_ns), 3) if nbytes > 0 and dur_ns > 0 else None
+    """Bytes over nanoseconds: GB/s (1e9 bytes a second), to 4 significant digits (a 4-byte
+    copy's 0.0027 GB/s keeps its digits, a 1 us copy of 1 byte its 0.001); None when nothing moved."""
+    return float(f"{int(nbytes) / int(dur_ns):.4g}") if nbytes > 0 and dur_ns > 0 else None
 
 
 def _ratio(num: int, den: int) -> float:

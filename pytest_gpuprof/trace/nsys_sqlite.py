@@ -37,7 +37,6 @@ from .model import (
     make_table,
 )
 
-#: The first bytes of every SQLite file.
 #: The columns read from each table; nsys writes them all, so a missing one is damage.
 _COLUMNS = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "demangledName", "deviceId", "streamId", "correlationId"),
