@@ -9,6 +9,7 @@ standard library is imported: pytest loads this module in every run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 
@@ -109,6 +110,17 @@ BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 def default(name: str) -> Any:
     """An option's default value, by name (``default("kernel-time-tolerance")`` is 0.05)."""
     return BY_NAME[name].default
+
+
+#: The options naming a report file, which ``gpuprof merge`` declares again as ``--NAME``.
+REPORT_OPTIONS = tuple(o for o in OPTIONS if o.name in ("json", "summary", "html", "benchmark-json"))
+
+
+def add_report_options(add: Callable[..., Any], prefix: str = "--") -> None:
+    """Declare the report options through an argparse-like ``add(flag, **kwargs)``, as
+    ``PREFIX + NAME`` (``gpuprof merge``: ``--html``)."""
+    for option in REPORT_OPTIONS:
+        add(prefix + option.name, type=Path, default=None, metavar="PATH", help=option.help)
 
 
 def add_rule_options(add: Callable[..., Any], prefix: str = "--") -> None:

@@ -6,15 +6,14 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 from .. import __version__
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
-from ..options import RULE_OPTIONS, add_rule_options
+from ..options import REPORT_OPTIONS, RULE_OPTIONS, add_report_options, add_rule_options
 from ..report.escaping import terminal_text
 from ..report.terminal import analysis_lines
-from ..report.writers import REPORTS, write_reports
+from ..report.writers import write_reports
 from .diff import diff
 from .inputs import measure_any
 from .merge import merge_status, merged
@@ -61,9 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         "(a file that is not a results file, shards that overlap).",
     )
     merge.add_argument("results", nargs="+", metavar="RESULTS", help="results files written by --gpuprof-json")
-    for kind, what in (("json", "the merged results document"), ("summary", "the Markdown summary"),
-                       ("html", "the HTML report"), ("benchmark-json", "github-action-benchmark's JSON")):
-        merge.add_argument(f"--{kind}", type=Path, metavar="PATH", help=f"write {what} to PATH")
+    add_report_options(merge.add_argument)
     args = parser.parse_args(argv)
     try:
         if args.command == "merge":
@@ -92,7 +89,7 @@ def _emit(status: int, lines: list[str]) -> int:
 
 def _merge(args: argparse.Namespace) -> tuple[int, list[str]]:
     doc = merged(args.results)
-    reports = {kind: getattr(args, kind.replace("-", "_")) for kind in REPORTS}
+    reports = {o.name: getattr(args, o.name.replace("-", "_")) for o in REPORT_OPTIONS}
     counts = ", ".join(f"{n} {status}" for status, n in doc["counts"].items() if n)
     lines = [terminal_text(f"gpuprof: merged {len(args.results)} results file(s): {counts or 'no test'}")]
     return merge_status(doc), lines + [terminal_text(line) for line in write_reports(doc, reports)]

@@ -6,14 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..compare.evaluate import STATUSES
+from ..compare.evaluate import FAILED_STATUSES, STATUSES
 from ..errors import GpuprofError
 from ..report.document import document_of
 from .inputs import read_results
-
-#: Statuses that fail a pytest run, and so the merged one.
-FAILING = ("failed", "error")
-
 
 def merged(paths: list[str]) -> dict[str, Any]:
     """One results document of several: every test of each (a test on one GPU model in two
@@ -51,4 +47,4 @@ def merged(paths: list[str]) -> dict[str, Any]:
 
 def merge_status(doc: dict[str, Any]) -> int:
     """The merged run's exit status: 1 when a test failed or errored, else 0."""
-    return 1 if any(doc["counts"].get(status) for status in FAILING) else 0
+    return 1 if any(doc["counts"].get(status) for status in FAILED_STATUSES) else 0

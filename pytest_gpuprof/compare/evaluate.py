@@ -22,6 +22,8 @@ from .verdicts import Verdict, distribution, judge, pooled, same_program, stored
 #: Statuses a test can end with, in the order reports list them (what needs a reviewer
 #: first); ``failed`` and ``error`` fail the test.
 STATUSES = ("error", "failed", "unconfirmed", "unstable", "undecided", "improved", "no baseline", "updated", "passed")
+#: The statuses of a test that fail the pytest run.
+FAILED_STATUSES = ("failed", "error")
 
 
 @dataclass
@@ -54,7 +56,7 @@ class TestResult:
 
     @property
     def failed(self) -> bool:
-        return self.status in ("failed", "error")
+        return self.status in FAILED_STATUSES
 
     @property
     def unstable(self) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..compare.evaluate import FAILED_STATUSES
 from ..files import write_atomic
 from ..numbers import format_number
 from .escaping import markdown_block, markdown_code, markdown_text
@@ -46,7 +47,7 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
         lines += ["", f"<sub>{markdown_text(VALUES_NOTE)}</sub>", ""]
     if doc["skipped"]:
         lines += [markdown_text(skipped_line(doc["skipped"])), ""]
-    failing = [t for t in tests if t["status"] in ("failed", "error")]
+    failing = [t for t in tests if t["status"] in FAILED_STATUSES]
     if failing:
         lines += ["### Failures", ""]
     for t in failing:
@@ -70,7 +71,7 @@ def write_summary(doc: Mapping[str, Any], path: Path, append: bool = False) -> N
 
 def _row(t: Mapping[str, Any]) -> list[str]:
     status = t["status"]
-    row = [markdown_code(t["nodeid"]), f"**{status}**" if status in ("failed", "error") else status]
+    row = [markdown_code(t["nodeid"]), f"**{status}**" if status in FAILED_STATUSES else status]
     shown = shown_values(t)
     for metric, _ in SUMMARY_COLUMNS:
         row.append(_values(shown[metric], t["baseline_metrics"] is not None) if t["metrics"] else "–")

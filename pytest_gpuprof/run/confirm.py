@@ -11,9 +11,7 @@ process draws them again; a real regression fails in every one.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +20,7 @@ from typing import Callable
 from ..compare.evaluate import TestResult, is_timing
 from ..compare.verdicts import BROKEN, test_status
 from ..numbers import format_number
+from .fresh import fresh_pytest
 
 #: Set in the re-runs, which judge but never confirm again.
 CONFIRMING = "GPUPROF_CONFIRMING"
@@ -66,11 +65,10 @@ def rerun(nodeid: str, args: list[str], rootdir: Path, timeout_s: float) -> Test
     result, or why there is none (it ran over ``timeout_s`` seconds: it was stopped)."""
     with tempfile.TemporaryDirectory(prefix="gpuprof-confirm-") as tmp:
         out = Path(tmp) / "results.json"
-        cmd = [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-q", "--rootdir", str(rootdir),
-               *args, f"--gpuprof-json={out}", "--gpuprof-confirm=0", "--gpuprof-timeline-events=0"]
         try:
-            done = subprocess.run(cmd, cwd=rootdir, env={**os.environ, CONFIRMING: "1"}, capture_output=True,
-                                  text=True, timeout=timeout_s)
+            done = fresh_pytest([nodeid, "-p", "no:cacheprovider", "-q", "--rootdir", str(rootdir), *args,
+                                 f"--gpuprof-json={out}", "--gpuprof-confirm=0", "--gpuprof-timeline-events=0"],
+                                rootdir, {CONFIRMING: "1"}, timeout_s)
         except subprocess.TimeoutExpired:
             return (f"the re-run ran over {format_number(timeout_s)} s (--gpuprof-confirm-timeout) and was "
                     f"stopped")

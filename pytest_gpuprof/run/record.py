@@ -10,11 +10,11 @@ runs of one process would learn no spread at all.  One command is then enough to
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Callable
+
+from .fresh import fresh_pytest
 
 #: Set in the processes that record again, which neither record again, write reports nor
 #: keep traces (the first process's kept traces are the ones its results name).
@@ -34,10 +34,9 @@ def record_again(args: list[str], where: Path, processes: int, keep: int, say: C
     each did)."""
     problems = []
     for k in range(2, processes + 1):
-        cmd = [sys.executable, "-m", "pytest", *args, "--gpuprof-record-processes=1",
-               f"--gpuprof-baseline-runs={max(keep, processes)}"]
         started = time.monotonic()
-        done = subprocess.run(cmd, cwd=where, env={**os.environ, RECORDING: str(k)}, capture_output=True, text=True)
+        done = fresh_pytest([*args, "--gpuprof-record-processes=1", f"--gpuprof-baseline-runs={max(keep, processes)}"],
+                            where, {RECORDING: str(k)})
         lines = done.stdout.splitlines()
         updates = [line for line in lines if line.startswith(("updated ", "no baseline written"))]
         outcome = lines[-1].strip("= ") if lines else "no output"

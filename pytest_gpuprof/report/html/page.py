@@ -28,6 +28,7 @@ from typing import Any
 import jinja2
 
 from ...capture.environment import RECORDED
+from ...compare.evaluate import FAILED_STATUSES
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
 from ...compare.verdicts import BROKEN, compared_values
@@ -94,7 +95,7 @@ def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
         summary=[_summary_row(i, t) for i, t in enumerate(tests)],
         summary_heads=[head for _, head in SUMMARY_METRICS],
         gpus=", ".join(sorted({t["gpu"] for t in tests if t.get("gpu")})) or "n/a",
-        failing=sum(1 for t in tests if t.get("status") in ("failed", "error")),
+        failing=sum(1 for t in tests if t.get("status") in FAILED_STATUSES),
         status_colors=STATUS_COLORS, kind_colors=KIND_COLORS, kind_labels=KIND_LABELS,
     )
 
