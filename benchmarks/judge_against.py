@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from gate_noise import SLOWED, rejudged_regressions  # noqa: E402
 
+from pytest_gpuprof.compare.baseline import baseline_file, lookup, read  # noqa: E402
 from pytest_gpuprof.compare.evaluate import baseline_runs  # noqa: E402
 from pytest_gpuprof.compare.rules import Rules  # noqa: E402
 from pytest_gpuprof.compare.verdicts import judge  # noqa: E402
@@ -29,11 +30,7 @@ from pytest_gpuprof.compare.verdicts import judge  # noqa: E402
 
 def against(test: dict, baselines: Path) -> dict | None:
     """``test`` with the baseline fields of its entry in ``baselines``; None without one."""
-    module, _, _ = test["nodeid"].partition("::")
-    path = baselines / Path(module).with_suffix(".json")
-    if not path.is_file():
-        return None
-    entry = json.loads(path.read_text())["tests"].get(test["nodeid"], {}).get(test["gpu"])
+    entry = lookup(read(baseline_file(baselines, test["nodeid"])), test["nodeid"], test["gpu"])
     if not entry:
         return None
     return {**test, "baseline_metrics": entry["metrics"], "baseline_per_step": entry["per_step"],

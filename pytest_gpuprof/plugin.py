@@ -16,7 +16,7 @@ import pytest
 
 from .capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
 from .errors import ConfigError
-from .options import BY_NAME, OPTIONS, Option
+from .options import BY_NAME, OPTIONS, REPORT_OPTIONS, Option
 
 SETTINGS = pytest.StashKey[Any]()
 SESSION = pytest.StashKey[Any]()
@@ -206,7 +206,7 @@ def _resolve_settings(config: pytest.Config):
             confirm=opts["confirm"],
             record_processes=opts["record-processes"],
             confirm_timeout=opts["confirm-timeout"],
-            reports={kind: opts[kind] for kind in ("json", "summary", "html", "benchmark-json")},
+            reports={o.name: opts[o.name] for o in REPORT_OPTIONS},
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None

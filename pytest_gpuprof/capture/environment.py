@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from .nvml import nvml_session
 
 #: When and from which revision, beside what: two runs differ in them as a rule (``recorded``)
 RECORDED = ("datetime", "commit")
@@ -79,14 +80,10 @@ def _driver_version() -> str | None:
     """NVIDIA driver release (one for all the machine's GPUs): through NVML when nvidia-ml-py
     is installed, else nvidia-smi."""
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-        return version.decode() if isinstance(version, bytes) else str(version)
+        with nvml_session() as nvml:
+            if nvml is not None:
+                version = nvml.nvmlSystemGetDriverVersion()
+                return version.decode() if isinstance(version, bytes) else str(version)
     except Exception:
         pass
     try:

@@ -118,10 +118,15 @@ def distribution(per_step: Mapping[str, Any], stored: Mapping[str, Any] | None =
         if name in METRICS and judged_series(METRICS[name]):
             steps = usable(per_step, values)
             if stored.get(name) or steps:
-                out[name] = stored.get(name) or summarize(steps, 3 if METRICS[name].kind == "time" else 6)
+                out[name] = stored.get(name) or summarize(steps, _decimals(name))
     out["kernels"] = {name: kept.get(name) or summarize(usable(per_step, values))
                       for name, values in (per_step.get("kernels") or {}).items() if usable(per_step, values)}
     return out
+
+
+def _decimals(name: str) -> int:
+    """Decimals a series' summaries keep: 3 for microseconds (1 ns), 6 for ratios and rates."""
+    return 3 if METRICS[name].kind == "time" else 6
 
 
 def pooled(runs: list[Mapping[str, Any]]) -> dict[str, Any]:
@@ -296,8 +301,7 @@ def _at_baseline_speed(samples: tuple[Mapping[str, Any], Mapping[str, Any]], run
         if not b or not c:
             continue
         medians = tuple(summarize(u)["median"] for u in (usable(r, r.get(name) or []) for r in kept) if u)
-        digits = 6 if METRICS[name].kind == "ratio" else 3
-        out[name] = (Series(b, summarize(b, digits), medians), Series(c, summarize(c, digits)))
+        out[name] = (Series(b, summarize(b, _decimals(name)), medians), Series(c, summarize(c, _decimals(name))))
     return out
 
 

@@ -205,10 +205,10 @@ def measure(trace: Trace) -> Measurement:
         metrics[f"memcpy_{kind}_time_us"] = _us(_dur(copies)[sel].sum())
         per_step[f"memcpy_{kind}_count"] = _bincount(c_steps[sel], n)
         per_step[f"memcpy_{kind}_bytes"] = _bincount(c_steps[sel], n, copies["bytes"].to_numpy()[sel])
-        per_step[f"memcpy_{kind}_time_us"] = _step_us(c_steps[sel], n, _dur(copies)[sel])
+        step_ns = _bincount(c_steps[sel], n, _dur(copies)[sel])
+        per_step[f"memcpy_{kind}_time_us"] = [_us(v) for v in step_ns]
         metrics[f"memcpy_{kind}_gbps"] = _gbps(copies["bytes"].to_numpy()[sel].sum(), _dur(copies)[sel].sum())
-        per_step[f"memcpy_{kind}_gbps"] = [
-            _gbps(b, d) for b, d in zip(per_step[f"memcpy_{kind}_bytes"], _bincount(c_steps[sel], n, _dur(copies)[sel]))]
+        per_step[f"memcpy_{kind}_gbps"] = [_gbps(b, d) for b, d in zip(per_step[f"memcpy_{kind}_bytes"], step_ns)]
     per_step["kernels"] = _per_kernel_steps(kernels, k_step[k_step >= 0], n, list(metrics["kernels"])[:PER_STEP_KERNELS])
     metrics["memset_count"] = int(len(sets))
     per_step["memset_count"] = _bincount(s_step[s_step >= 0], n)

@@ -19,6 +19,8 @@ from .fresh import fresh_pytest
 #: Set in the processes that record again, which neither record again, write reports nor
 #: keep traces (the first process's kept traces are the ones its results name).
 RECORDING = "GPUPROF_RECORDING"
+#: How an update's line begins (``session``), which a fresh process's output is read for.
+UPDATED, NOT_WRITTEN = "updated ", "no baseline written"
 
 
 def recording_again() -> bool:
@@ -38,13 +40,13 @@ def record_again(args: list[str], where: Path, processes: int, keep: int, say: C
         done = fresh_pytest([*args, "--gpuprof-record-processes=1", f"--gpuprof-baseline-runs={max(keep, processes)}"],
                             where, {RECORDING: str(k)})
         lines = done.stdout.splitlines()
-        updates = [line for line in lines if line.startswith(("updated ", "no baseline written"))]
+        updates = [line for line in lines if line.startswith((UPDATED, NOT_WRITTEN))]
         outcome = lines[-1].strip("= ") if lines else "no output"
         say(f"gpuprof: recorded run {k} of {processes} in a fresh process ({time.monotonic() - started:.1f} s): "
             f"{outcome}")
         for update in updates:  # one line each: the terminal writer escapes a line's control characters
             say(f"  {update}")
-        if done.returncode not in (0, 1) or not updates or updates[0].startswith("no baseline written"):
+        if done.returncode not in (0, 1) or not updates or updates[0].startswith(NOT_WRITTEN):
             problems.append(f"run {k} of {processes} recorded nothing (exit {done.returncode}): "
                             + ("; ".join(updates) or (done.stderr.strip().splitlines() or ["no output"])[-1]))
     return problems

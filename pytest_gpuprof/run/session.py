@@ -38,7 +38,7 @@ from ..trace.model import Trace
 from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
 from .confirm import CONFIRMING, confirm, needs_confirmation
-from .record import record_again, recording_again
+from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
 NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
@@ -386,12 +386,12 @@ class GpuprofSession:
             if self._pending:
                 baseline.update_all(self.settings.baseline_dir, self._pending)
         except (GpuprofError, OSError) as exc:
-            self.written.append(f"no baseline written, every file left as it was: {exc}")
+            self.written.append(f"{NOT_WRITTEN}, every file left as it was: {exc}")
             refused = True
         else:
             for file, entries in sorted(self._pending.items()):
                 hows = Counter(self._recorded.get(file, ()))
-                self.written.append(f"updated {len(entries)} test(s) in {file} ("
+                self.written.append(f"{UPDATED}{len(entries)} test(s) in {file} ("
                                     + "; ".join(how if n == len(entries) else f"{n}: {how}"
                                                 for how, n in hows.items()) + ")")
         self._pending.clear()

@@ -36,7 +36,7 @@ from ...files import write_atomic
 from ...metrics import timeline
 from ...metrics.measure import METRICS
 from ...numbers import format_number
-from ..names import full_name, in_metric, short_name
+from ..names import full_name, short_name
 from ..values import Shown, shown_values
 from ..words import change, health_lines, verdict_line
 
@@ -240,7 +240,7 @@ def _broke(t: dict[str, Any]) -> dict[str, Any] | None:
     rows = kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics"), _summaries(t))
     order = {r["name"]: i for i, r in enumerate(rows)}
     kernel_lines = [{"class": _verdict_class(v["status"]), "text": _kernel_verdict_words(v), "kernel": name,
-                     "title": _kernel_verdict_line(v)}
+                     "title": verdict_line(v)}
                     for name in sorted(kernels, key=lambda n: order.get(n, len(order))) for v in kernels[name]]
     if not scalar and not kernel_lines:
         return None
@@ -259,11 +259,6 @@ def _broke(t: dict[str, Any]) -> dict[str, Any] | None:
 def _kernel_of(metric: str) -> str:
     """``kernels[NAME].count`` -> NAME (names may hold brackets and dots)."""
     return metric[len("kernels["):metric.rindex("]")]
-
-
-def _kernel_verdict_line(v: dict[str, Any]) -> str:
-    """``words.verdict_line`` of a per-kernel verdict with the kernel's name demangled."""
-    return verdict_line({**v, "metric": in_metric(v["metric"], full_name)})
 
 
 def _kernel_verdict_words(v: dict[str, Any]) -> str:
@@ -426,7 +421,7 @@ def _kernel_diff(t: dict[str, Any]) -> dict[str, Any] | None:
             cls = _verdict_class(v["status"]) if v else "reported"
             if v and v["status"] != "ok":
                 label = f"time {v['status']}"
-            tip = _kernel_verdict_line(v) if v else "per-kernel time not compared"
+            tip = verdict_line(v) if v else "per-kernel time not compared"
         out.append({
             "name": r["name"], "status": r["status"], "class": cls, "label": label, "tip": tip,
             "count": f"{value_text(r['baseline_count'])} → {value_text(r['current_count'])}",
