@@ -78,7 +78,22 @@ OPTIONS: tuple[Option, ...] = (
            "and fail it only if every re-run that decides fails them too (one that measured nothing, or judged "
            "them unstable, decides nothing)"),
     Option("confirm-timeout", "float", 300.0,
-           "seconds each --gpuprof-confirm re-run may take; one that runs over is stopped and decides nothing"),
+           "seconds each fresh process of a --gpuprof-confirm re-run or a --gpuprof-base pair may take; one that "
+           "runs over is stopped and decides nothing"),
+    Option("base", "path", None,
+           "a checkout of the revision this one is compared with (a pull request's base), laid out as this rootdir: "
+           "a test failing on times or ratios alone is measured again in fresh processes, base then head, and "
+           "fails only where head is worse than base; a test without a stored baseline for this GPU model is "
+           "judged against the base measured alongside, counts included"),
+    Option("base-python", "str", None,
+           "the Python interpreter of the base side (default: this one; the base's import roots go first on "
+           "PYTHONPATH either way)"),
+    Option("base-only", "bool", False,
+           "with --gpuprof-base, judge every profiled test against the base measured alongside, not against "
+           "stored baselines (without --gpuprof-base it does nothing)"),
+    Option("base-pairs", "int", 5,
+           "at most this many base/head pairs of fresh processes decide a failure; pairs stop as soon as every "
+           "metric is decided"),
     Option("threshold", "list", [],
            "absolute requirement such as 'gpu_utilization >= 0.85'; repeatable (ini gpuprof_thresholds: one per line)",
            plural=True),

@@ -171,6 +171,7 @@ def _resolve_settings(config: pytest.Config):
     from .compare.rules import Rules, parse_threshold
     from .run.backends import inner_results_path
     from .compare.baseline import BACKENDS
+    from .run.alongside import measuring_a_side
     from .run.record import recording_again
     from .run.session import Settings
 
@@ -184,7 +185,7 @@ def _resolve_settings(config: pytest.Config):
         rules = Rules.from_options(opts, thresholds, origin=lambda name: f"{BY_NAME[name].flag} / ini key "
                                                                         f"{BY_NAME[name].ini}")
         for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1), ("record-processes", 1),
-                            ("confirm-timeout", 1)):
+                            ("confirm-timeout", 1), ("base-pairs", 1)):
             if opts[name] < least:
                 bound = "must not be negative" if least == 0 else f"must be at least {least}"
                 raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
@@ -206,12 +207,21 @@ def _resolve_settings(config: pytest.Config):
             confirm=opts["confirm"],
             record_processes=opts["record-processes"],
             confirm_timeout=opts["confirm-timeout"],
+            base=None if measuring_a_side() or opts["update-baseline"] else opts["base"],
+            base_python=opts["base-python"],
+            base_only=bool(opts["base-only"]),
+            base_pairs=opts["base-pairs"],
             reports={o.name: opts[o.name] for o in REPORT_OPTIONS},
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     if settings.replay_dir is not None and not settings.replay_dir.is_dir():
         raise pytest.UsageError(f"--gpuprof-replay: {settings.replay_dir} is not a directory")
+    if settings.base is not None and not settings.base.is_dir():
+        raise pytest.UsageError(f"--gpuprof-base: {settings.base} is not a directory")
+    if settings.base is not None and (settings.backend != "torch" or settings.replay_dir is not None):
+        raise pytest.UsageError("--gpuprof-base: the base is measured with torch.profiler only, not with "
+                                "--gpuprof-nsys or --gpuprof-replay")
     return settings
 
 

@@ -417,3 +417,42 @@ def test_machine_probes_agree_with_the_same_work_timed_another_way(tmp_path):
     finally:
         pynvml.nvmlShutdown()
     assert max_mhz * 0.5 <= probes["sm_clock_mhz"] <= max_mhz, (probes, max_mhz)
+
+
+REVISION = """
+import torch
+
+SIZE = {size}  # {comment}
+
+def test_scaled(gpuprof):
+    a = torch.randn(SIZE, SIZE, device="cuda")
+    b = torch.empty_like(a)
+    for _ in gpuprof.steps(warmup=3, active=30):
+        torch.mul(a, 2.0, out=b)
+        b.add_(1)
+"""
+
+
+def test_a_head_is_judged_against_its_base_measured_alongside(pytester):
+    """No stored baseline: each head is judged against the base revision measured in a fresh
+    process (counts included); a head whose only change is a comment passes, one whose
+    kernels run over twice the elements fails, decided by base/head pairs."""
+    base = pytester.path / "base_checkout"
+    base.mkdir()
+    (base / "test_ab.py").write_text(REVISION.format(size=2048, comment="base"))
+    pytester.makepyfile(test_ab=REVISION.format(size=2048, comment="head: only this comment differs"))
+    same = run(pytester, "--gpuprof", f"--gpuprof-base={base}", "--gpuprof-json=same.json")
+    (test,) = json.loads((pytester.path / "same.json").read_text())["tests"]
+    assert same.ret == 0, [v for v in test["verdicts"] if v["status"] not in ("ok",)]
+    assert test["alongside"]["against"] == "base" and test["baseline_metrics"]["kernel_count"] == 60
+    same.stdout.fnmatch_lines(["gpuprof: measuring 1 test(s) without a stored baseline for * at the base revision *"])
+    pytester.makepyfile(test_ab=REVISION.format(size=2896, comment="head: twice the elements"))
+    slow = run(pytester, "--gpuprof", f"--gpuprof-base={base}", "--gpuprof-json=slow.json")
+    (test,) = json.loads((pytester.path / "slow.json").read_text())["tests"]
+    assert slow.ret == 1 and test["status"] == "failed"
+    decided = {d["metric"]: d for d in test["alongside"]["decisions"]}
+    assert decided["kernel_time_us"]["outcome"] == "worse" and test["alongside"]["pairs"] >= 1
+    assert decided["kernel_time_us"]["head"] > 1.8 * decided["kernel_time_us"]["base"]
+    slow.stdout.fnmatch_lines(["gpuprof: test_ab.py::test_scaled: pair 1 of at most 5 (base *"])
+    kernel_time = next(v for v in test["verdicts"] if v["metric"] == "kernel_time_us")
+    assert kernel_time["status"] == "regressed" and kernel_time["evidence"].endswith(": a regression")

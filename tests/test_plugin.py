@@ -243,6 +243,10 @@ def test_settings(pytestconfig):
             "gpuprof_confirm": s.confirm,
             "gpuprof_record_processes": s.record_processes,
             "gpuprof_confirm_timeout": s.confirm_timeout,
+            "gpuprof_base": None if s.base is None else str(s.base),
+            "gpuprof_base_python": s.base_python,
+            "gpuprof_base_only": s.base_only,
+            "gpuprof_base_pairs": s.base_pairs,
         })
     with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
         json.dump(out, fh)
@@ -253,6 +257,7 @@ NUMBERS = {  # ini key -> (a value, another value); none is the default
     "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
     "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0), "gpuprof_baseline_runs": (3, 1),
     "gpuprof_confirm": (2, 1), "gpuprof_record_processes": (2, 1), "gpuprof_confirm_timeout": (60.0, 1.5),
+    "gpuprof_base_pairs": (3, 8),
 }
 THRESHOLDS = (["sync_count == 0", "gpu_utilization >= 85%"], ["memset_count <= 3"])
 
@@ -263,8 +268,8 @@ def spellings(pytester, opt, key, kind, variant=0):
         return [opt], f"{key} = true", f"{key} = true", True
     if kind == "path":
         name = f"dir{variant}_{key}"
-        if key == "gpuprof_replay":
-            (pytester.path / name).mkdir(exist_ok=True)  # --gpuprof-replay needs an existing one
+        if key in ("gpuprof_replay", "gpuprof_base"):
+            (pytester.path / name).mkdir(exist_ok=True)  # --gpuprof-replay and --gpuprof-base need an existing one
         return [opt, name], f"{key} = {name}", f'{key} = "{name}"', str(pytester.path / name)
     if kind == "list":
         exprs = THRESHOLDS[variant]
@@ -272,8 +277,8 @@ def spellings(pytester, opt, key, kind, variant=0):
         cli = [w for e in exprs for w in (opt, e)]
         ini = f"{key} =\n" + "".join(f"    {e}\n" for e in exprs)
         return cli, ini, f"{key} = {json.dumps(exprs)}", parsed
-    if key == "gpuprof_nsys_path":
-        value = f"/opt/nsys{variant}/bin/nsys"
+    if key in ("gpuprof_nsys_path", "gpuprof_base_python"):
+        value = f"/opt/tool{variant}/bin/{key}"
         return [f"{opt}={value}"], f"{key} = {value}", f'{key} = "{value}"', value
     value = NUMBERS[key][variant]
     return [f"{opt}={value}"], f"{key} = {value}", f"{key} = {value}", value

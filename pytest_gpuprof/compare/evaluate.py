@@ -21,7 +21,8 @@ from .verdicts import Verdict, distribution, judge, pooled, same_program, stored
 
 #: Statuses a test can end with, in the order reports list them (what needs a reviewer
 #: first); ``failed`` and ``error`` fail the test.
-STATUSES = ("error", "failed", "unconfirmed", "unstable", "undecided", "improved", "no baseline", "updated", "passed")
+STATUSES = ("error", "failed", "not sure", "unconfirmed", "same as base", "unstable", "undecided", "improved",
+            "no baseline", "updated", "passed")
 #: The statuses of a test that fail the pytest run.
 FAILED_STATUSES = ("failed", "error")
 
@@ -53,6 +54,7 @@ class TestResult:
     notes: list[str] = field(default_factory=list)  # health facts that do not downgrade (host stalls left out)
     machine: dict[str, Any] | None = None  # the session's machine probes (capture.probes)
     confirmation: str = ""  # what re-measuring in fresh processes showed (--gpuprof-confirm)
+    alongside: dict[str, Any] | None = None  # the base revision measured alongside (--gpuprof-base; run.alongside)
 
     @property
     def failed(self) -> bool:
@@ -95,6 +97,7 @@ class TestResult:
             "notes": self.notes,
             "machine": self.machine,
             "confirmation": self.confirmation,
+            "alongside": self.alongside,
             "timeline": self.timeline,
             "baseline_timeline": entry.get("timeline"),
         }
@@ -121,7 +124,7 @@ class TestResult:
             slower_machine=list(doc.get("slower_machine") or []) + [r for r in unstable if is_difference(r)],
             per_step=doc.get("per_step"),
             distribution=doc.get("distribution"), notes=list(doc.get("notes") or []), machine=doc.get("machine"),
-            confirmation=doc.get("confirmation") or "",
+            confirmation=doc.get("confirmation") or "", alongside=doc.get("alongside"),
         )
 
 
@@ -157,7 +160,7 @@ def baseline_runs(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None, rules: Rules, *,
-             update: bool, strict: bool) -> TestResult:
+             update: bool, strict: bool, alongside: bool = False) -> TestResult:
     """Judge an unjudged result (``of_measurement``) against its stored baseline entry.
 
     Recording (``update``) checks only the absolute thresholds.  Otherwise every metric
@@ -166,7 +169,10 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     (``metrics.health``) has its time and ratio regressions downgraded to ``unstable``, and
     so has each regression that a machine slower than the baseline's can explain
     (``machine``); machine differences that explain no regression, host stalls and clock
-    moves are notes.  With ``strict`` a missing baseline fails.
+    moves are notes.  With ``alongside`` (the base revision can be measured on this GPU:
+    ``run.alongside`` decides the time and ratio failures) nothing is downgraded, and the
+    health and machine sentences are notes: what differs, not what decides.  With
+    ``strict`` a missing baseline fails.
     """
     result.baseline_entry = dict(entry) if entry else None
     result.baseline = entry["metrics"] if entry else None
@@ -194,6 +200,10 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     clock = health.clock_note(m.metadata.get("health"))
     result.notes += [clock] if clock else []
     differences = machine_differences(result.machine, [r.get("machine") for r in runs])
+    if alongside:
+        result.notes += [f"unsteady measurement: {why}" for why in result.health] + list(differences.values())
+        result.health = []
+        return _strict(result, strict)
     explaining: set[str] = set()
     for v in result.verdicts:
         if v.status == "regressed" and is_timing(v.metric):
@@ -208,6 +218,11 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
         result.status = test_status(result.verdicts, True)
         if result.status == "passed":
             result.status = "unstable"
+    return _strict(result, strict)
+
+
+def _strict(result: TestResult, strict: bool) -> TestResult:
+    """With ``--gpuprof-strict`` a test with nothing to be judged against fails."""
     if result.status == "no baseline" and strict:
         result.status = "failed"
         result.message = f"no baseline for {result.gpu} in {result.baseline_file} (--gpuprof-strict)"

@@ -37,6 +37,9 @@ from .stats import Prior, evenly_spaced, mann_whitney_u, smallest_p, steps_for, 
 
 FAILING = ("regressed", "changed", "threshold")
 BROKEN = (*FAILING, "new", "vanished")  # statuses that fail a test (a new or vanished kernel too)
+#: A failure on times or ratios that the base revision measured alongside did not uphold
+#: (``compare.alongside``): head measured the same as base, or the pairs could not tell.
+AS_BASE, UNSURE = "same as base", "not sure"
 
 @dataclass
 class Verdict:
@@ -318,13 +321,15 @@ def same_program(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
     """One word for the test: failed, improved, passed or no baseline (undecided time
-    verdicts and unstable measurements are reported beside it, not failed)."""
+    verdicts and unstable measurements are reported beside it, not failed); a failure
+    that re-measuring did not uphold: not sure, unconfirmed, same as base."""
     if any(v.status in BROKEN for v in verdicts):
         return "failed"
     if not has_baseline:
         return "no baseline"
-    if any(v.status == "unconfirmed" for v in verdicts):
-        return "unconfirmed"
+    for status in (UNSURE, "unconfirmed", AS_BASE):
+        if any(v.status == status for v in verdicts):
+            return status
     if any(v.status == "undecided" for v in verdicts):
         return "undecided"
     if any(v.status == "improved" for v in verdicts):

@@ -27,10 +27,13 @@ def failure_message(result: TestResult) -> str:
         lines = [f"gpuprof: {result.message}"]
     else:
         broken = broken_verdicts(v.to_json() for v in result.verdicts)
-        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, f'baseline file {result.baseline_file}')}:"]
+        against_base = (result.alongside or {}).get("against") == "base"
+        against = (f"against the base revision in {result.alongside['base']}, measured alongside" if against_base
+                   else f"baseline file {result.baseline_file}")
+        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, against)}:"]
         lines += [f"  {verdict_line(v)}" for v in broken]
         lines += [f"  ({line})" for line in health_lines(result.to_json())]
-        lines.append(UPDATE_HINT)
+        lines += [] if against_base else [UPDATE_HINT]
     return "\n".join(terminal_text(line) for line in lines)
 
 
@@ -41,7 +44,28 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
     out += list(test.get("notes") or ())
     if test.get("confirmation"):
         out.append(test["confirmation"])
+    if test.get("alongside"):
+        out.append(alongside_line(test["alongside"]))
     return out
+
+
+#: How the pairs' outcome for a metric is said (``compare.alongside`` outcomes).
+PAIR_OUTCOMES = {"worse": "head worse, a regression", "same": "same as base", "not sure": "not sure"}
+
+
+def alongside_line(alongside: Mapping[str, Any]) -> str:
+    """What the base revision measured alongside showed for a test (``run.alongside``):
+    ``A/B against BASE: judged against the base revision measured alongside, 3 base/head
+    pair(s) in fresh processes, 41.2 s: kernel_time_us: same as base``."""
+    parts = ["judged against the base revision measured alongside"] if alongside.get("against") == "base" else []
+    parts += [alongside["note"]] if alongside.get("note") else []
+    if alongside.get("decisions") is not None:
+        said = "; ".join(f"{d['metric']}: {PAIR_OUTCOMES[d['outcome']]}" for d in alongside["decisions"])
+        parts.append(f"{alongside['pairs']} base/head pair(s) in fresh processes, {alongside['seconds']} s"
+                     + (f": {said}" if said else ""))
+    if alongside.get("problem"):
+        parts.append(f"no pairs decided: {alongside['problem']}")
+    return f"A/B against {alongside.get('base')}: " + ", ".join(parts)
 
 
 def skipped_line(skipped: Iterable[Mapping[str, str]]) -> str:

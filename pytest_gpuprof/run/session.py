@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ from ..report.writers import write_reports
 from ..trace.model import Trace
 from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
+from .alongside import Sides, SideRun, judge_pairs, needs_pairs, run_side, unusable
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
@@ -64,6 +66,10 @@ class Settings:
     confirm: int = default("confirm")  # fresh re-runs that must reproduce a time or ratio failure
     record_processes: int = default("record-processes")  # fresh processes an update records in
     confirm_timeout: float = default("confirm-timeout")  # seconds one such re-run may take
+    base: Path | None = None  # the base revision's checkout, measured alongside (run.alongside)
+    base_python: str | None = None  # its interpreter (None: this one)
+    base_only: bool = False  # every test judged against the base, none against stored baselines
+    base_pairs: int = default("base-pairs")  # at most this many base/head pairs decide a failure
     reports: dict[str, Path | None] = field(default_factory=dict)  # report kind -> path (report.writers.REPORTS)
 
 
@@ -92,6 +98,9 @@ class GpuprofSession:
         self._probed_again = 0  # how many times the probes were read again (_probe_again)
         self.worker = False  # a pytest-xdist worker: sends what it finds to the controller, writes nothing
         self._outbox: list[dict[str, Any]] = []  # (worker) what it found since its last test report
+        self._profiled: list[str] = []  # the profiled tests collected, in order
+        self._base_pass: SideRun | None = None  # the base revision's fresh process for tests judged against it
+        self.config: pytest.Config | None = None  # the run's, from pytest_sessionstart
 
     @staticmethod
     def _backend(s: Settings) -> Backend:
@@ -143,12 +152,15 @@ class GpuprofSession:
             result = of_measurement(nodeid, m, s.backend, s.timeline_events)
             result.trace, result.machine = kept, self.machine
             result.baseline_file = baseline.baseline_file(s.baseline_dir, nodeid)
-            entry = baseline.entry(result.baseline_file, nodeid, result.gpu)
+            entry = None if s.base_only else baseline.entry(result.baseline_file, nodeid, result.gpu)
+            if entry is None and self.sides is not None:
+                entry = self._against_base(result)
             rules = self.rules_for(nodeid, marker_kwargs)
-            evaluate(result, m, entry, rules, update=s.update_baseline, strict=s.strict)
+            alongside = self.sides is not None
+            evaluate(result, m, entry, rules, update=s.update_baseline, strict=s.strict, alongside=alongside)
             if result.slower_machine and self._probe_again():
                 result.machine = self.machine
-                evaluate(result, m, entry, rules, update=s.update_baseline, strict=s.strict)
+                evaluate(result, m, entry, rules, update=s.update_baseline, strict=s.strict, alongside=alongside)
             if s.update_baseline:
                 new, how = new_baseline_entry(result, entry, s.baseline_runs)
                 self._add_entry(str(result.baseline_file), nodeid, result.gpu, new, how)
@@ -156,6 +168,52 @@ class GpuprofSession:
             result = TestResult(nodeid, "error", message=str(exc))
         self._add_result(result)
         return result
+
+    @property
+    def sides(self) -> Sides | None:
+        """The two checkouts of an A/B comparison (``--gpuprof-base``), or None."""
+        s = self.settings
+        if s.base is None or not isinstance(self.backend, TorchBackend):
+            return None
+        return Sides(self.config.rootpath, s.base, s.base_python or sys.executable, sys.executable,
+                     tuple(self._plan_args()), s.confirm_timeout)
+
+    def _against_base(self, result: TestResult) -> dict[str, Any] | None:
+        """The entry a test without a stored baseline (every test, ``--gpuprof-base-only``) is
+        judged against: the base revision measured in a fresh process, once for every such
+        test of the session (``run.alongside``); None, said in ``result.alongside``, when the
+        base did not measure it."""
+        nodeid = result.nodeid or ""
+        if self._base_pass is None or nodeid not in self._base_pass.ended:
+            self._base_pass = self._measure_base(result.gpu, nodeid)
+        problem = unusable(self._base_pass, nodeid, "base")
+        result.alongside = {"base": str(self.settings.base), "against": None if problem else "base",
+                            "note": f"not judged against the base: {problem}" if problem else ""}
+        if problem:
+            return None
+        return new_baseline_entry(self._base_pass.results[nodeid], None, 1)[0]
+
+    def _measure_base(self, gpu: str | None, nodeid: str) -> SideRun:
+        """One fresh process of the base revision measuring ``nodeid`` and every profiled test
+        still to come that has no stored baseline for ``gpu`` (all of them, ``--gpuprof-base-only``)."""
+        s = self.settings
+        todo = self._profiled[self._profiled.index(nodeid):] if nodeid in self._profiled and not self.worker \
+            else [nodeid]
+        if not s.base_only:
+            todo = [n for n in todo if n == nodeid or not self._has_baseline(n, gpu)]
+        _say(self.config, f"gpuprof: measuring {len(todo)} test(s) without a stored baseline for {gpu} at the base "
+                          f"revision ({s.base}) in a fresh process" if not s.base_only else
+             f"gpuprof: measuring {len(todo)} test(s) at the base revision ({s.base}) in a fresh process")
+        run = run_side(self.sides, "base", todo, s.timeline_events)
+        _say(self.config, f"gpuprof: the base revision measured {len(run.results)} of {len(todo)} test(s) in "
+                          f"{run.seconds:.1f} s" + (f" ({run.problem})" if run.problem else ""))
+        return run
+
+    def _has_baseline(self, nodeid: str, gpu: str | None) -> bool:
+        try:
+            return baseline.entry(baseline.baseline_file(self.settings.baseline_dir, nodeid), nodeid, gpu) is not None
+        except GpuprofError:
+            return True  # judged as today: its own judgment says what is wrong with the file
 
     def _probe_again(self) -> bool:
         """Read the machine probes once more, keeping each one's best reading, before a
@@ -203,6 +261,7 @@ class GpuprofSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Note whether this is a pytest-xdist worker; otherwise finish or undo a baseline
         update that a killed run left midway (a worker's controller has done so)."""
+        self.config = session.config
         self.worker = hasattr(session.config, "workerinput")
         if self.worker:
             return
@@ -215,8 +274,9 @@ class GpuprofSession:
                                 f"{self.settings.baseline_dir}")
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._profiled = [item.nodeid for item in session.items if is_profiled(item)]
         if isinstance(self.backend, ReplayBackend):
-            self.backend.expect([item.nodeid for item in session.items if is_profiled(item)])
+            self.backend.expect(self._profiled)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -319,7 +379,11 @@ class GpuprofSession:
             self.deferred.append({"nodeid": item.nodeid, "marker": kwargs, "completed": prof.completed})
             return outcome
         result = item.stash[RESULT] if RESULT in item.stash else self.judge_test(item, prof)
-        if self.settings.confirm and isinstance(self.backend, TorchBackend) and needs_confirmation(result) \
+        sides = self.sides
+        if sides is not None and needs_pairs(result):
+            judge_pairs(result, self.rules_for(item.nodeid, kwargs), lambda side: run_side(sides, side, [item.nodeid]),
+                        sides.base, self.settings.base_pairs, lambda line: _say(item.config, line))
+        elif self.settings.confirm and isinstance(self.backend, TorchBackend) and needs_confirmation(result) \
                 and not os.environ.get(CONFIRMING):
             confirm(result, self._confirm_args(), item.config.rootpath, self.settings.confirm,
                     self.settings.confirm_timeout, lambda line: _say(item.config, line))
@@ -356,10 +420,14 @@ class GpuprofSession:
         s, r = self.settings, self.settings.rules
         args = ["--gpuprof", f"--gpuprof-baseline-dir={s.baseline_dir}", f"--gpuprof-kernel-time-tolerance={r.kernel_time_tolerance}",
                 f"--gpuprof-time-tolerance={r.time_tolerance}", f"--gpuprof-time-floor-us={r.time_floor_us}",
-                f"--gpuprof-ratio-tolerance={r.ratio_tolerance}", f"--gpuprof-wait={s.plan.wait}",
-                f"--gpuprof-warmup={s.plan.warmup}", f"--gpuprof-active={s.plan.active}"]
-        args += [f"--gpuprof-threshold={t.text}" for t in r.thresholds]
-        return args + (["--gpuprof-flush-l2"] if s.plan.flush_l2 else [])
+                f"--gpuprof-ratio-tolerance={r.ratio_tolerance}"]
+        return args + [f"--gpuprof-threshold={t.text}" for t in r.thresholds] + self._plan_args()
+
+    def _plan_args(self) -> list[str]:
+        """This run's step plan as options, for a measurement in a fresh process."""
+        plan = self.settings.plan
+        args = [f"--gpuprof-wait={plan.wait}", f"--gpuprof-warmup={plan.warmup}", f"--gpuprof-active={plan.active}"]
+        return args + (["--gpuprof-flush-l2"] if plan.flush_l2 else [])
 
     # --- end of run -------------------------------------------------------------
     def document(self) -> dict[str, Any]:

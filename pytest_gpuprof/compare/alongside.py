@@ -1,0 +1,179 @@
+"""Head against the base revision measured alongside: interleaved pairs of fresh processes.
+
+A stored baseline was measured on another machine, at another time; a change of times
+or ratios against it can be the machine (a neighbour on the PCIe switch, another driver).
+With ``--gpuprof-base`` the revision a change is compared with is measured here and now,
+base, head, base, head, ... each in a fresh process: each pair gives one difference per
+metric, and ``decide`` says from the pairs whether head is worse than base beyond the
+tolerance (``worse``), within it (``same``), or that the pairs cannot tell yet
+(``not sure``).  docs/metrics.md, "Against the base revision measured alongside", gives
+the statistic and its error levels.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Mapping, NamedTuple
+
+from ..metrics.measure import METRICS, MetricSpec
+from ..numbers import format_number
+from . import host
+from .rules import Rules
+from .stats import Prior, t_quantile
+from .verdicts import compared_values, kernel_series, usable
+
+#: What the pairs can say of one metric.
+WORSE, SAME, NOT_SURE = "worse", "same", "not sure"
+#: The chance that a test whose head is no worse than its base fails: split over the metrics
+#: the pairs judge and over the looks (one after each pair).
+ALPHA = 0.01
+#: The chance that a metric worse by exactly its tolerance is called the same: split over the looks.
+BETA = 0.10
+#: How much one process's median moves between fresh processes before the pairs show their
+#: own (log scale; absolute for ratios), with the weight of its degrees of freedom; a pair's
+#: difference moves sqrt(2) times as much.  From 30 unchanged processes on three H100s
+#: (docs/metrics.md): kernels 0.2% at the median, 4.2% at most; copies up to 5%; the
+#: window of a launch-bound step at the host's speed 3-4%; ratios up to 0.03.
+PROCESS_SPREAD = {"kernel": Prior(0.025, 8), "copy": Prior(0.10, 8), "window": Prior(0.05, 8),
+                  "ratio": Prior(0.025, 8)}
+#: The two scales a host series is judged on (``host``).
+AS_MEASURED, AT_SPEED = "as measured", "at the base host's speed"
+
+
+class Decision(NamedTuple):
+    """What the pairs say of one metric: the outcome, the medians of each side's process
+    values, the mean difference in the bad direction (log for times and rates, absolute
+    for ratios) with its one-sided bounds, and the pairs it stands on."""
+
+    metric: str
+    outcome: str  # WORSE | SAME | NOT_SURE
+    base: float | None
+    head: float | None
+    pairs: int
+    mean: float | None
+    low: float | None  # the mean minus its ALPHA margin: above 0, head is worse
+    high: float | None  # the mean plus its BETA margin: at most the tolerance, the same
+    scale: str = AS_MEASURED
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+    def change(self) -> str:
+        """The mean worse-direction difference as reports show it: +4.1% (worse) or +0.02."""
+        if self.mean is None:
+            return "n/a"
+        if spec_of(self.metric).kind == "ratio":
+            return format_number(round(self.mean, 6), signed=True)
+        return f"{math.expm1(self.mean):+.1%}"
+
+    def sentence(self) -> str:
+        """``head 12.1 us, base 12 us over 3 pairs (worse by +0.8%): not a regression``."""
+        unit = _unit(self.metric)
+        where = "" if self.scale == AS_MEASURED else f" {self.scale}"
+        said = {WORSE: "a regression", SAME: "not a regression",
+                NOT_SURE: "not sure (never fails)"}[self.outcome]
+        return (f"head {format_number(self.head)}{unit}, base {format_number(self.base)}{unit}{where} over "
+                f"{self.pairs} pair(s) (head worse by {self.change()}): {said}")
+
+
+def _unit(metric: str) -> str:
+    unit = spec_of(metric).unit
+    return f" {unit}" if unit else ""
+
+
+def family(metric: str) -> str:
+    """Which ``PROCESS_SPREAD`` a metric's process values move with."""
+    if kernel_series(metric):
+        return "kernel"
+    if metric == "window_us":
+        return "window"
+    return "ratio" if spec_of(metric).kind == "ratio" else "copy"
+
+
+def worse_by(metric: str, head: float | None, base: float | None) -> float | None:
+    """How much worse head is than base on one pair, in the bad direction: log(head / base)
+    for a time, log(base / head) for a rate, the difference for a ratio (signed so that
+    worse is positive); None without both values, or a time or rate of 0."""
+    if head is None or base is None:
+        return None
+    spec = spec_of(metric)
+    if spec.kind == "ratio":
+        return head - base if spec.better == "lower" else base - head
+    if head <= 0 or base <= 0:
+        return None
+    return math.log(base / head) if spec.kind == "rate" else math.log(head / base)
+
+
+def spec_of(metric: str) -> MetricSpec:
+    """A metric's spec; a kernel name's time (``kernels[NAME].time_us``) is a time."""
+    return METRICS.get(metric) or MetricSpec(metric, "time", "lower", True, "us")
+
+
+def tolerance(metric: str, rules: Rules) -> float:
+    """The tolerance on ``worse_by``'s scale: log(1 + relative tolerance), or the ratio's own."""
+    spec = spec_of(metric)
+    allowed = rules.tolerance(spec)
+    return allowed if spec.kind == "ratio" else math.log1p(allowed)
+
+
+def decide(metric: str, bases: list[float | None], heads: list[float | None], rules: Rules, *,
+           looks: int, judged: int, scale: str = AS_MEASURED) -> Decision:
+    """The outcome for one metric after the pairs so far (``bases[i]``, ``heads[i]``: pair i's
+    process values).
+
+    With d_i = ``worse_by`` of pair i, n pairs, mean d and the pairs' own variance pooled
+    with the prior's (``PROCESS_SPREAD``, doubled for a difference): s^2 = ((n-1) s_own^2 +
+    f 2 p^2) / (n-1+f) on n-1+f degrees of freedom, and the tolerance T:
+    worse when d > T and d - t(1 - ALPHA / (judged * looks)) s / sqrt(n) > 0 (and, for a
+    time, base's median times exp(d) - 1 exceeds the time floor); same when
+    d + t(1 - BETA / looks) s / sqrt(n) <= T, or that upper bound, in microseconds over
+    base's median, is within the floor; not sure otherwise."""
+    kept = [(b, h, d) for b, h in zip(bases, heads) if (d := worse_by(metric, h, b)) is not None]
+    if not kept:
+        return Decision(metric, NOT_SURE, None, None, 0, None, None, None, scale)
+    n = len(kept)
+    base = statistics.median(b for b, _, _ in kept)
+    head = statistics.median(h for _, h, _ in kept)
+    diffs = [d for _, _, d in kept]
+    mean = sum(diffs) / n
+    own = sum((d - mean) ** 2 for d in diffs)
+    prior = PROCESS_SPREAD[family(metric)]
+    freedom = n - 1 + prior.freedom
+    spread = math.sqrt((own + prior.freedom * 2 * prior.spread ** 2) / freedom)
+    low = mean - t_quantile(1 - ALPHA / (max(judged, 1) * looks), freedom) * spread / math.sqrt(n)
+    high = mean + t_quantile(1 - BETA / looks, freedom) * spread / math.sqrt(n)
+    allowed = tolerance(metric, rules)
+    floored = spec_of(metric).kind == "time" and scale == AS_MEASURED  # the floor is in microseconds as measured
+    if mean > allowed and low > 0 and not (floored and base * math.expm1(mean) <= rules.time_floor_us):
+        outcome = WORSE
+    elif high <= allowed or (floored and base * math.expm1(high) <= rules.time_floor_us):
+        outcome = SAME
+    else:
+        outcome = NOT_SURE
+    return Decision(metric, outcome, round(base, 6), round(head, 6), n, mean, low, high, scale)
+
+
+def process_value(metric: str, metrics: Mapping[str, Any], per_step: Mapping[str, Any] | None,
+                  summaries: Mapping[str, Any] | None, reference: float | None = None) -> float | None:
+    """One process's value of a judged metric: the median of its usable steps (a kernel
+    name's time too), a count per step otherwise.  With ``reference`` (a host speed,
+    ``host.speed``) a host series is taken at that speed (``host.at_speed``)."""
+    if reference is not None and metric in host.HOST_SERIES:
+        if not per_step or not per_step.get(metric) or not per_step.get(host.READING):
+            return None
+        values = usable(per_step, host.at_speed(metric, per_step, reference))
+        return statistics.median(values) if values else None
+    summaries = summaries or {}
+    if metric.startswith("kernels[") and metric.endswith("].time_us"):
+        found = (summaries.get("kernels") or {}).get(metric[len("kernels["):-len("].time_us")])
+        return None if found is None else found["median"]
+    if metric in summaries:
+        return summaries[metric]["median"]
+    return compared_values(metrics).get(metric)
+
+
+def scale_of(metric: str, host_bound: bool) -> str:
+    """A host series of a launch-bound step is judged at the base host's speed; everything
+    else as measured (in a busier step the window follows the GPU, and the reading is noise)."""
+    return AT_SPEED if host_bound and metric in host.HOST_SERIES else AS_MEASURED

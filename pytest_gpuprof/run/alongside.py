@@ -1,0 +1,222 @@
+"""The base revision measured alongside (``--gpuprof-base DIR``): fresh pytest processes
+of either checkout on this GPU, and what their pairs decide (``compare.alongside``).
+
+A test that would fail on times or ratios alone is measured again in pairs of fresh
+processes, base then head, until the pairs decide every metric that broke or the cap
+is reached; it fails only where head is worse than base.  A test with no stored baseline
+for this GPU model (or every test, with ``--gpuprof-base-only``) is judged against one
+fresh process of the base revision, counts included, and its time or ratio failures go
+to the pairs as well.
+
+The base side must run the base's code, while the head's checkout may be installed in
+editable mode into the interpreter both sides use: a base process puts the base's import
+roots (its checkout, and ``src/`` where it has one) first on ``PYTHONPATH``, and lists
+any module it still imported from the head's checkout (``side_plugin``); such a process
+measured the head's code, and its measurement is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+from ..compare import host
+from ..compare.alongside import AS_MEASURED, NOT_SURE, SAME, Decision, decide, process_value, scale_of
+from ..compare.evaluate import FAILED_STATUSES, TestResult, is_timing, new_baseline_entry
+from ..compare.rules import Rules
+from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, test_status
+from ..numbers import format_number
+from . import side_plugin
+from .fresh import fresh_pytest
+
+#: Set in a side's fresh process: it measures, and neither compares with a base nor confirms.
+SIDE = "GPUPROF_SIDE"
+
+
+def measuring_a_side() -> bool:
+    """Whether this process is one side's fresh process of an A/B comparison."""
+    return bool(os.environ.get(SIDE))
+
+
+@dataclass(frozen=True)
+class Sides:
+    """The two checkouts and how their fresh processes run."""
+
+    head: Path  # the head's rootdir
+    base: Path  # the base revision's checkout of the same directory
+    base_python: str  # the interpreter of the base side
+    head_python: str  # the interpreter of this run
+    args: tuple[str, ...]  # the gpuprof options of a measurement (steps, L2 flush)
+    timeout_s: float  # seconds one process may take
+
+
+class SideRun(NamedTuple):
+    """What one side's fresh process measured: each test's result, how each asked-for test
+    ended (``missing`` when the side has no such test), why the run is unusable ('' when
+    it is), and its wall time."""
+
+    results: dict[str, TestResult]
+    ended: dict[str, str]
+    problem: str
+    seconds: float
+
+
+def import_roots(checkout: Path) -> list[str]:
+    """Where a checkout's own packages import from: the checkout, and ``src/`` in a src layout."""
+    return [str(checkout)] + ([str(checkout / "src")] if (checkout / "src").is_dir() else [])
+
+
+def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int = 0) -> SideRun:
+    """The tests measured in one fresh pytest process of the ``side`` ("base" or "head")
+    checkout, judged against nothing (an empty baseline folder): only what it measured is
+    read; ``timeline_events`` of a step's timeline kept (the base's, drawn beside head's)."""
+    root = sides.base if side == "base" else sides.head
+    present = [n for n in nodeids if (root / n.split("::")[0]).exists()]
+    ended = {n: "missing" for n in nodeids if n not in present}
+    if not present:
+        return SideRun({}, ended, "", 0.0)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f"gpuprof-{side}-") as tmp:
+        folder = Path(tmp)
+        shutil.copy(side_plugin.__file__, folder / "_gpuprof_side.py")
+        (folder / "baselines").mkdir()
+        mark = {SIDE: side, "GPUPROF_SIDE_NODEIDS": json.dumps(present), "GPUPROF_SIDE_OUT": str(folder / "side.json")}
+        path = [str(folder)]
+        if side == "base":
+            path += import_roots(sides.base)
+            mark["GPUPROF_SIDE_FORBID"] = str(sides.head)
+            mark["GPUPROF_SIDE_ALLOW"] = os.pathsep.join([str(sides.base), str(folder)])
+        mark["PYTHONPATH"] = os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p])
+        files = sorted({n.split("::")[0] for n in present})
+        args = [*files, "-p", "_gpuprof_side", "-p", "no:cacheprovider", "-q", "--rootdir", str(root), "--gpuprof",
+                f"--gpuprof-baseline-dir={folder / 'baselines'}", f"--gpuprof-json={folder / 'results.json'}",
+                "--gpuprof-confirm=0", f"--gpuprof-timeline-events={timeline_events}", *sides.args]
+        try:
+            done = fresh_pytest(args, root, mark, sides.timeout_s,
+                                sides.base_python if side == "base" else sides.head_python)
+        except subprocess.TimeoutExpired:
+            return SideRun({}, ended, f"the {side} process ran over {format_number(sides.timeout_s)} s "
+                           "(--gpuprof-confirm-timeout) and was stopped", time.monotonic() - started)
+        seconds = time.monotonic() - started
+        report = folder / "side.json"
+        if not report.is_file():
+            last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
+            return SideRun({}, ended, f"the {side} process measured nothing (exit {done.returncode}): {last}", seconds)
+        side_doc = json.loads(report.read_text())
+        results_file = folder / "results.json"
+        tests = json.loads(results_file.read_text()).get("tests", []) if results_file.is_file() else []
+    results = {t["nodeid"]: TestResult.from_json(t) for t in tests if t.get("nodeid") in present}
+    ended |= {n: side_doc["ended"].get(n, "not run") for n in present}
+    ended |= {n: "missing" for n in present if n not in side_doc["ran"]}
+    problem = ""
+    if side_doc["from_head"]:
+        problem = (f"the base process imported the head's code ({'; '.join(side_doc['from_head'][:3])}): give "
+                   "--gpuprof-base-python an interpreter whose environment has the base's install")
+    return SideRun(results, ended, problem, seconds)
+
+
+def unusable(run: SideRun, nodeid: str, side: str) -> str:
+    """Why ``run`` gives no measurement of the test on this side: missing there, its body
+    failed or errored there (a gpuprof verdict failing it is still a measurement), skipped,
+    or the process's own problem; '' when it measured it."""
+    ended = run.ended.get(nodeid, "not run")
+    result = run.results.get(nodeid)
+    if run.problem:
+        return run.problem
+    if ended == "missing":
+        return f"the test is missing at {side}"
+    if ended.startswith("skipped"):
+        return f"the test was {ended} at {side}"
+    if ended in ("failed", "error") and not (result is not None and result.status == "failed" and not result.message):
+        return f"the test {'failed' if ended == 'failed' else 'raised an error'} at {side}"
+    if result is None or result.status == "error" or not result.per_step:
+        return f"the {side} process did not measure the test" + (f": {result.message}" if result else "")
+    return ""
+
+
+def needs_pairs(result: TestResult) -> bool:
+    """A test that would fail on times or ratios alone: each broken verdict a time, rate or
+    ratio regression or threshold (counts, bytes, kernel names and count thresholds are exact)."""
+    broken = [v for v in result.verdicts if v.status in BROKEN]
+    return (result.status in FAILED_STATUSES and not result.message and bool(broken)
+            and all(v.status in ("regressed", "threshold") and is_timing(v.metric) for v in broken))
+
+
+def values(result: TestResult, metric: str, reference: float | None) -> float | None:
+    return process_value(metric, result.metrics or {}, result.per_step, result.distribution, reference)
+
+
+def judge_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideRun], base: Path, cap: int,
+                say: Callable[[str], None]) -> None:
+    """Measure base then head, a pair at a time, each in a fresh process, until every metric
+    that broke is decided (``compare.alongside.decide``) or ``cap`` pairs ran; then keep the
+    failures head is worse on, and say per pair what they show.  ``measure(side)`` runs one
+    side's process of this test (``run_side``)."""
+    nodeid = result.nodeid or ""
+    metrics = [v.metric for v in result.verdicts if v.status in BROKEN]
+    say(f"gpuprof: {nodeid} failed on {', '.join(metrics)}: measuring it against the base revision "
+        f"({base}), base then head in fresh processes, up to {cap} pair(s)")
+    bases: list[TestResult] = []
+    heads: list[TestResult] = []
+    decisions: dict[str, Decision] = {}
+    started, problem = time.monotonic(), ""
+    for k in range(1, cap + 1):
+        base, head = measure("base"), measure("head")
+        problem = unusable(base, nodeid, "base") or unusable(head, nodeid, "head")
+        if problem:
+            say(f"gpuprof: {nodeid}: pair {k}: {problem}")
+            break
+        bases.append(base.results[nodeid])
+        heads.append(head.results[nodeid])
+        decisions = decide_all(metrics, bases, heads, rules, cap)
+        say(f"gpuprof: {nodeid}: pair {k} of at most {cap} (base {base.seconds:.1f} s, head {head.seconds:.1f} s): "
+            + "; ".join(f"{d.metric} {d.outcome} ({d.change()})" for d in decisions.values()))
+        if all(d.outcome != NOT_SURE for d in decisions.values()):
+            break
+    apply(result, decisions, base, time.monotonic() - started, problem)
+
+
+def decide_all(metrics: list[str], bases: list[TestResult], heads: list[TestResult], rules: Rules,
+               cap: int) -> dict[str, Decision]:
+    """Each metric decided from the pairs so far: a host series of a launch-bound step (the
+    first base process's median utilization, ``host.HOST_BOUND``) at the first base
+    process's host speed, everything else as measured."""
+    first = bases[0]
+    utilization = values(first, "gpu_utilization", None)
+    reference = host.speed(first.per_step)
+    out = {}
+    for metric in metrics:
+        scale = scale_of(metric, host.host_bound(utilization) and reference is not None)
+        at = None if scale == AS_MEASURED else reference
+        out[metric] = decide(metric, [values(b, metric, at) for b in bases], [values(h, metric, at) for h in heads],
+                             rules, looks=cap, judged=len(metrics), scale=scale)
+    return out
+
+
+def apply(result: TestResult, decisions: dict[str, Decision], base: Path, seconds: float, problem: str) -> None:
+    """Keep the failures the pairs found head worse on; the others become ``same as base`` or
+    ``not sure`` (both pass).  Each verdict's evidence and the result's ``alongside`` say
+    what the pairs showed; without a usable pair nothing changes, and ``alongside`` says why."""
+    for v in result.verdicts:
+        d = decisions.get(v.metric)
+        if d is None or v.status not in BROKEN:
+            continue
+        v.evidence += f"; against the base revision measured alongside: {d.sentence()}"
+        if d.outcome == SAME:
+            v.status = AS_BASE
+        elif d.outcome == NOT_SURE:
+            v.status = UNSURE
+    pairs = max((d.pairs for d in decisions.values()), default=0)
+    result.alongside = (result.alongside or {}) | {
+        "base": str(base), "pairs": pairs, "seconds": round(seconds, 1),
+        "decisions": [d.to_json() for d in decisions.values()], "problem": problem,
+    }
+    if decisions:
+        result.status = test_status(result.verdicts, True)

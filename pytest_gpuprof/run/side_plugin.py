@@ -1,0 +1,68 @@
+"""The pytest plugin of one side's fresh process in an A/B comparison (``alongside``).
+
+It runs only the tests asked for (``GPUPROF_SIDE_NODEIDS``, a JSON list), records how
+each ended, and on the base side lists the modules imported from the head's checkout
+(``GPUPROF_SIDE_FORBID``): a base process that imported them measured the head's code.
+It writes all that as JSON to ``GPUPROF_SIDE_OUT``.
+
+Only the standard library and pytest: the file is copied beside the process and loaded
+with ``-p``, since the base side imports the base's copy of everything else, gpuprof too
+when the project under test is gpuprof.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import sys
+from pathlib import Path
+
+_ended: dict[str, str] = {}  # nodeid -> passed | failed | error | skipped: REASON
+_ran: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    wanted = set(json.loads(os.environ["GPUPROF_SIDE_NODEIDS"]))
+    deselected = [item for item in items if item.nodeid not in wanted]
+    items[:] = [item for item in items if item.nodeid in wanted]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+    _ran.extend(item.nodeid for item in items)
+
+
+def pytest_runtest_logreport(report) -> None:
+    if report.failed:
+        _ended[report.nodeid] = "failed" if report.when == "call" else "error"
+    elif report.skipped and report.nodeid not in _ended:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _ended[report.nodeid] = f"skipped: {reason}"
+    elif report.when == "call" and report.nodeid not in _ended:
+        _ended[report.nodeid] = "passed"
+
+
+def pytest_sessionfinish(session) -> None:
+    out = os.environ.get("GPUPROF_SIDE_OUT")
+    if out:
+        Path(out).write_text(json.dumps({"ran": _ran, "ended": _ended, "from_head": from_head()}))
+
+
+def from_head() -> list[str]:
+    """``MODULE from FILE`` for each module this process imported from the head's checkout
+    (``GPUPROF_SIDE_FORBID``), leaving out installed packages (a virtual environment inside
+    the checkout) and the base's checkout when it lies inside the head's."""
+    forbid = os.environ.get("GPUPROF_SIDE_FORBID")
+    if not forbid:
+        return []
+    head = Path(forbid).resolve()
+    allowed = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(),
+                                           site.getusersitepackages(), os.environ.get("GPUPROF_SIDE_ALLOW", "")} if p]
+    found = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file:
+            continue
+        path = Path(file).resolve()
+        if path.is_relative_to(head) and not any(path.is_relative_to(a) for a in allowed if a != Path("/")):
+            found.append(f"{name} from {path}")
+    return sorted(found)
