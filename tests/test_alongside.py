@@ -259,3 +259,83 @@ def test_a_side_process_compares_with_no_base_of_its_own(tmp_path, monkeypatch):
                           "print(measuring_a_side())"], env={**os.environ, "GPUPROF_SIDE": "base"},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+# --------------------------------------------------------------------------------------
+# real traces of both revisions (tests/data/record_ab.py, an H100): GeLU over 8M bf16
+# elements and a 2048^2 GEMM a step; head "same" differs in a comment, head "slow" runs
+# the GeLU over 10% more elements
+
+AB = Path(__file__).parent / "data" / "ab"
+
+
+def _traced(name: str) -> TestResult:
+    from pytest_gpuprof.compare.evaluate import of_measurement
+    from pytest_gpuprof.metrics.measure import measure
+    from pytest_gpuprof.trace.kineto import load_kineto
+
+    return of_measurement("test_ab.py::test_step", measure(load_kineto(AB / f"{name}.pt.trace.json.gz")), "torch")
+
+
+def _gelu_steps(name: str) -> list[float]:
+    """The GeLU kernel's time in each step, read by the tests' own slow reader."""
+    from naive import Naive
+
+    n = Naive(AB / f"{name}.pt.trace.json.gz")
+    return [sum((e - s) / 1000 for k, s, e, _, step in n.kernels if "Gelu" in k and step == i)
+            for i in range(len(n.steps))]
+
+
+def _gelu_us(name: str) -> float:
+    from statistics import median
+
+    return median(_gelu_steps(name))
+
+
+def _replayed(pairs: list[tuple[str, str]], rules: Rules) -> tuple[TestResult, list[str]]:
+    """A failing GeLU verdict judged through the pairs of recorded processes."""
+    results = {name: _traced(name) for pair in pairs for name in pair}
+    gelu = next(k for k in results[pairs[0][0]].distribution["kernels"] if "Gelu" in k)
+    metric = f"kernels[{gelu}].time_us"
+    failing = _traced(pairs[0][1])
+    failing.status = "failed"
+    failing.verdicts = [Verdict(metric, "regressed", 13.6, 14.4, "within 5%")]
+    order = iter(name for pair in pairs for name in pair)
+
+    def measure(side: str) -> SideRun:
+        result = results[next(order)]
+        return SideRun({result.nodeid: result}, {result.nodeid: "passed"}, "", 1.0)
+    said: list[str] = []
+    judge_pairs(failing, rules, measure, Path("/base"), len(pairs), said.append)
+    return failing, said
+
+
+def test_recorded_pairs_of_both_revisions_through_the_decision():
+    for i in range(3):  # what the pairs judge is what the slow reader reads
+        for name in (f"same_base{i}", f"slow_head{i}"):
+            result = _traced(name)
+            gelu = next(k for k in result.distribution["kernels"] if "Gelu" in k)
+            assert result.per_step["kernels"][gelu] == pytest.approx(_gelu_steps(name), abs=1e-3)
+    # the slower GeLU: +6.3% by the slow reader (+5.5% over the steps the host did not
+    # stall), 0.85 us a step: under the default 5 us time floor the rules ignore it
+    change = sum(_gelu_us(f"slow_head{i}") / _gelu_us(f"slow_base{i}") for i in range(3)) / 3 - 1
+    assert 0.05 < change < 0.08
+    slow = [(f"slow_base{i}", f"slow_head{i}") for i in range(3)]
+    assert _replayed(slow, Rules())[0].verdicts[0].status == "same as base"
+    # with the floor off it sits at the 5% tolerance: three pairs, whose spread is mostly the
+    # prior's (two kernel series), cannot call it either way; a "not sure" passes
+    floorless = Rules(time_floor_us=0.0)
+    edge, said = _replayed(slow, floorless)
+    assert edge.status == "not sure" and edge.alongside["pairs"] == 3, said
+    decision = edge.alongside["decisions"][0]
+    assert decision["mean"] > math.log(1.05) and decision["low"] < 0  # beyond the tolerance, not significant
+    # at a 1% tolerance (a kernel micro-benchmark's rule) the same three pairs are no longer
+    # the same as base: the upper bound is far above 1%
+    assert decision["high"] > math.log(1.01)
+    # unchanged: head differs from base in a comment
+    same, said = _replayed([(f"same_base{i}", f"same_head{i}") for i in range(3)], floorless)
+    assert same.status in ("same as base", "not sure") and not same.failed, said
+    # two pairs that disagree: head slower in one, faster in the other (a slow process taken
+    # for base): not sure, which passes
+    torn, said = _replayed([("slow_base0", "slow_head0"), ("slow_head1", "slow_base1")], floorless)
+    assert torn.status == "not sure" and not torn.failed, said

@@ -19,6 +19,7 @@ from typing import Any, Mapping, NamedTuple
 from ..metrics.measure import METRICS, MetricSpec
 from ..numbers import format_number
 from . import host
+from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
 from .stats import Prior, t_quantile
 from .verdicts import compared_values, kernel_series, usable
@@ -117,14 +118,36 @@ def tolerance(metric: str, rules: Rules) -> float:
     return allowed if spec.kind == "ratio" else math.log1p(allowed)
 
 
+def kernel_pool(bases: list[Mapping[str, Any]], heads: list[Mapping[str, Any]]) -> tuple[float, int] | None:
+    """How much a test's kernels move between the pairs, learnt from all its kernel series at
+    once (``bases[i]``, ``heads[i]``: pair i's ``distribution`` summaries): the sum of squared
+    deviations of each series' pair differences from their mean, and its degrees of freedom,
+    sum of n - 1 over the series every process ran.  One kernel's own pairs give n - 1
+    degrees of freedom; a test's 10 to 25 kernel series give ten times that, as the stored
+    baselines' pooled spread does (``verdicts.pooled_log_spread``).  None before two pairs."""
+    names = set.intersection(*(set((d or {}).get("kernels") or {}) for d in [*bases, *heads])) if bases else set()
+    squares, freedom = 0.0, 0
+    for name in names:
+        diffs = [worse_by("kernel_time_us", h["kernels"][name]["median"], b["kernels"][name]["median"])
+                 for b, h in zip(bases, heads)]
+        if len(diffs) < 2 or any(d is None for d in diffs):
+            continue
+        mean = sum(diffs) / len(diffs)
+        squares += sum((d - mean) ** 2 for d in diffs)
+        freedom += len(diffs) - 1
+    return (squares, freedom) if freedom else None
+
+
 def decide(metric: str, bases: list[float | None], heads: list[float | None], rules: Rules, *,
-           looks: int, judged: int, scale: str = AS_MEASURED) -> Decision:
+           looks: int, judged: int, scale: str = AS_MEASURED, pool: tuple[float, int] | None = None) -> Decision:
     """The outcome for one metric after the pairs so far (``bases[i]``, ``heads[i]``: pair i's
     process values).
 
     With d_i = ``worse_by`` of pair i, n pairs, mean d and the pairs' own variance pooled
     with the prior's (``PROCESS_SPREAD``, doubled for a difference): s^2 = ((n-1) s_own^2 +
-    f 2 p^2) / (n-1+f) on n-1+f degrees of freedom, and the tolerance T:
+    f 2 p^2) / (n-1+f) on n-1+f degrees of freedom (a kernel series takes its test's
+    ``pool`` of squares and degrees of freedom, ``kernel_pool``, for its own), and the
+    tolerance T:
     worse when d > T and d - t(1 - ALPHA / (judged * looks)) s / sqrt(n) > 0 (and, for a
     time, base's median times exp(d) - 1 exceeds the time floor); same when
     d + t(1 - BETA / looks) s / sqrt(n) <= T, or that upper bound, in microseconds over
@@ -137,9 +160,9 @@ def decide(metric: str, bases: list[float | None], heads: list[float | None], ru
     head = statistics.median(h for _, h, _ in kept)
     diffs = [d for _, _, d in kept]
     mean = sum(diffs) / n
-    own = sum((d - mean) ** 2 for d in diffs)
+    own, own_freedom = pool if pool is not None else (sum((d - mean) ** 2 for d in diffs), n - 1)
     prior = PROCESS_SPREAD[family(metric)]
-    freedom = n - 1 + prior.freedom
+    freedom = own_freedom + prior.freedom
     spread = math.sqrt((own + prior.freedom * 2 * prior.spread ** 2) / freedom)
     low = mean - t_quantile(1 - ALPHA / (max(judged, 1) * looks), freedom) * spread / math.sqrt(n)
     high = mean + t_quantile(1 - BETA / looks, freedom) * spread / math.sqrt(n)
@@ -171,6 +194,17 @@ def process_value(metric: str, metrics: Mapping[str, Any], per_step: Mapping[str
     if metric in summaries:
         return summaries[metric]["median"]
     return compared_values(metrics).get(metric)
+
+
+def base_entry(base: TestResult) -> dict[str, Any]:
+    """The entry a test without a stored baseline is judged against: the base revision's
+    fresh process as a baseline of one run whose median bounds nothing.  A time or ratio
+    beyond its tolerance whose steps differ (Mann-Whitney) is then a failure to be decided
+    by the pairs, which bound it between processes: the prediction interval one run gives
+    (a kernel's +-10%, the window's +-20%) would let a 10% slowdown pass unmeasured."""
+    entry = new_baseline_entry(base, None, 1)[0]
+    entry["runs"] = [{k: v for k, v in run.items() if k != "distribution"} for run in entry["runs"]]
+    return entry
 
 
 def scale_of(metric: str, host_bound: bool) -> str:

@@ -130,6 +130,7 @@ def _u_distribution(n1: int, n2: int) -> np.ndarray:
     return f[n1][n2]
 
 
+@lru_cache(maxsize=1024)
 def t_quantile(p: float, df: int) -> float:
     """The p-quantile of Student's t distribution with ``df`` degrees of freedom (p > 0.5),
     by bisection on its distribution function."""

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from ..compare import host
-from ..compare.alongside import AS_MEASURED, NOT_SURE, SAME, Decision, decide, process_value, scale_of
-from ..compare.evaluate import FAILED_STATUSES, TestResult, is_timing, new_baseline_entry
+from ..compare.alongside import AS_MEASURED, NOT_SURE, SAME, Decision, decide, kernel_pool, process_value, scale_of
+from ..compare.evaluate import FAILED_STATUSES, TestResult, is_timing
 from ..compare.rules import Rules
-from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, test_status
+from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series, test_status
 from ..numbers import format_number
 from . import side_plugin
 from .fresh import fresh_pytest
@@ -168,15 +168,15 @@ def judge_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideR
     decisions: dict[str, Decision] = {}
     started, problem = time.monotonic(), ""
     for k in range(1, cap + 1):
-        base, head = measure("base"), measure("head")
-        problem = unusable(base, nodeid, "base") or unusable(head, nodeid, "head")
+        on_base, on_head = measure("base"), measure("head")
+        problem = unusable(on_base, nodeid, "base") or unusable(on_head, nodeid, "head")
         if problem:
             say(f"gpuprof: {nodeid}: pair {k}: {problem}")
             break
-        bases.append(base.results[nodeid])
-        heads.append(head.results[nodeid])
+        bases.append(on_base.results[nodeid])
+        heads.append(on_head.results[nodeid])
         decisions = decide_all(metrics, bases, heads, rules, cap)
-        say(f"gpuprof: {nodeid}: pair {k} of at most {cap} (base {base.seconds:.1f} s, head {head.seconds:.1f} s): "
+        say(f"gpuprof: {nodeid}: pair {k} of at most {cap} (base {on_base.seconds:.1f} s, head {on_head.seconds:.1f} s): "
             + "; ".join(f"{d.metric} {d.outcome} ({d.change()})" for d in decisions.values()))
         if all(d.outcome != NOT_SURE for d in decisions.values()):
             break
@@ -191,12 +191,14 @@ def decide_all(metrics: list[str], bases: list[TestResult], heads: list[TestResu
     first = bases[0]
     utilization = values(first, "gpu_utilization", None)
     reference = host.speed(first.per_step)
+    pool = kernel_pool([b.distribution or {} for b in bases], [h.distribution or {} for h in heads])
     out = {}
     for metric in metrics:
         scale = scale_of(metric, host.host_bound(utilization) and reference is not None)
         at = None if scale == AS_MEASURED else reference
         out[metric] = decide(metric, [values(b, metric, at) for b in bases], [values(h, metric, at) for h in heads],
-                             rules, looks=cap, judged=len(metrics), scale=scale)
+                             rules, looks=cap, judged=len(metrics), scale=scale,
+                             pool=pool if kernel_series(metric) else None)
     return out
 
 

@@ -38,6 +38,7 @@ from ..report.writers import write_reports
 from ..trace.model import Trace
 from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
+from ..compare.alongside import base_entry
 from .alongside import Sides, SideRun, judge_pairs, needs_pairs, run_side, unusable
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
@@ -191,7 +192,7 @@ class GpuprofSession:
                             "note": f"not judged against the base: {problem}" if problem else ""}
         if problem:
             return None
-        return new_baseline_entry(self._base_pass.results[nodeid], None, 1)[0]
+        return base_entry(self._base_pass.results[nodeid])
 
     def _measure_base(self, gpu: str | None, nodeid: str) -> SideRun:
         """One fresh process of the base revision measuring ``nodeid`` and every profiled test
