@@ -39,7 +39,7 @@ from ..trace.model import Trace
 from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
 from ..compare.alongside import base_entry
-from .alongside import Sides, SideRun, judge_pairs, needs_pairs, run_side, unusable
+from .alongside import Sides, SideRun, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
@@ -281,14 +281,17 @@ class GpuprofSession:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        """Skip, saying why, a profiled test that cannot be measured here."""
+        """Skip, saying why, a profiled test that cannot be measured here; read the machine
+        probes before the first profiled test, except in one side's process of an A/B
+        comparison: base and head share the machine, and the probes would add seconds to
+        every process of every pair."""
         if not is_profiled(item):
             return
         reason = self._unmeasurable(item.nodeid)
         if reason:
             self._add_skipped(item.nodeid, reason)
             pytest.skip(f"gpuprof: {reason}")
-        if self.backend.needs_gpu and self.machine is None:
+        if self.backend.needs_gpu and self.machine is None and not measuring_a_side():
             import torch
 
             self.machine = measure_machine(torch.cuda.current_device())
