@@ -48,6 +48,27 @@ def measure_any(path: str, test_range: str | None = None, nsys: str | None = Non
         raise GpuprofError(f"{path}: {exc}") from None
 
 
+def measure_ranks(folder: str) -> dict[int, tuple[str, Measurement]]:
+    """The per-rank Kineto traces of one distributed run in a folder (``*.json``,
+    ``*.json.gz``), each measured on its own timeline, by the rank its ``distributedInfo``
+    names; a trace without a rank, or two of one rank, is an error naming them."""
+    files = sorted(str(p) for p in Path(folder).iterdir() if p.name.endswith((".json", ".json.gz")))
+    if not files:
+        raise GpuprofError(f"{folder}: a folder is read as the per-rank Kineto traces of one distributed run, "
+                           "and it holds no .json or .json.gz file")
+    ranks: dict[int, tuple[str, Measurement]] = {}
+    for file in files:
+        m = measure_any(file)
+        rank = (m.metadata.get("distributed") or {}).get("rank")
+        if rank is None:
+            raise GpuprofError(f"{file}: no rank (the trace has no distributedInfo); a folder is read as the "
+                               "per-rank traces of one distributed run")
+        if rank in ranks:
+            raise GpuprofError(f"{file} and {ranks[rank][0]} are both rank {rank}")
+        ranks[rank] = (file, m)
+    return dict(sorted(ranks.items()))
+
+
 #: How much of a file is read to tell a results document from a trace.
 _HEAD = 1 << 16
 

@@ -10,12 +10,14 @@ import sys
 from .. import __version__
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
+from ..metrics.ranks import rank_skew
+from ..numbers import format_number
 from ..options import REPORT_OPTIONS, RULE_OPTIONS, add_report_options, add_rule_options
 from ..report.escaping import terminal_text
 from ..report.terminal import analysis_lines
 from ..report.writers import write_reports
 from .diff import diff
-from .inputs import measure_any
+from .inputs import measure_any, measure_ranks
 from .merge import merge_status, merged
 
 
@@ -29,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Metrics of one trace, as docs/metrics.md defines them. Steps come from "
         "ProfilerStep#N ranges, else step_N ranges; with neither, the whole trace is the window.",
     )
-    analyze.add_argument("trace", help="Kineto trace (.json, .json.gz) or nsys report (.sqlite, .nsys-rep)")
+    analyze.add_argument("trace", help="Kineto trace (.json, .json.gz) or nsys report (.sqlite, .nsys-rep), or a "
+                                       "folder of one distributed run's per-rank Kineto traces")
     analyze.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     analyze.add_argument("--range", metavar="NAME",
                          help="nsys report of a pytest session: only the NVTX range NAME (a test's node id)")
@@ -96,10 +99,26 @@ def _merge(args: argparse.Namespace) -> tuple[int, list[str]]:
 
 
 def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None) -> tuple[int, list[str]]:
+    if os.path.isdir(path):
+        return 0, _analyze_ranks(path, as_json)
     measurement = measure_any(path, test_range, nsys)
     if as_json:
         return 0, [json.dumps({"trace": path, **measurement.to_json()}, indent=2)]
     return 0, analysis_lines(path, measurement)
+
+
+def _analyze_ranks(folder: str, as_json: bool) -> list[str]:
+    """A folder of per-rank traces: each rank's metrics, then ``rank_skew``."""
+    ranks = measure_ranks(folder)
+    skew = rank_skew({r: m for r, (_, m) in ranks.items()})
+    if as_json:
+        return [json.dumps({"trace": folder, "ranks": {str(r): {"trace": f, **m.to_json()} for r, (f, m) in ranks.items()},
+                            "rank_skew": skew}, indent=2)]
+    lines = []
+    for rank, (file, m) in ranks.items():
+        lines += [terminal_text(f"rank {rank}:")] + [f"  {line}" for line in analysis_lines(file, m)]
+    return lines + [f"rank_skew: {format_number(skew)} ({len(ranks)} rank(s): the slowest rank's median step "
+                    "span against the ranks' mean)"]
 
 
 def _diff(args: argparse.Namespace) -> tuple[int, list[str]]:

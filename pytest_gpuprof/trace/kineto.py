@@ -470,6 +470,11 @@ def _build(columns: _Columns, header: dict) -> Trace:
     elif devices:
         gpu_name = devices[0].get("name")
     metadata = header.get("gpuprof") if isinstance(header.get("gpuprof"), dict) else {}
+    distributed = header.get("distributedInfo")
+    if isinstance(distributed, dict) and type(distributed.get("rank")) is int:
+        # the rank of a process in a process group (docs/metrics.md, "Several ranks")
+        metadata = {**metadata, "distributed": {"rank": distributed["rank"],
+                                                "world_size": distributed.get("world_size")}}
     return Trace(kernels, copies, sets, runtime, ranges, source="kineto", gpu_name=gpu_name, metadata=metadata)
 
 
