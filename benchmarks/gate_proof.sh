@@ -11,6 +11,23 @@
 #   benchmarks/gate_proof.sh nsys OUT             the launch-bound test under Nsight Systems, recorded
 #                                                 in 2 processes and judged in a third ($GPUPROF_NSYS)
 #   benchmarks/gate_proof.sh sweep OUT RUNS S...  baselines with the slowdown code, RUNS runs per slowdown S
+#
+# Against the base revision measured alongside (docs/benchmarks.md): BASE (default
+# /tmp/gpuprof-base) is a copy of this tree made by ab-base before the head is changed; a
+# head is this tree with one change made as a commit makes it (a default in
+# example_suite/conftest.py), never an environment variable.  The shipped baselines are
+# an H200's.
+#   benchmarks/gate_proof.sh ab-base OUT             copy this tree to BASE
+#   benchmarks/gate_proof.sh ab-record OUT           baselines with one --gpuprof-update-baseline (3 processes) in
+#                                                    OUT/baselines (then give the machine back: judge elsewhere)
+#   benchmarks/gate_proof.sh ab-gate OUT RUNS        the gate workflow's command with BASE against OUT/baselines, on
+#                                                    a head that differs from BASE in a comment
+#   benchmarks/gate_proof.sh ab-nobase OUT RUNS      the same against no stored baseline (every test against BASE)
+#   benchmarks/gate_proof.sh ab-plain OUT RUNS       plain `pytest example_suite --gpuprof` against OUT/baselines: the
+#                                                    cost reference (median of RUNS)
+#   benchmarks/gate_proof.sh ab-planted OUT BUG...   each planted bug as a commit, judged against BASE
+#   benchmarks/gate_proof.sh ab-slowdown OUT RUNS [K]  the 10% activation slowdown as a commit (BASE at 0, head at
+#                                                    0.10), judged against BASE alone; K: a -k expression
 set -u
 cd "$(dirname "$0")/.."
 stage=$1 out=$2
@@ -18,6 +35,19 @@ shift 2
 mkdir -p "$out"
 py=${PYTHON:-python3}
 suite=(-m pytest example_suite -p no:cacheprovider -q)
+base=${BASE:-/tmp/gpuprof-base}
+conftest=example_suite/conftest.py
+gate=(-m pytest example_suite -p no:cacheprovider -ra --gpuprof --gpuprof-strict --gpuprof-base "$base"
+      --gpuprof-base-python "$py")
+
+run() {  # NAME ARGS...: one run, its exit and time, its last line, what the pairs said
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$py" "$@" --gpuprof-json="$out/$name.json" >"$out/$name.log" 2>&1
+  echo "$name: exit $? in $((SECONDS - start)) s ($(tail -n 1 "$out/$name.log" | tr -d '='))"
+  grep -E "^FAILED|^gpuprof: .*: pair " "$out/$name.log" | cut -c1-200
+}
 
 case $stage in
 machine)
@@ -77,6 +107,40 @@ sweep)
   args=()
   for s in "$@"; do args+=(--slowdown "$s"); done
   $py benchmarks/gate_noise.py sweep --runs "$runs" "${args[@]}" --out "${SWEEP_DIR:-$out/sweep}" --budget-s "${BUDGET_S:-540}"
+  ;;
+ab-base)
+  rm -rf "$base" && mkdir -p "$base"
+  cp -r pytest_gpuprof example_suite baselines pyproject.toml "$base/"
+  ;;
+ab-record)
+  "$py" -m pytest example_suite -p no:cacheprovider -q --gpuprof-update-baseline \
+    --gpuprof-baseline-dir="$out/baselines" >"$out/record.log" 2>&1
+  echo "record: exit $? ($(tail -n 1 "$out/record.log"))"
+  ;;
+ab-gate | ab-nobase | ab-plain)
+  grep -q "only this comment differs" example_suite/test_moe.py || echo "# head: only this comment differs" >>example_suite/test_moe.py
+  for i in $(seq 0 $(($1 - 1))); do
+    case $stage in
+    ab-gate) run "gate$i" "${gate[@]}" --gpuprof-baseline-dir="$out/baselines" ;;
+    ab-nobase) run "nobase$i" "${gate[@]}" --gpuprof-baseline-dir="$out/none" ;;
+    ab-plain) run "plain$i" -m pytest example_suite -p no:cacheprovider -ra --gpuprof --gpuprof-baseline-dir="$out/baselines" ;;
+    esac
+  done
+  ;;
+ab-planted)
+  for bug in "$@"; do
+    sed -i "s/os.environ.get(\"GPUPROF_EXAMPLE_BUG\", \"[a-z_]*\")/os.environ.get(\"GPUPROF_EXAMPLE_BUG\", \"$bug\")/" $conftest
+    run "bug_$bug" "${gate[@]}" --gpuprof-baseline-dir="$out/none"
+  done
+  sed -i 's/os.environ.get("GPUPROF_EXAMPLE_BUG", "[a-z_]*")/os.environ.get("GPUPROF_EXAMPLE_BUG", "")/' $conftest
+  ;;
+ab-slowdown)
+  runs=$1 pick=${2:-}
+  sed -i 's/os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN"[^)]*)/os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN", "0.10")/' $conftest
+  sed -i 's/os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN"[^)]*)/os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN", "0")/' "$base/$conftest"
+  for i in $(seq 0 $((runs - 1))); do
+    run "slow$i" "${gate[@]}" --gpuprof-baseline-dir="$out/none" ${pick:+-k "$pick"}
+  done
   ;;
 *)
   echo "unknown stage $stage" >&2

@@ -339,3 +339,74 @@ def test_recorded_pairs_of_both_revisions_through_the_decision():
     # for base): not sure, which passes
     torn, said = _replayed([("slow_base0", "slow_head0"), ("slow_head1", "slow_base1")], floorless)
     assert torn.status == "not sure" and not torn.failed, said
+
+
+# --------------------------------------------------------------------------------------
+# what the pairs must not clear
+
+def test_a_metric_no_pair_could_value_and_pairs_stopped_by_a_problem_keep_the_failure():
+    # exposed communication from nothing: a time of 0 at base gives no ratio to judge
+    appeared = _result(50.0)
+    appeared.verdicts = [Verdict("exposed_comm_us", "regressed", 0.0, 50.0, "within 10%")]
+    zero = {"exposed_comm_us": {"median": 0.0}, "kernels": {}}
+
+    def measure(side: str) -> SideRun:
+        result = _result(50.0, "no baseline")
+        if side == "base":
+            result.distribution = zero
+        return SideRun({"t.py::test_a": result}, {"t.py::test_a": "passed"}, "", 1.0)
+    judge_pairs(appeared, Rules(), measure, Path("/base"), 3, lambda line: None)
+    assert appeared.status == "failed" and appeared.verdicts[0].status == "regressed"
+    # a real slowdown whose second head process crashed: the first pair's "not sure" clears nothing
+    slower = _failing()
+    calls = []
+
+    def crashing(side: str) -> SideRun:
+        calls.append(side)
+        if len(calls) == 4:
+            return SideRun({}, {"t.py::test_a": "not run"}, "the head process measured nothing (exit 1): boom", 1.0)
+        return SideRun({"t.py::test_a": _result(2000.0 if side == "base" else 2200.0, "no baseline")},
+                       {"t.py::test_a": "passed"}, "", 1.0)
+    judge_pairs(slower, Rules(), crashing, Path("/base"), 5, lambda line: None)
+    assert slower.status == "failed" and slower.verdicts[0].status == "regressed"
+    assert slower.alongside["problem"].startswith("the head process measured nothing")
+
+
+def test_a_broken_threshold_stands_where_the_base_holds_it():
+    def judged(base_utilization: float) -> TestResult:
+        from pytest_gpuprof.compare.rules import parse_threshold
+
+        threshold = parse_threshold("gpu_utilization >= 0.85", "test")
+        result = _result(2000.0)
+        result.verdicts = [Verdict("gpu_utilization", "threshold", None, 0.84, threshold.text, relative=False,
+                                   threshold=threshold)]
+
+        def measure(side: str) -> SideRun:
+            result_ = _result(2000.0, "no baseline")
+            result_.distribution = {"gpu_utilization": {"median": base_utilization if side == "base" else 0.84},
+                                    "kernels": {}}
+            return SideRun({"t.py::test_a": result_}, {"t.py::test_a": "passed"}, "", 1.0)
+        judge_pairs(result, Rules(), measure, Path("/base"), 2, lambda line: None)
+        return result
+    # base 0.86 on this machine, head 0.84: within the ratio tolerance of base, but the
+    # change is what broke the requirement
+    held = judged(0.86)
+    assert held.status == "failed" and held.verdicts[0].evidence.endswith(
+        "the base holds gpu_utilization >= 0.85 on this machine: a regression")
+    broken_too = judged(0.80)
+    assert broken_too.status == "same as base"
+    assert "the base breaks gpu_utilization >= 0.85 on this machine too" in broken_too.verdicts[0].evidence
+
+
+def test_a_base_checkout_inside_the_heads_and_xdist_in_addopts(tmp_path):
+    # the workflow's layout: the base checked out in .gpuprof-base/ inside the head's
+    head = _checkout(tmp_path / "head", "head")
+    base = _checkout(head / ".gpuprof-base", "base")
+    (head / "pytest.ini").write_text("[pytest]\naddopts = -n 2\n")
+    (base / "pytest.ini").write_text("[pytest]\naddopts = -n 2\n")
+    python = _venv_with_head_installed(tmp_path, head)
+    nodeid = "tests/test_rev.py::test_revision"
+    sides = Sides(head, base, python, python, (), 120.0, xdist=True)
+    on_base, on_head = run_side(sides, "base", [nodeid]), run_side(sides, "head", [nodeid])
+    assert (on_base.problem, on_base.ended) == ("", {nodeid: "passed"})
+    assert (on_head.problem, on_head.ended) == ("", {nodeid: "passed"})

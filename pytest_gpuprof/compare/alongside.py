@@ -22,10 +22,10 @@ from . import host
 from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
 from .stats import Prior, t_quantile
-from .verdicts import compared_values, kernel_series, usable
+from .verdicts import UNSURE, compared_values, kernel_series, usable
 
-#: What the pairs can say of one metric.
-WORSE, SAME, NOT_SURE = "worse", "same", "not sure"
+#: What the pairs can say of one metric ("not sure" is also the status of its verdict).
+WORSE, SAME, NOT_SURE = "worse", "same", UNSURE
 #: The chance that a test whose head is no worse than its base fails: split over the metrics
 #: the pairs judge and over the looks (one after each pair).
 ALPHA = 0.01
@@ -68,14 +68,12 @@ class Decision(NamedTuple):
             return format_number(round(self.mean, 6), signed=True)
         return f"{math.expm1(self.mean):+.1%}"
 
-    def sentence(self) -> str:
-        """``head 12.1 us, base 12 us over 3 pairs (worse by +0.8%): not a regression``."""
+    def values(self) -> str:
+        """``head 12.1 us, base 12 us over 3 pair(s) (head worse by +0.8%)``."""
         unit = _unit(self.metric)
         where = "" if self.scale == AS_MEASURED else f" {self.scale}"
-        said = {WORSE: "a regression", SAME: "not a regression",
-                NOT_SURE: "not sure (never fails)"}[self.outcome]
         return (f"head {format_number(self.head)}{unit}, base {format_number(self.base)}{unit}{where} over "
-                f"{self.pairs} pair(s) (head worse by {self.change()}): {said}")
+                f"{self.pairs} pair(s) (head worse by {self.change()})")
 
 
 def _unit(metric: str) -> str:

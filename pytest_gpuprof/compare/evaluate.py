@@ -17,11 +17,11 @@ from ..metrics.timeline import sample
 from . import host
 from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
-from .verdicts import Verdict, distribution, judge, pooled, same_program, stored_samples, test_status
+from .verdicts import AS_BASE, UNSURE, Verdict, distribution, judge, pooled, same_program, stored_samples, test_status
 
 #: Statuses a test can end with, in the order reports list them (what needs a reviewer
 #: first); ``failed`` and ``error`` fail the test.
-STATUSES = ("error", "failed", "not sure", "unconfirmed", "same as base", "unstable", "undecided", "improved",
+STATUSES = ("error", "failed", UNSURE, "unconfirmed", AS_BASE, "unstable", "undecided", "improved",
             "no baseline", "updated", "passed")
 #: The statuses of a test that fail the pytest run.
 FAILED_STATUSES = ("failed", "error")

@@ -50,7 +50,19 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
 
 
 #: How the pairs' outcome for a metric is said (``compare.alongside`` outcomes).
-PAIR_OUTCOMES = {"worse": "head worse, a regression", "same": "same as base", "not sure": "not sure"}
+PAIR_OUTCOMES = {"worse": "a regression", "same": "not a regression", "not sure": "not sure (never fails)"}
+
+
+def pair_evidence(values: str, outcome: str, threshold: str | None = None) -> str:
+    """What the pairs add to a verdict's evidence: ``against the base revision measured
+    alongside: head 12.1 us, base 12 us over 3 pair(s) (head worse by +0.8%): not a
+    regression``; for a broken threshold, whether the base holds it on this machine."""
+    if threshold is not None:
+        said = (f"the base holds {threshold} on this machine: a regression" if outcome == "worse"
+                else f"the base breaks {threshold} on this machine too: not a regression")
+    else:
+        said = PAIR_OUTCOMES[outcome]
+    return f"against the base revision measured alongside: {values}: {said}"
 
 
 def alongside_line(alongside: Mapping[str, Any]) -> str:
@@ -60,11 +72,11 @@ def alongside_line(alongside: Mapping[str, Any]) -> str:
     parts = ["judged against the base revision measured alongside"] if alongside.get("against") == "base" else []
     parts += [alongside["note"]] if alongside.get("note") else []
     if alongside.get("decisions") is not None:
-        said = "; ".join(f"{d['metric']}: {PAIR_OUTCOMES[d['outcome']]}" for d in alongside["decisions"])
+        said = "; ".join(f"{d['metric']}: {d['outcome']}" for d in alongside["decisions"])
         parts.append(f"{alongside['pairs']} base/head pair(s) in fresh processes, {alongside['seconds']} s"
-                     + (f": {said}" if said else ""))
+                     + (f" (the pairs' outcome per metric: {said})" if said else ""))
     if alongside.get("problem"):
-        parts.append(f"no pairs decided: {alongside['problem']}")
+        parts.append(f"pairs stopped: {alongside['problem']}")
     return f"A/B against {alongside.get('base')}: " + ", ".join(parts)
 
 

@@ -33,6 +33,7 @@ from ..compare.evaluate import FAILED_STATUSES, TestResult, is_timing
 from ..compare.rules import Rules
 from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series, test_status
 from ..numbers import format_number
+from ..report.words import pair_evidence
 from . import side_plugin
 from .fresh import fresh_pytest
 
@@ -54,7 +55,8 @@ class Sides:
     base_python: str  # the interpreter of the base side
     head_python: str  # the interpreter of this run
     args: tuple[str, ...]  # the gpuprof options of a measurement (steps, L2 flush)
-    timeout_s: float  # seconds one process may take
+    timeout_s: float  # seconds a process may take per test it measures
+    xdist: bool = False  # pytest-xdist is loaded: its processes are told -n0
 
 
 class SideRun(NamedTuple):
@@ -68,9 +70,26 @@ class SideRun(NamedTuple):
     seconds: float
 
 
-def import_roots(checkout: Path) -> list[str]:
-    """Where a checkout's own packages import from: the checkout, and ``src/`` in a src layout."""
-    return [str(checkout)] + ([str(checkout / "src")] if (checkout / "src").is_dir() else [])
+def top_level(rootdir: Path) -> Path:
+    """The top of the git checkout holding ``rootdir`` (the rootdir itself outside git): the
+    head's code may live above its rootdir (a ``tests/pytest.ini``, a monorepo)."""
+    try:
+        done = subprocess.run(["git", "-C", str(rootdir), "rev-parse", "--show-toplevel"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return rootdir
+    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else rootdir
+
+
+def import_roots(sides: Sides) -> list[str]:
+    """Where the base's own packages import from: its checkout of the rootdir and the top of
+    its checkout (as far above the rootdir as the head's top is above the head's rootdir),
+    each with ``src/`` in a src layout."""
+    head_top = top_level(sides.head)
+    depth = len(sides.head.relative_to(head_top).parts) if sides.head.is_relative_to(head_top) else 0
+    tops = dict.fromkeys([sides.base.parents[depth - 1] if 0 < depth <= len(sides.base.parents) else sides.base,
+                          sides.base])
+    return [str(p) for top in tops for p in (top, top / "src") if p.is_dir()]
 
 
 def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int = 0) -> SideRun:
@@ -87,23 +106,26 @@ def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int =
         folder = Path(tmp)
         shutil.copy(side_plugin.__file__, folder / "_gpuprof_side.py")
         (folder / "baselines").mkdir()
-        mark = {SIDE: side, "GPUPROF_SIDE_NODEIDS": json.dumps(present), "GPUPROF_SIDE_OUT": str(folder / "side.json")}
+        mark = {SIDE: side, "GPUPROF_SIDE_NODEIDS": json.dumps(present), "GPUPROF_SIDE_OUT": str(folder / "side.json"),
+                "GITHUB_STEP_SUMMARY": ""}  # the job's summary is the main process's
         path = [str(folder)]
         if side == "base":
-            path += import_roots(sides.base)
-            mark["GPUPROF_SIDE_FORBID"] = str(sides.head)
+            path += import_roots(sides)
+            mark["GPUPROF_SIDE_FORBID"] = str(top_level(sides.head))
             mark["GPUPROF_SIDE_ALLOW"] = os.pathsep.join([str(sides.base), str(folder)])
         mark["PYTHONPATH"] = os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p])
         files = sorted({n.split("::")[0] for n in present})
         args = [*files, "-p", "_gpuprof_side", "-p", "no:cacheprovider", "-q", "--rootdir", str(root), "--gpuprof",
                 f"--gpuprof-baseline-dir={folder / 'baselines'}", f"--gpuprof-json={folder / 'results.json'}",
                 "--gpuprof-confirm=0", f"--gpuprof-timeline-events={timeline_events}", *sides.args]
+        args += ["-n0"] if sides.xdist else []  # one process: an addopts -n would hand the tests to workers
+        timeout = sides.timeout_s * len(present)  # each test may take a re-run's time
+        ended |= {n: "not run" for n in present}  # until the process says otherwise
         try:
-            done = fresh_pytest(args, root, mark, sides.timeout_s,
-                                sides.base_python if side == "base" else sides.head_python)
+            done = fresh_pytest(args, root, mark, timeout, sides.base_python if side == "base" else sides.head_python)
         except subprocess.TimeoutExpired:
-            return SideRun({}, ended, f"the {side} process ran over {format_number(sides.timeout_s)} s "
-                           "(--gpuprof-confirm-timeout) and was stopped", time.monotonic() - started)
+            return SideRun({}, ended, f"the {side} process ran over {format_number(timeout)} s "
+                           "(--gpuprof-confirm-timeout a test) and was stopped", time.monotonic() - started)
         seconds = time.monotonic() - started
         report = folder / "side.json"
         if not report.is_file():
@@ -203,22 +225,29 @@ def decide_all(metrics: list[str], bases: list[TestResult], heads: list[TestResu
 
 
 def apply(result: TestResult, decisions: dict[str, Decision], base: Path, seconds: float, problem: str) -> None:
-    """Keep the failures the pairs found head worse on; the others become ``same as base`` or
-    ``not sure`` (both pass).  Each verdict's evidence and the result's ``alongside`` say
-    what the pairs showed; without a usable pair nothing changes, and ``alongside`` says why."""
+    """Keep the failures the pairs uphold; the others become ``same as base`` or ``not sure``
+    (both pass).  A regression is upheld when head is worse; a broken threshold when the
+    base's processes hold it on this machine (base breaking it too says the machine, not the
+    change).  A metric no pair gave a value for, and a "not sure" of pairs that stopped on a
+    problem, uphold the failure.  Each verdict's evidence and the result's ``alongside`` say
+    what the pairs showed."""
     for v in result.verdicts:
         d = decisions.get(v.metric)
-        if d is None or v.status not in BROKEN:
+        if d is None or v.status not in BROKEN or d.pairs == 0:
             continue
-        v.evidence += f"; against the base revision measured alongside: {d.sentence()}"
+        if v.status == "threshold" and v.threshold is not None:
+            upheld = v.threshold.holds(d.base)
+            v.evidence += f"; {pair_evidence(d.values(), 'worse' if upheld else 'same', v.threshold.text)}"
+            v.status = v.status if upheld else AS_BASE
+            continue
+        v.evidence += f"; {pair_evidence(d.values(), d.outcome)}"
         if d.outcome == SAME:
             v.status = AS_BASE
-        elif d.outcome == NOT_SURE:
+        elif d.outcome == NOT_SURE and not problem:
             v.status = UNSURE
     pairs = max((d.pairs for d in decisions.values()), default=0)
     result.alongside = (result.alongside or {}) | {
         "base": str(base), "pairs": pairs, "seconds": round(seconds, 1),
         "decisions": [d.to_json() for d in decisions.values()], "problem": problem,
     }
-    if decisions:
-        result.status = test_status(result.verdicts, True)
+    result.status = test_status(result.verdicts, True)

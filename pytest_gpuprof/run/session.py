@@ -162,6 +162,8 @@ class GpuprofSession:
             if result.slower_machine and self._probe_again():
                 result.machine = self.machine
                 evaluate(result, m, entry, rules, update=s.update_baseline, strict=s.strict, alongside=alongside)
+            if result.message and (result.alongside or {}).get("note"):  # --gpuprof-strict: say why not against base
+                result.message += f"; {result.alongside['note']}"
             if s.update_baseline:
                 new, how = new_baseline_entry(result, entry, s.baseline_runs)
                 self._add_entry(str(result.baseline_file), nodeid, result.gpu, new, how)
@@ -176,8 +178,8 @@ class GpuprofSession:
         s = self.settings
         if s.base is None or not isinstance(self.backend, TorchBackend):
             return None
-        return Sides(self.config.rootpath, s.base, s.base_python or sys.executable, sys.executable,
-                     tuple(self._plan_args()), s.confirm_timeout)
+        return Sides(self.config.rootpath, s.base.resolve(), s.base_python or sys.executable, sys.executable,
+                     tuple(self._plan_args()), s.confirm_timeout, self.config.pluginmanager.has_plugin("xdist"))
 
     def _against_base(self, result: TestResult) -> dict[str, Any] | None:
         """The entry a test without a stored baseline (every test, ``--gpuprof-base-only``) is

@@ -50,13 +50,15 @@ def pytest_sessionfinish(session) -> None:
 def from_head() -> list[str]:
     """``MODULE from FILE`` for each module this process imported from the head's checkout
     (``GPUPROF_SIDE_FORBID``), leaving out installed packages (a virtual environment inside
-    the checkout) and the base's checkout when it lies inside the head's."""
+    the checkout) and the folders of ``GPUPROF_SIDE_ALLOW`` (a path list: the base's checkout,
+    which may lie inside the head's, and this file's)."""
     forbid = os.environ.get("GPUPROF_SIDE_FORBID")
     if not forbid:
         return []
     head = Path(forbid).resolve()
     allowed = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages(),
-                                           site.getusersitepackages(), os.environ.get("GPUPROF_SIDE_ALLOW", "")} if p]
+                                           site.getusersitepackages(),
+                                           *os.environ.get("GPUPROF_SIDE_ALLOW", "").split(os.pathsep)} if p]
     found = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
