@@ -94,6 +94,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("base-pairs", "int", 5,
            "at most this many base/head pairs of fresh processes decide a failure; pairs stop as soon as every "
            "metric is decided"),
+    Option("rank-timeout", "float", 600.0,
+           "seconds a distributed test's ranks (@pytest.mark.gpuprof(world_size=N)) may run; then every rank is "
+           "killed and the test fails naming the ranks that hung"),
     Option("threshold", "list", [],
            "absolute requirement such as 'gpu_utilization >= 0.85'; repeatable (ini gpuprof_thresholds: one per line)",
            plural=True),

@@ -62,8 +62,9 @@ def _get(config: pytest.Config, o: Option) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "gpuprof(wait=, warmup=, active=, flush_l2=, thresholds=[...], tolerances={...}): profile this test "
-        "under --gpuprof; a test without the gpuprof fixture is run once per step",
+        "gpuprof(wait=, warmup=, active=, flush_l2=, thresholds=[...], tolerances={...}, world_size=): profile "
+        "this test under --gpuprof; a test without the gpuprof fixture is run once per step; world_size=N runs "
+        "its body in N processes, one per rank (fixture gpuprof_rank)",
     )
     settings = _settings(config)  # (the nsys backend's outer run ended in pytest_cmdline_main)
     if settings is not None and settings.replay_dir is not None:
@@ -223,6 +224,49 @@ def _resolve_settings(config: pytest.Config):
         raise pytest.UsageError("--gpuprof-base: the base is measured with torch.profiler only, not with "
                                 "--gpuprof-nsys or --gpuprof-replay")
     return settings
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A distributed test's body runs in its ranks, one fresh process each (``run.ranks``);
+    this process waits for them and fails with a failing rank's message."""
+    from .run.ranks import RANK, spawn, verdict
+
+    size = world_size(pyfuncitem)
+    if size <= 1 or os.environ.get(RANK) is not None:
+        return None
+    timeout = _get(pyfuncitem.config, BY_NAME["rank-timeout"])
+    why = verdict(spawn(pyfuncitem.nodeid, size, pyfuncitem.config.rootpath, timeout), timeout)
+    if why:
+        pytest.fail(f"gpuprof: {why}", pytrace=False)
+    return True
+
+
+def world_size(item: pytest.Item) -> int:
+    """The ranks a test's marker asks for (1 without ``world_size``); a bad value fails the test."""
+    try:
+        return marker_arguments(item).get("world_size", 1)
+    except ConfigError as exc:
+        problem = str(exc)
+    pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture
+def gpuprof_rank():
+    """This rank of a distributed test (``@pytest.mark.gpuprof(world_size=N)``): ``rank``,
+    ``world_size``, ``local_rank`` and ``device``, with the process group joined before the
+    test and left after it (NCCL on GPUs, gloo without); None outside a rank."""
+    from .run.ranks import join, leave, this_rank
+
+    rank = this_rank()
+    if rank is None:
+        yield None
+        return
+    join(rank)
+    try:
+        yield rank
+    finally:
+        leave()
 
 
 @pytest.fixture

@@ -210,7 +210,8 @@ def test_trace_names_match_the_shipped_traces():
 
 SETTINGS_MODULE = '''
 import json
-from pytest_gpuprof.plugin import SESSION
+from pytest_gpuprof.options import BY_NAME
+from pytest_gpuprof.plugin import SESSION, _get
 
 
 def test_settings(pytestconfig):
@@ -247,6 +248,8 @@ def test_settings(pytestconfig):
             "gpuprof_base_python": s.base_python,
             "gpuprof_base_only": s.base_only,
             "gpuprof_base_pairs": s.base_pairs,
+            # read where a distributed test spawns its ranks, with or without --gpuprof
+            "gpuprof_rank_timeout": _get(pytestconfig, BY_NAME["rank-timeout"]),
         })
     with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
         json.dump(out, fh)
@@ -257,7 +260,7 @@ NUMBERS = {  # ini key -> (a value, another value); none is the default
     "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
     "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0), "gpuprof_baseline_runs": (3, 1),
     "gpuprof_confirm": (2, 1), "gpuprof_record_processes": (2, 1), "gpuprof_confirm_timeout": (60.0, 1.5),
-    "gpuprof_base_pairs": (3, 8),
+    "gpuprof_base_pairs": (3, 8), "gpuprof_rank_timeout": (30.0, 7.5),
 }
 THRESHOLDS = (["sync_count == 0", "gpu_utilization >= 85%"], ["memset_count <= 3"])
 

@@ -64,7 +64,7 @@ class StepPlan:
 #: Marker and ``steps()`` arguments that shape the steps: the fields of StepPlan.
 PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan))
 #: Every argument of ``@pytest.mark.gpuprof``.
-MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances"}
+MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances", "world_size"}
 
 
 def marker_arguments(item) -> dict[str, Any]:
@@ -88,6 +88,9 @@ def marker_arguments(item) -> dict[str, Any]:
         StepPlan().with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS})
     except ConfigError as exc:
         raise ConfigError(f"{origin}: {exc}") from None
+    size = kwargs.get("world_size", 1)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(f"{origin}: world_size must be a whole number of ranks, 1 or more, got {size!r}")
     thresholds = kwargs.get("thresholds", ())
     if not isinstance(thresholds, str) and (not isinstance(thresholds, (list, tuple))
                                             or not all(isinstance(t, str) for t in thresholds)):

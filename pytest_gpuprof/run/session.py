@@ -40,11 +40,14 @@ from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
 from ..compare.alongside import base_entry
 from .alongside import Sides, SideRun, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
+from .ranks import this_rank
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
 NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
+#: Why a distributed test is among the profiled tests not measured.
+UNPROFILED_RANKS = "a distributed test (world_size): its ranks ran it, not profiled (per-rank profiling is not built yet)"
 
 
 @dataclass(frozen=True)
@@ -333,7 +336,7 @@ class GpuprofSession:
         pytest-benchmark's fixture: hand it over GPU-aware (bench.GpuBenchmark)."""
         if "benchmark" in pyfuncitem.fixturenames and self._wrap_benchmark(pyfuncitem):
             return None  # pytest runs the test once, with the wrapped fixture
-        if not is_profiled(pyfuncitem):
+        if not is_profiled(pyfuncitem) or self._spawns_ranks(pyfuncitem):
             return None
         if not self.backend.runs_tests:
             return True
@@ -370,9 +373,17 @@ class GpuprofSession:
     def pytest_unconfigure(self) -> None:
         self.backend.close()
 
+    def _spawns_ranks(self, item: pytest.Item) -> bool:
+        """A distributed test's own process, which runs its ranks (``plugin.pytest_pyfunc_call``)."""
+        return _or_fail(lambda: marker_arguments(item)).get("world_size", 1) > 1 and this_rank() is None
+
     def _profiled_call(self, item: pytest.Item):
         if not is_profiled(item):
             return (yield)
+        if self._spawns_ranks(item):  # its ranks ran it: profiling them is not built yet
+            outcome = yield
+            self._add_skipped(item.nodeid, UNPROFILED_RANKS)
+            return outcome
         self.backend.start()
         if self.backend.runs_tests:
             with nvtx_range(item.nodeid):

@@ -1,7 +1,8 @@
-"""The pytest plugin of one side's fresh process in an A/B comparison (``alongside``).
+"""The pytest plugin of one side's fresh process in an A/B comparison (``alongside``), and
+of one rank of a distributed test (``ranks``).
 
 It runs only the tests asked for (``GPUPROF_SIDE_NODEIDS``, a JSON list), records how
-each ended, and on the base side lists the modules imported from the head's checkout
+each ended (a failure's text too), and on the base side lists the modules imported from the head's checkout
 (``GPUPROF_SIDE_FORBID``): a base process that imported them measured the head's code.
 It writes all that as JSON to ``GPUPROF_SIDE_OUT``.
 
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 _ended: dict[str, str] = {}  # nodeid -> passed | failed | error | skipped: REASON
+_messages: dict[str, str] = {}  # nodeid -> the failure's text
 _ran: list[str] = []
 
 
@@ -34,6 +36,7 @@ def pytest_collection_modifyitems(config, items) -> None:
 def pytest_runtest_logreport(report) -> None:
     if report.failed:
         _ended[report.nodeid] = "failed" if report.when == "call" else "error"
+        _messages.setdefault(report.nodeid, report.longreprtext)
     elif report.skipped and report.nodeid not in _ended:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _ended[report.nodeid] = f"skipped: {reason}"
@@ -44,7 +47,8 @@ def pytest_runtest_logreport(report) -> None:
 def pytest_sessionfinish(session) -> None:
     out = os.environ.get("GPUPROF_SIDE_OUT")
     if out:
-        Path(out).write_text(json.dumps({"ran": _ran, "ended": _ended, "from_head": from_head()}))
+        Path(out).write_text(json.dumps({"ran": _ran, "ended": _ended, "messages": _messages,
+                                         "from_head": from_head()}))
 
 
 def from_head() -> list[str]:

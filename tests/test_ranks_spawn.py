@@ -1,0 +1,94 @@
+"""Distributed tests (run/ranks.py): ``@pytest.mark.gpuprof(world_size=N)`` runs the body in
+N fresh processes joined in a process group (gloo here, on the CPU), fails with a failing
+rank's message, kills every rank when one hangs, and leaves no process behind."""
+
+import os
+import time
+
+import pytest
+
+pytest.importorskip("torch.distributed")
+
+SUITE = '''
+import json, os, time
+import pytest
+import torch
+import torch.distributed as dist
+
+
+@pytest.mark.gpuprof(world_size=2)
+def test_all_reduce(gpuprof_rank):
+    x = torch.tensor([float(gpuprof_rank.rank + 1)])
+    dist.all_reduce(x)
+    with open(f"rank{gpuprof_rank.rank}.json", "w") as fh:
+        json.dump({"sum": x.item(), "rank": gpuprof_rank.rank, "world_size": gpuprof_rank.world_size,
+                   "device": gpuprof_rank.device, "nvls": os.environ.get("NCCL_NVLS_ENABLE"),
+                   "multicast": os.environ.get("TORCH_SYMM_MEM_DISABLE_MULTICAST"),
+                   "pid": os.getpid(), "parent": os.getppid()}, fh)
+
+
+@pytest.mark.gpuprof(world_size=2)
+def test_rank_one_fails(gpuprof_rank):
+    assert gpuprof_rank.rank == 0, "only rank 0 may pass"
+
+
+@pytest.mark.gpuprof(world_size=2)
+def test_rank_one_hangs(gpuprof_rank):
+    with open(f"hung{gpuprof_rank.rank}.pid", "w") as fh:
+        fh.write(str(os.getpid()))
+    if gpuprof_rank.rank == 1:
+        time.sleep(120)
+
+
+@pytest.mark.gpuprof(world_size=0)
+def test_no_ranks(gpuprof_rank):
+    pass
+
+
+def test_outside_a_rank(gpuprof_rank):
+    assert gpuprof_rank is None
+'''
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(test_dist=SUITE)
+    return pytester
+
+
+def test_the_ranks_run_the_body_in_one_process_group(suite):
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_dist.py::test_all_reduce",
+                                        "test_dist.py::test_outside_a_rank")
+    result.assert_outcomes(passed=2)
+    import json
+
+    ranks = [json.loads((suite.path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["sum"] for r in ranks] == [3.0, 3.0]  # 1 + 2, all-reduced over both ranks
+    assert [(r["rank"], r["world_size"], r["device"]) for r in ranks] == [(0, 2, "cpu"), (1, 2, "cpu")]
+    assert all(r["nvls"] == "0" and r["multicast"] == "1" for r in ranks)
+    assert ranks[0]["pid"] != ranks[1]["pid"]
+
+
+def test_a_failing_rank_fails_the_test_with_its_message(suite):
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_dist.py::test_rank_one_fails")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*gpuprof: rank 1 of 2 failed:*", "*only rank 0 may pass*"])
+
+
+def test_a_hung_rank_is_killed_with_the_others_and_named(suite):
+    started = time.monotonic()
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-rank-timeout=20",
+                                        "test_dist.py::test_rank_one_hangs")
+    assert time.monotonic() - started < 90  # not the rank's 120 s
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*gpuprof: rank(s) 1 of 2 did not finish within 20 s (--gpuprof-rank-timeout): "
+                                 "every rank was killed*"])
+    pid = int((suite.path / "hung1.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # no process left behind
+
+
+def test_a_bad_world_size_is_said(suite):
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_dist.py::test_no_ranks")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*world_size must be a whole number of ranks, 1 or more, got 0*"])
