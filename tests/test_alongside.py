@@ -410,3 +410,40 @@ def test_a_base_checkout_inside_the_heads_and_xdist_in_addopts(tmp_path):
     on_base, on_head = run_side(sides, "base", [nodeid]), run_side(sides, "head", [nodeid])
     assert (on_base.problem, on_base.ended) == ("", {nodeid: "passed"})
     assert (on_head.problem, on_head.ended) == ("", {nodeid: "passed"})
+
+
+def test_a_recorded_host_side_regression_fails_against_its_base():
+    """tests/data/host (tests/data/record_traces.py, one H100, fresh processes): the launch-bound
+    workload, and the same with 2000 iterations of Python work a step (``--host-overhead``).
+    Its window, at the base process's host speed, is what the pairs judge: the base process
+    launched at 6.7 us a call, head at 4.1 us, and head still takes about twice as long."""
+    from pytest_gpuprof.compare import host
+    from pytest_gpuprof.compare.evaluate import of_measurement
+    from pytest_gpuprof.metrics.measure import measure
+    from pytest_gpuprof.trace.kineto import load_kineto
+
+    def traced(name: str) -> TestResult:
+        trace = load_kineto(Path(__file__).parent / "data" / "host" / f"{name}.pt.trace.json.gz")
+        return of_measurement("test_launch.py::test_launch", measure(trace), "torch")
+
+    base, head = traced("h100_slow_host"), traced("h100_host_overhead")
+    failing = traced("h100_host_overhead")
+    failing.status = "failed"
+    failing.verdicts = [Verdict("window_us", "regressed", 3934.1, 4266.9, "within 10%")]
+    sides = iter([base, head])
+
+    def measure_side(side: str) -> SideRun:
+        result = next(sides)
+        return SideRun({result.nodeid: result}, {result.nodeid: "passed"}, "", 1.0)
+    judge_pairs(failing, Rules(), measure_side, Path("/base"), 1, lambda line: None)
+    (decision,) = failing.alongside["decisions"]
+    assert decision["scale"] == "at the base host's speed"  # the base's GPU busy 7.7% of its window
+    # worked out from the traces' own steps: each step's window times (6.667 / its reading)^1.3
+    speed = host.speed(base.per_step)
+    expected = sorted(w * (speed / r) ** host.EXPONENT for w, r, s in zip(
+        head.per_step["window_us"], head.per_step["launch_call_us"], head.per_step["stalled"]) if not s)
+    assert decision["head"] == pytest.approx(expected[len(expected) // 2] if len(expected) % 2 else
+                                             (expected[len(expected) // 2 - 1] + expected[len(expected) // 2]) / 2,
+                                             rel=1e-4)
+    assert decision["outcome"] == "worse" and decision["head"] > 1.8 * decision["base"]
+    assert failing.status == "failed" and failing.verdicts[0].evidence.endswith(": a regression")
