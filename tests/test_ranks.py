@@ -3,6 +3,7 @@ each rank's trace measured on its own timeline, and ``rank_skew`` worked out by 
 traces built from the definition in docs/metrics.md ("Several ranks")."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +74,57 @@ def test_a_folder_without_ranks_or_with_one_rank_twice_is_refused(tmp_path, run_
     empty.mkdir()
     assert main(["analyze", str(empty)]) == 2
     assert "holds no .json or .json.gz file" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------
+# one nsys report of two processes (as `nsys profile` of an mp.spawn captures): a real
+# single-process export (tests/data/nsys/sync.sqlite.gz) with every CUDA and NVTX row of
+# its process copied to a second process id on device 1, 1 ms later
+
+def _two_processes(tmp_path):
+    import gzip
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "two.sqlite"
+    with gzip.open(Path(__file__).parent / "data" / "nsys" / "sync.sqlite.gz") as src, open(path, "wb") as out:
+        shutil.copyfileobj(src, out)
+    con = sqlite3.connect(path)
+    shift_pid = 1 << 24  # process id + 1 in a global id (bits 24 to 47)
+    for table, column in (("CUPTI_ACTIVITY_KIND_KERNEL", "globalPid"), ("CUPTI_ACTIVITY_KIND_MEMCPY", "globalPid"),
+                          ("CUPTI_ACTIVITY_KIND_MEMSET", "globalPid"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid"),
+                          ("NVTX_EVENTS", "globalTid")):
+        if not con.execute("SELECT name FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+            continue
+        columns = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+        moved = [f"{c} + {shift_pid}" if c in (column, "endGlobalTid") else
+                 f"{c} + 1000000" if c in ("start", "end") else
+                 "1" if c == "deviceId" else c for c in columns]
+        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(moved)} FROM {table}")
+    con.commit()
+    con.close()
+    return path
+
+
+def test_an_nsys_report_of_two_processes_is_cut_per_process(tmp_path, capsys):
+    from pytest_gpuprof.trace.nsys_sqlite import cuda_processes
+
+    one = tmp_path / "one.sqlite"
+    import gzip
+    import shutil
+
+    with gzip.open(Path(__file__).parent / "data" / "nsys" / "sync.sqlite.gz") as src, open(one, "wb") as out:
+        shutil.copyfileobj(src, out)
+    assert main(["analyze", str(one), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert "ranks" not in alone  # one process: analyzed as before
+    two = _two_processes(tmp_path)
+    (pid, device), (other, other_device) = cuda_processes(two)
+    assert (other - pid, device, other_device) == (1, 0, 1)  # ordered by device: rank 0, rank 1
+    assert main(["analyze", str(two), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["ranks"]) == {"0", "1"}
+    for rank in ("0", "1"):  # each process measured on its own events: what the one-process report gives
+        assert out["ranks"][rank]["metrics"] == alone["metrics"]
+    assert out["ranks"]["1"]["trace"].endswith(f"process {other} (device 1)")
+    assert out["rank_skew"] == 0  # the same steps, 1 ms apart

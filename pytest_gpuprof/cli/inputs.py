@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import tempfile
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
@@ -16,32 +17,51 @@ from ..report.document import SCHEMA_VERSION
 from ..trace.formats import is_chrome_trace, is_nsys_input, is_sqlite, open_content
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
-from ..trace.nsys_sqlite import for_range, load_nsys
+from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
 
 
-def load_any(path: str, test_range: str | None = None, nsys: str | None = None) -> Trace:
-    """A Kineto trace or an nsys report (a .nsys-rep exported to SQLite first, ``exported``)."""
-    if is_nsys_input(path):
-        trace = exported(path, nsys) if path.endswith(".nsys-rep") else load_nsys(path)
-        return for_range(trace, test_range) if test_range else trace
-    if test_range:
-        raise GpuprofError("--range applies to nsys reports only")
-    return load_kineto(path)
-
-
-def exported(report: str, nsys: str | None) -> Trace:
-    """A .nsys-rep read through its SQLite export, made in a private temporary folder and
-    deleted once read: the export holds the environment of every process nsys traced
-    (tokens and all), and nothing is left beside the report."""
+@contextmanager
+def sqlite_of(report: str, nsys: str | None) -> Iterator[tuple[str, str | None]]:
+    """An nsys report as an SQLite file and the name its errors give it: a .sqlite as it is,
+    a .nsys-rep through its export, made in a private temporary folder and deleted once
+    read: the export holds the environment of every process nsys traced (tokens and all),
+    and nothing is left beside the report."""
+    if not report.endswith(".nsys-rep"):
+        yield report, None
+        return
     binary = find_nsys(nsys, option="--nsys")
     with tempfile.TemporaryDirectory(prefix="gpuprof-") as folder:
         export = export_sqlite(binary, Path(report), Path(folder) / Path(report).with_suffix(".sqlite").name)
-        return load_nsys(export, named=f"{report}'s SQLite export")  # not the export about to be deleted
+        yield str(export), f"{report}'s SQLite export"  # not the export about to be deleted
 
 
 def measure_any(path: str, test_range: str | None = None, nsys: str | None = None) -> Measurement:
-    """The metrics of any trace; one the metrics cannot use is an error naming it."""
-    trace = load_any(path, test_range, nsys)
+    """The metrics of any trace (an nsys report of several processes: all their events as
+    one timeline; ``measure_processes`` cuts it); one the metrics cannot use is an error
+    naming it."""
+    if is_nsys_input(path):
+        with sqlite_of(path, nsys) as (sqlite, named):
+            trace = load_nsys(sqlite, named=named)
+        return _measured(path, for_range(trace, test_range) if test_range else trace)
+    if test_range:
+        raise GpuprofError("--range applies to nsys reports only")
+    return _measured(path, load_kineto(path))
+
+
+def measure_processes(report: str, nsys: str | None) -> dict[int, tuple[str, Measurement]]:
+    """An nsys report (exported once), cut per process when several processes ran GPU work
+    (a distributed run): each measured on its own events, numbered as a rank by its device
+    (``cuda_processes``); a report of one such process is measured whole, as rank 0."""
+    with sqlite_of(report, nsys) as (sqlite, named):
+        processes = cuda_processes(sqlite, named)
+        if len(processes) < 2:
+            return {0: (report, _measured(report, load_nsys(sqlite, named=named)))}
+        return {rank: (f"{report}: process {pid} (device {device})",
+                       _measured(report, load_nsys(sqlite, named=named, process=pid)))
+                for rank, (pid, device) in enumerate(processes)}
+
+
+def _measured(path: str, trace: Trace) -> Measurement:
     try:
         return measure(trace)
     except ValueError as exc:

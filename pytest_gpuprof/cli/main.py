@@ -17,7 +17,8 @@ from ..report.escaping import terminal_text
 from ..report.terminal import analysis_lines
 from ..report.writers import write_reports
 from .diff import diff
-from .inputs import measure_any, measure_ranks
+from ..trace.formats import is_nsys_input
+from .inputs import measure_any, measure_processes, measure_ranks
 from .merge import merge_status, merged
 
 
@@ -100,19 +101,25 @@ def _merge(args: argparse.Namespace) -> tuple[int, list[str]]:
 
 def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None) -> tuple[int, list[str]]:
     if os.path.isdir(path):
-        return 0, _analyze_ranks(path, as_json)
-    measurement = measure_any(path, test_range, nsys)
+        return 0, _rank_lines(path, measure_ranks(path), as_json)
+    if is_nsys_input(path) and not test_range:
+        processes = measure_processes(path, nsys)
+        if len(processes) > 1:
+            return 0, _rank_lines(path, processes, as_json)
+        measurement = processes[0][1]
+    else:
+        measurement = measure_any(path, test_range, nsys)
     if as_json:
         return 0, [json.dumps({"trace": path, **measurement.to_json()}, indent=2)]
     return 0, analysis_lines(path, measurement)
 
 
-def _analyze_ranks(folder: str, as_json: bool) -> list[str]:
-    """A folder of per-rank traces: each rank's metrics, then ``rank_skew``."""
-    ranks = measure_ranks(folder)
+def _rank_lines(path: str, ranks: dict, as_json: bool) -> list[str]:
+    """A distributed run (a folder of per-rank traces, an nsys report of several processes):
+    each rank's metrics, then ``rank_skew``."""
     skew = rank_skew({r: m for r, (_, m) in ranks.items()})
     if as_json:
-        return [json.dumps({"trace": folder, "ranks": {str(r): {"trace": f, **m.to_json()} for r, (f, m) in ranks.items()},
+        return [json.dumps({"trace": path, "ranks": {str(r): {"trace": f, **m.to_json()} for r, (f, m) in ranks.items()},
                             "rank_skew": skew}, indent=2)]
     lines = []
     for rank, (file, m) in ranks.items():

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -74,9 +76,14 @@ def sqlite_given_as_json(gzipped: bool) -> str:
     return "an SQLite file, not a JSON trace: name it *.sqlite to read it as an Nsight Systems export"
 
 
-def load_nsys(path: str | Path, named: str | None = None) -> Trace:
-    """Read an nsys SQLite export (``nsys export --type sqlite``) into a Trace; errors call
-    the file ``named`` when given (a temporary export is called after its report)."""
+#: The process id in an nsys global id (``globalPid``, ``globalTid``): bits 24 to 47.
+_PID = "(({column} >> 24) & 16777215)"
+
+
+@contextmanager
+def _opened(path: str | Path, named: str | None) -> Iterator[tuple[sqlite3.Connection, set[str]]]:
+    """An nsys SQLite export opened read-only, with its table names; what cannot be read as
+    one is an error naming the file (``named`` when given)."""
     location = Path(path)
     name = named or location
     if not location.is_file():
@@ -88,19 +95,45 @@ def load_nsys(path: str | Path, named: str | None = None) -> Trace:
     except sqlite3.Error as exc:
         raise TraceError(f"cannot open {name} as SQLite: {exc}") from exc
     try:
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "StringIds" not in tables:
-            raise TraceError(f"{name} is not an Nsight Systems SQLite export (no StringIds table)")
-        _check_columns(con, tables)
-        trace = _read(con, tables)
+        yield con, {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
         raise TraceError(f"{name} is not a readable SQLite file: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise TraceError(f"{name} holds text that is not UTF-8: {exc}") from None
-    except _Invalid as exc:
-        raise TraceError(f"{name}: {exc}") from None
     finally:
         con.close()
+
+
+def cuda_processes(path: str | Path, named: str | None = None) -> list[tuple[int, int]]:
+    """(process id, device) of each process of an nsys export that ran GPU work, ordered by
+    the device that ran most of its kernels and copies, then by process id: one report of a
+    distributed run holds every rank's process (the device is its local rank)."""
+    with _opened(path, named) as (con, tables):
+        work = [f"SELECT {_PID.format(column='globalPid')} AS pid, deviceId FROM {t}"
+                for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+                if t in tables]
+        rows = con.execute(f"SELECT pid, deviceId, COUNT(*) FROM ({' UNION ALL '.join(work)}) "
+                           "GROUP BY pid, deviceId ORDER BY COUNT(*) DESC").fetchall() if work else []
+    main: dict[int, int] = {}
+    for pid, device, _ in rows:
+        main.setdefault(pid, device)
+    return sorted(main.items(), key=lambda p: (p[1], p[0]))
+
+
+def load_nsys(path: str | Path, named: str | None = None, process: int | None = None) -> Trace:
+    """Read an nsys SQLite export (``nsys export --type sqlite``) into a Trace; errors call
+    the file ``named`` when given (a temporary export is called after its report).  With
+    ``process`` (a process id, ``cuda_processes``) only that process's events: its own
+    GPU work, CUDA calls and NVTX ranges."""
+    name = named or Path(path)
+    with _opened(path, named) as (con, tables):
+        if "StringIds" not in tables:
+            raise TraceError(f"{name} is not an Nsight Systems SQLite export (no StringIds table)")
+        try:
+            _check_columns(con, tables)
+            trace = _read(con, tables, process)
+        except UnicodeDecodeError as exc:
+            raise TraceError(f"{name} holds text that is not UTF-8: {exc}") from None
+        except _Invalid as exc:
+            raise TraceError(f"{name}: {exc}") from None
     problem = first_problem(trace)
     if problem:
         raise TraceError(f"{name}: {problem}")
@@ -141,15 +174,21 @@ def _shown(value) -> str:
     return "NULL" if value is None else repr(value)[:60]
 
 
-def _read(con: sqlite3.Connection, tables: set[str]) -> Trace:
+def _only(process: int | None, column: str) -> str:
+    """The WHERE clause keeping one process's rows (none: every row)."""
+    return "" if process is None else f" WHERE {_PID.format(column=column)} = {int(process)}"
+
+
+def _read(con: sqlite3.Connection, tables: set[str], process: int | None = None) -> Trace:
     kernels = _query(con, tables, "CUPTI_ACTIVITY_KIND_KERNEL", """
         SELECT k.start, k.end, k.demangledName AS name_id, s.value AS name, k.deviceId AS device,
                k.streamId AS stream, k.correlationId AS correlation
-        FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.demangledName""")
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.demangledName""" + _only(process,
+                                                                                                    "k.globalPid"))
     copies = _query(con, tables, "CUPTI_ACTIVITY_KIND_MEMCPY", """
         SELECT m.start, m.end, m.copyKind AS kind, m.bytes, m.deviceId AS device, m.streamId AS stream,
                m.correlationId AS correlation
-        FROM CUPTI_ACTIVITY_KIND_MEMCPY m""")
+        FROM CUPTI_ACTIVITY_KIND_MEMCPY m""" + _only(process, "m.globalPid"))
     if len(copies):
         if "ENUM_CUDA_MEMCPY_OPER" not in tables:
             raise _Invalid("it has copies but no ENUM_CUDA_MEMCPY_OPER table to name their kinds")
@@ -157,12 +196,13 @@ def _read(con: sqlite3.Connection, tables: set[str]) -> Trace:
         copies["kind"] = [_COPY_KIND.get(names.get(k, ""), "other") for k in copies["kind"]]
     sets = _query(con, tables, "CUPTI_ACTIVITY_KIND_MEMSET", """
         SELECT m.start, m.end, m.bytes, m.deviceId AS device, m.streamId AS stream, m.correlationId AS correlation
-        FROM CUPTI_ACTIVITY_KIND_MEMSET m""")
+        FROM CUPTI_ACTIVITY_KIND_MEMSET m""" + _only(process, "m.globalPid"))
     runtime = _query(con, tables, "CUPTI_ACTIVITY_KIND_RUNTIME", """
         SELECT r.start, r.end, r.nameId AS name_id, s.value AS name, r.globalTid AS tid,
                r.correlationId AS correlation
-        FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId""")
-    ranges, metadata = _nvtx(con, tables)
+        FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId""" + _only(process,
+                                                                                                "r.globalTid"))
+    ranges, metadata = _nvtx(con, tables, process)
     gpu = con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id").fetchone() if "TARGET_INFO_GPU" in tables else None
     if gpu and not isinstance(gpu[0], (str, type(None))):
         raise _Invalid(f"TARGET_INFO_GPU: the GPU name is {_shown(gpu[0])}, not text")
@@ -178,15 +218,15 @@ def _read(con: sqlite3.Connection, tables: set[str]) -> Trace:
     )
 
 
-def _nvtx(con: sqlite3.Connection, tables: set[str]) -> tuple[pd.DataFrame, dict]:
-    """The ranges that may define steps, and the plugin's metadata marks."""
+def _nvtx(con: sqlite3.Connection, tables: set[str], process: int | None = None) -> tuple[pd.DataFrame, dict]:
+    """The ranges that may define steps, and the plugin's metadata marks (of one process)."""
     if "NVTX_EVENTS" not in tables:
         return pd.DataFrame(), {}
     # read as Python values: a NULL end (a mark's) would turn pandas' column into floats
     events = pd.DataFrame(con.execute(
         """SELECT n.start, n.end, n.eventType, COALESCE(n.text, s.value) AS name, n.globalTid AS tid,
                   COALESCE(n.domainId, 0) AS domain
-           FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId""").fetchall(),
+           FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId""" + _only(process, "n.globalTid")).fetchall(),
         columns=["start", "end", "eventType", "name", "tid", "domain"], dtype=object)
     created = events[events["eventType"] == _NVTX_DOMAIN_CREATE]
     ours = created.loc[created["name"] == NVTX_DOMAIN, "domain"]
