@@ -13,9 +13,9 @@ from pytest_gpuprof.cli.main import main
 # CPU and launches one 100 us kernel 10 us in
 
 
-def _rank_trace(rank: int, every_us: int, world_size: int = 2) -> dict:
+def _rank_trace(rank: int, every_us: int, world_size: int = 2, steps: int = 3) -> dict:
     events = []
-    for i in range(3):
+    for i in range(steps):
         t = i * every_us
         events += [
             {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": t,
@@ -128,3 +128,27 @@ def test_an_nsys_report_of_two_processes_is_cut_per_process(tmp_path, capsys):
         assert out["ranks"][rank]["metrics"] == alone["metrics"]
     assert out["ranks"]["1"]["trace"].endswith(f"process {other} (device 1)")
     assert out["rank_skew"] == 0  # the same steps, 1 ms apart
+
+
+def test_diff_compares_two_distributed_runs_rank_by_rank(tmp_path, capsys):
+    before, slower = tmp_path / "before", tmp_path / "slower"
+    before.mkdir()
+    slower.mkdir()
+    for rank, every in ((0, 1000), (1, 1300)):
+        (before / f"rank{rank}.json").write_text(json.dumps(_rank_trace(rank, every, steps=8)))
+        doc = _rank_trace(rank, every, steps=8)
+        if rank == 1:  # rank 1's all-reduce kernels take 150 us instead of 100
+            for e in doc["traceEvents"]:
+                if e["cat"] == "kernel":
+                    e["dur"] = 150
+        (slower / f"rank{rank}.json").write_text(json.dumps(doc))
+    assert main(["diff", str(before), str(slower)]) == 1
+    out = capsys.readouterr().out
+    assert "(distributed run, 2 rank(s), GPU)" in out
+    # regressions first: rank 1's comm time +50% (100 -> 150 us a step, 8 steps a side)
+    assert out.index("=== rank 1 ===") < out.index("=== rank 0 ===")
+    assert "comm_time_us: baseline 100, current 150 (+50.0%)" in out
+    single = tmp_path / "single.json"
+    single.write_text(json.dumps(_rank_trace(0, 1000)))
+    assert main(["diff", str(before), str(single)]) == 2
+    assert "is a distributed run of several ranks: it compares with another one" in capsys.readouterr().err

@@ -1,8 +1,9 @@
 """``gpuprof diff A B``: what changed from run A (the baseline) to run B (the current run).
 
-Each side is a trace (Kineto ``.json``/``.json.gz``, nsys ``.sqlite``/``.nsys-rep``)
-or a results file written by ``--gpuprof-json``; two results files are compared
-test by test, matched by node id.  The verdicts come from ``compare.judge`` with
+Each side is a trace (Kineto ``.json``/``.json.gz``, nsys ``.sqlite``/``.nsys-rep``),
+a results file written by ``--gpuprof-json``, or a distributed run (a folder of per-rank
+Kineto traces, an nsys report of several processes); two results files are compared
+test by test, matched by node id, two distributed runs rank by rank.  The verdicts come from ``compare.judge`` with
 the plugin's default rules (or the tolerances given), and are printed in the
 words of the plugin's failure message, then a per-kernel table: new and vanished
 kernels, changed counts and times, biggest time change first.
@@ -28,21 +29,27 @@ from ..report.escaping import terminal_text
 from ..report.names import short_name
 from ..report.words import BACKEND_NAMES, broken_header, is_broken, verdict_line
 from ..trace.formats import is_nsys_input
-from .inputs import measure_any, read_results
+from ..metrics.measure import Measurement
+from .inputs import measure_any, measure_processes, measure_ranks, read_results
 
 
 @dataclass
 class Side:
-    """One side of the comparison: a trace (one run, node id None) or a results file's tests."""
+    """One side of the comparison: a trace (one run, node id None), a results file's tests,
+    or a distributed run's ranks (``rank N``: a folder of per-rank traces, an nsys report of
+    several processes)."""
 
     path: str
-    kind: str  # "trace" | "results"
+    kind: str  # "trace" | "results" | "ranks"
     runs: dict[str | None, TestResult]
 
 
 def load_side(path: str, test_range: str | None = None, nsys: str | None = None) -> Side:
-    """A trace or a results file; every problem is a GpuprofError naming the file."""
+    """A trace, a results file or a distributed run; every problem is a GpuprofError naming
+    the file."""
     p = Path(path)
+    if p.is_dir():
+        return _ranks(path, measure_ranks(path), "torch")
     if not p.is_file():
         raise GpuprofError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
     nsys_input = is_nsys_input(path)
@@ -50,10 +57,24 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
         doc = read_results(p)
         if doc is not None:
             return Side(path, "results", _runs(path, doc))
-    m = measure_any(path, test_range if nsys_input else None, nsys)
+    if nsys_input and not test_range:
+        processes = measure_processes(path, nsys)
+        if len(processes) > 1:
+            return _ranks(path, processes, "nsys")
+        m = processes[0][1]
+    else:
+        m = measure_any(path, test_range if nsys_input else None, nsys)
     run = of_measurement(None, m, "nsys" if nsys_input else "torch")
     run.gpu = m.gpu_name  # a trace's own GPU name, None when it names none
     return Side(path, "trace", {None: run})
+
+
+def _ranks(path: str, ranks: dict[int, tuple[str, Measurement]], backend: str) -> Side:
+    runs: dict[str | None, TestResult] = {}
+    for rank, (_, m) in ranks.items():
+        run = runs[f"rank {rank}"] = of_measurement(f"rank {rank}", m, backend)
+        run.gpu = m.gpu_name
+    return Side(path, "ranks", runs)
 
 
 def _runs(path: str, doc: dict[str, Any]) -> dict[str | None, TestResult]:
@@ -82,7 +103,11 @@ def pairs(a: Side, b: Side, test: str | None) -> list[tuple[str | None, TestResu
                                f"name it with --test NODEID")
         return next(iter(side.runs.values()))
 
-    if a.kind == "results" and b.kind == "results":
+    if (a.kind == "ranks") != (b.kind == "ranks"):
+        raise GpuprofError(f"{a.path if a.kind == 'ranks' else b.path} is a distributed run of several ranks: it "
+                           "compares with another one (a folder of per-rank traces, an nsys report of several "
+                           "processes), rank by rank")
+    if a.kind == b.kind and a.kind in ("results", "ranks"):
         ids = [test] if test is not None else list(dict.fromkeys(list(a.runs) + list(b.runs)))
         if test is not None and test not in a.runs and test not in b.runs:
             raise GpuprofError(f"neither {a.path} nor {b.path} has a test {test!r}")
@@ -101,7 +126,7 @@ def diff(a_path: str, b_path: str, rules: Rules, top: int = 20, test: str | None
     compared = []
     for nodeid, ra, rb in pairs(a, b, test):
         status, out = _compare(a.path, ra, b.path, rb, rules, top)
-        if a.kind == "results" or b.kind == "results":
+        if a.kind != "trace" or b.kind != "trace":
             out.insert(0, f"=== {nodeid} ===")
         compared.append((status, out))
     compared.sort(key=lambda c: -c[0])  # regressions first, then in the files' order
@@ -115,9 +140,11 @@ def diff(a_path: str, b_path: str, rules: Rules, top: int = 20, test: str | None
 
 
 def _describe(side: Side) -> str:
-    if side.kind == "results":
+    if side.kind != "trace":
         gpus = sorted({r.gpu for r in side.runs.values() if r.gpu})
-        return f"{side.path} (results file, {len(side.runs)} test(s){', ' + ', '.join(gpus) if gpus else ''})"
+        what = "results file" if side.kind == "results" else "distributed run"
+        count = f"{len(side.runs)} {'test' if side.kind == 'results' else 'rank'}(s)"
+        return f"{side.path} ({what}, {count}{', ' + ', '.join(gpus) if gpus else ''})"
     r = side.runs[None]
     return (f"{side.path} ({r.gpu or 'unknown GPU'}, {BACKEND_NAMES[r.backend]}, "
             f"{r.metrics['step_count']} step(s))")
