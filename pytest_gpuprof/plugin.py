@@ -166,9 +166,11 @@ def _default_plan(config: pytest.Config) -> StepPlan:
 
 
 def _resolve_settings(config: pytest.Config):
+    from .run.ranks import RANK
+
     opts = {o.name: _get(config, o) for o in OPTIONS}
-    if not (opts[""] or opts["update-baseline"] or opts["replay"] or opts["nsys"]):
-        return None
+    if not (opts[""] or opts["update-baseline"] or opts["replay"] or opts["nsys"]) or os.environ.get(RANK):
+        return None  # off, or a distributed test's rank: its ranks are not profiled
     from .compare.rules import Rules, parse_threshold
     from .run.backends import inner_results_path
     from .compare.baseline import BACKENDS
@@ -235,9 +237,18 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     size = world_size(pyfuncitem)
     if size <= 1 or os.environ.get(RANK) is not None:
         return None
-    timeout = _get(pyfuncitem.config, BY_NAME["rank-timeout"])
-    why = verdict(spawn(pyfuncitem.nodeid, size, pyfuncitem.config.rootpath, timeout), timeout)
-    if why:
+    config = pyfuncitem.config
+    timeout = _get(config, BY_NAME["rank-timeout"])
+    if not timeout or timeout <= 0:
+        pytest.fail(f"--gpuprof-rank-timeout / ini key gpuprof_rank_timeout: must be positive, got {timeout}",
+                    pytrace=False)
+    outcomes = spawn(pyfuncitem.path, pyfuncitem.nodeid, size, config.rootpath, timeout,
+                     config.pluginmanager.has_plugin("xdist"))
+    found = verdict(outcomes, timeout)
+    if found is not None:
+        how, why = found
+        if how == "skip":
+            pytest.skip(f"gpuprof: {why}")
         pytest.fail(f"gpuprof: {why}", pytrace=False)
     return True
 

@@ -45,6 +45,24 @@ def test_no_ranks(gpuprof_rank):
     pass
 
 
+@pytest.mark.gpuprof(world_size=2)
+def test_rank_one_fails_before_a_collective(gpuprof_rank):
+    assert gpuprof_rank.rank == 0, "rank 1 never reaches the all-reduce"
+    dist.all_reduce(torch.ones(1))  # rank 0 waits here for rank 1
+
+
+@pytest.mark.gpuprof(world_size=2)
+def test_every_rank_skips(gpuprof_rank):
+    pytest.skip("nothing to do on this machine")
+
+
+@pytest.mark.gpuprof(world_size=2)
+def test_rank_one_dies(gpuprof_rank):
+    if gpuprof_rank.rank == 1:
+        os.write(2, b"rank 1 exits without a word to pytest\\n")
+        os._exit(3)
+
+
 def test_outside_a_rank(gpuprof_rank):
     assert gpuprof_rank is None
 '''
@@ -73,6 +91,23 @@ def test_a_failing_rank_fails_the_test_with_its_message(suite):
     result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_dist.py::test_rank_one_fails")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*gpuprof: rank 1 of 2 failed:*", "*only rank 0 may pass*"])
+
+
+def test_a_rank_failing_before_a_collective_is_named_and_the_waiting_rank_stopped(suite):
+    started = time.monotonic()
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-rank-timeout=100",
+                                        "test_dist.py::test_rank_one_fails_before_a_collective")
+    assert time.monotonic() - started < 60  # the 10 s grace, not the 100 s timeout
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*gpuprof: rank 1 of 2 failed:*", "*rank 1 never reaches the all-reduce*"])
+
+
+def test_a_test_every_rank_skips_is_skipped_and_a_dead_rank_shows_its_output(suite):
+    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "test_dist.py::test_every_rank_skips",
+                                        "test_dist.py::test_rank_one_dies")
+    result.assert_outcomes(skipped=1, failed=1)
+    result.stdout.fnmatch_lines(["*gpuprof: rank 1 of 2 crashed (exit 3):*", "rank 1 exits without a word to pytest"])
+    result.stdout.fnmatch_lines(["*gpuprof: every rank skipped: nothing to do on this machine"])
 
 
 def test_a_hung_rank_is_killed_with_the_others_and_named(suite):

@@ -199,4 +199,4 @@ class NsysInnerBackend:
         and the machine's probes."""
         self.close()
         self._results.write_text(json.dumps({"tests": tests, "skipped": skipped, "exitstatus": int(exitstatus),
-                                             "machine": machine}, indent=2))
+                                             "machine": machine, "pid": os.getpid()}, indent=2))

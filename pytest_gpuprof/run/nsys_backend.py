@@ -42,7 +42,7 @@ from ..capture.profiler import GpuProf, StepPlan
 from ..errors import GpuprofError, TraceError
 from ..report.words import failure_message
 from ..trace.model import Trace
-from ..trace.nsys_sqlite import for_range, load_nsys
+from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
 from .backends import INNER_ENV, UNFINISHED_LOOP
 from .session import GpuprofSession, Settings
 
@@ -112,7 +112,11 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
             except GpuprofError:
                 export.unlink()  # never kept unscrubbed
                 raise
-            trace = load_nsys(export)
+            # the session's own events where its children (a distributed test's ranks) ran GPU
+            # work too: their correlation ids repeat the session's
+            others = {pid for pid, _ in cuda_processes(export)}
+            trace = load_nsys(export, process=inner.get("pid") if len(others) > 1 and inner.get("pid") in others
+                              else None)
     finally:
         held_file.unlink(missing_ok=True)
         kept = keep_or_delete(report, settings.keep_traces)

@@ -2,13 +2,16 @@
 pytest processes, one per rank, each with a process group (NCCL on GPUs, gloo without),
 and the test fails with the message of any rank that failed.
 
-The test's own process spawns the ranks and waits; a rank that does not finish within
+The test's own process spawns the ranks and waits.  A rank that does not finish within
 ``--gpuprof-rank-timeout`` seconds is killed with every other rank (each rank leads its
-own process group, so its children go too), and the test fails saying which ranks hung.
-Each rank is the same pytest command on that one test, told its place by the variables
-``torchrun`` sets (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``)
-and ``GPUPROF_RANK``; NVLink multicast stays off in every rank (``NCCL_NVLS_ENABLE=0``,
-``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``).
+own process group, so its children go too), and the test fails saying which ranks hung;
+once a rank failed the others get ``GRACE_S`` to end (they are likely blocked in a
+collective), and the failing rank's message is the test's.  Each rank is the same pytest
+command on that one test (gpuprof off in it, ``-n0`` under xdist, ``--runxfail``: the test's
+own process applies its marks), told its place by the variables ``torchrun`` sets
+(``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``) and ``GPUPROF_RANK``; the ranks meet through a
+file store in a private folder (no port to race for), and NVLink multicast stays off in
+every rank (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +30,8 @@ from . import side_plugin
 
 #: Set in a rank's process: its rank (the test's own process has none).
 RANK = "GPUPROF_RANK"
+#: Where the ranks meet (a file store in the spawn's private folder: no port to race for).
+STORE = "GPUPROF_RANK_STORE"
 #: Kept in every rank's environment: NVLink multicast off (two-GPU machines lent without it).
 RANK_ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
 
@@ -59,8 +63,8 @@ def join(rank: Rank) -> None:
 
     if rank.device.startswith("cuda"):
         torch.cuda.set_device(rank.local_rank)
-    dist.init_process_group("nccl" if rank.device.startswith("cuda") else "gloo", rank=rank.rank,
-                            world_size=rank.world_size)
+    dist.init_process_group("nccl" if rank.device.startswith("cuda") else "gloo", init_method=f"file://{os.environ[STORE]}",
+                            rank=rank.rank, world_size=rank.world_size)
 
 
 def leave() -> None:
@@ -70,47 +74,87 @@ def leave() -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class RankOutcome(NamedTuple):
     rank: int
-    ended: str  # passed | failed | error | skipped: REASON | hung | crashed (exit N)
-    message: str  # a failed rank's failure text
+    ended: str  # passed | failed | error | skipped: REASON | hung | stopped | crashed (exit N)
+    message: str  # a failed rank's failure text, or the end of a crashed rank's output
 
 
-def spawn(nodeid: str, world_size: int, rootdir: Path, timeout_s: float) -> list[RankOutcome]:
-    """Run the test's body in ``world_size`` fresh pytest processes and wait for all of them,
-    killing every rank once one has run ``timeout_s`` seconds."""
-    port = _free_port()
+#: Seconds the other ranks get to end once one rank failed: they are likely blocked in a
+#: collective the failed rank will never join.
+GRACE_S = 10.0
+
+
+def spawn(item_path: Path, nodeid: str, world_size: int, rootdir: Path, timeout_s: float,
+          xdist: bool) -> list[RankOutcome]:
+    """Run the test's body in ``world_size`` fresh pytest processes and wait for them: until
+    all end, until one has run ``timeout_s`` seconds, or ``GRACE_S`` after one failed; the
+    ranks still running then are killed, as they are when this process is interrupted."""
     with tempfile.TemporaryDirectory(prefix="gpuprof-ranks-") as tmp:
         folder = Path(tmp)
         (folder / "_gpuprof_side.py").write_bytes(Path(side_plugin.__file__).read_bytes())
-        processes = []
-        for rank in range(world_size):
-            env = {**os.environ, **RANK_ENVIRONMENT, RANK: str(rank), "RANK": str(rank), "LOCAL_RANK": str(rank),
-                   "WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                   "GPUPROF_SIDE_NODEIDS": json.dumps([nodeid]), "GPUPROF_SIDE_OUT": str(folder / f"rank{rank}.json"),
-                   "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
-            processes.append(subprocess.Popen(
-                [sys.executable, "-m", "pytest", nodeid.split("::")[0], "-p", "_gpuprof_side", "-p", "no:cacheprovider",
-                 "-q", "--rootdir", str(rootdir)],
-                cwd=rootdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        deadline = time.monotonic() + timeout_s
-        hung = set()
-        for rank, process in enumerate(processes):
-            try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                hung.add(rank)
-        if hung:
+        processes: list[subprocess.Popen] = []
+        try:
+            for rank in range(world_size):
+                processes.append(_start(rank, world_size, folder, item_path, nodeid, rootdir, xdist))
+            stopped, first = _wait(processes, folder, nodeid, timeout_s)
+        finally:
             for process in processes:
                 _kill(process)
-        return [_outcome(rank, process, folder / f"rank{rank}.json", nodeid, rank in hung)
-                for rank, process in enumerate(processes)]
+        order = sorted(range(world_size), key=lambda rank: rank != first)  # the first to fail, then by rank
+        return [_outcome(rank, processes[rank], folder, nodeid, stopped.get(rank)) for rank in order]
+
+
+def _start(rank: int, world_size: int, folder: Path, item_path: Path, nodeid: str, rootdir: Path,
+           xdist: bool) -> subprocess.Popen:
+    """One rank: the same test in a fresh pytest process, gpuprof off in it (the ranks are not
+    profiled), its output kept for a crash's message."""
+    env = {**os.environ, **RANK_ENVIRONMENT, RANK: str(rank), "RANK": str(rank), "LOCAL_RANK": str(rank),
+           "WORLD_SIZE": str(world_size), STORE: str(folder / "store"),
+           "GPUPROF_SIDE_NODEIDS": json.dumps([nodeid]), "GPUPROF_SIDE_OUT": str(folder / f"rank{rank}.json"),
+           "GITHUB_STEP_SUMMARY": "",
+           "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    # sys-level capture: what the process writes to its file descriptors (a crash's last
+    # words) goes to its log, a crash's message
+    args = [str(item_path), "-p", "_gpuprof_side", "-p", "no:cacheprovider", "-q", "--runxfail", "--capture=sys",
+            "--rootdir", str(rootdir), *(["-n0"] if xdist else [])]
+    with open(folder / f"rank{rank}.log", "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=rootdir, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait(processes: list[subprocess.Popen], folder: Path, nodeid: str,
+          timeout_s: float) -> tuple[dict[int, str], int | None]:
+    """Poll the ranks; the ones to stop, each with why (``hung`` past the timeout, ``stopped``
+    once another rank failed and the grace ran out), and the first rank seen to fail: the
+    others' failures are often its consequence (a peer that closed its connection)."""
+    deadline = time.monotonic() + timeout_s
+    failed_at = first = None
+    while True:
+        running = [r for r, p in enumerate(processes) if p.poll() is None]
+        now = time.monotonic()
+        if first is None:
+            first = next((r for r, p in enumerate(processes) if _failed(r, p, folder, nodeid)), None)
+            failed_at = now if first is not None else None
+        if not running:
+            return {}, first
+        if now >= deadline:
+            return {r: "hung" for r in running}, first
+        if failed_at is not None and now - failed_at >= GRACE_S:
+            return {r: "stopped" for r in running}, first
+        time.sleep(0.05)
+
+
+def _failed(rank: int, process: subprocess.Popen, folder: Path, nodeid: str) -> bool:
+    if process.poll() is None:
+        return False
+    ended = _ended(folder / f"rank{rank}.json", nodeid)[0]
+    return ended is None or ended in ("failed", "error")
+
+
+def _ended(report: Path, nodeid: str) -> tuple[str | None, str]:
+    doc: dict[str, Any] = json.loads(report.read_text()) if report.is_file() else {}
+    return (doc.get("ended") or {}).get(nodeid), (doc.get("messages") or {}).get(nodeid, "")
 
 
 def _kill(process: subprocess.Popen) -> None:
@@ -120,27 +164,34 @@ def _kill(process: subprocess.Popen) -> None:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        process.wait()
+    process.wait()
 
 
-def _outcome(rank: int, process: subprocess.Popen, report: Path, nodeid: str, hung: bool) -> RankOutcome:
-    if hung:
-        return RankOutcome(rank, "hung", "")
-    doc: dict[str, Any] = json.loads(report.read_text()) if report.is_file() else {}
-    ended = (doc.get("ended") or {}).get(nodeid)
+def _outcome(rank: int, process: subprocess.Popen, folder: Path, nodeid: str, stopped: str | None) -> RankOutcome:
+    if stopped:
+        return RankOutcome(rank, stopped, "")
+    ended, message = _ended(folder / f"rank{rank}.json", nodeid)
     if ended is None:
-        return RankOutcome(rank, f"crashed (exit {process.returncode})", "")
-    return RankOutcome(rank, ended, (doc.get("messages") or {}).get(nodeid, ""))
+        output = (folder / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()
+        return RankOutcome(rank, f"crashed (exit {process.returncode})", "\n".join(output[-15:]))
+    return RankOutcome(rank, ended, message)
 
 
-def verdict(outcomes: list[RankOutcome], timeout_s: float) -> str | None:
-    """Why the distributed test failed (the first failing rank's message, which ranks hung),
-    or None when every rank passed (or skipped)."""
-    hung = [o.rank for o in outcomes if o.ended == "hung"]
-    if hung:
-        return (f"rank(s) {', '.join(map(str, hung))} of {len(outcomes)} did not finish within "
-                f"{timeout_s:g} s (--gpuprof-rank-timeout): every rank was killed")
+def verdict(outcomes: list[RankOutcome], timeout_s: float) -> tuple[str, str] | None:
+    """("fail", why) when a rank failed, crashed or hung (a failing rank's message first:
+    the others often hang waiting for it), ("skip", why) when every rank skipped, or None
+    when every rank passed."""
+    n = len(outcomes)
     for o in outcomes:
         if o.ended in ("failed", "error") or o.ended.startswith("crashed"):
-            return f"rank {o.rank} of {len(outcomes)} {o.ended}" + (f":\n{o.message}" if o.message else "")
+            return "fail", f"rank {o.rank} of {n} {o.ended}" + (f":\n{o.message}" if o.message else "")
+    hung = [o.rank for o in outcomes if o.ended == "hung"]
+    if hung:
+        return "fail", (f"rank(s) {', '.join(map(str, hung))} of {n} did not finish within {timeout_s:g} s "
+                        "(--gpuprof-rank-timeout): every rank was killed")
+    skipped = [o for o in outcomes if o.ended.startswith("skipped")]
+    if skipped and len(skipped) == n:
+        return "skip", f"every rank {skipped[0].ended}"
+    if skipped:
+        return "fail", f"rank {skipped[0].rank} of {n} {skipped[0].ended}, while other ranks ran the test"
     return None

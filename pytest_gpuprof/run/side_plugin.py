@@ -39,7 +39,7 @@ def pytest_runtest_logreport(report) -> None:
         _messages.setdefault(report.nodeid, report.longreprtext)
     elif report.skipped and report.nodeid not in _ended:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        _ended[report.nodeid] = f"skipped: {reason}"
+        _ended[report.nodeid] = f"skipped: {reason.removeprefix('Skipped: ')}"
     elif report.when == "call" and report.nodeid not in _ended:
         _ended[report.nodeid] = "passed"
 

@@ -114,7 +114,8 @@ def cuda_processes(path: str | Path, named: str | None = None) -> list[tuple[int
                            "GROUP BY pid, deviceId ORDER BY COUNT(*) DESC").fetchall() if work else []
     main: dict[int, int] = {}
     for pid, device, _ in rows:
-        main.setdefault(pid, device)
+        if pid is not None and device is not None:  # a damaged row names no process
+            main.setdefault(pid, device)
     return sorted(main.items(), key=lambda p: (p[1], p[0]))
 
 
