@@ -269,12 +269,13 @@ def test_a_side_process_compares_with_no_base_of_its_own(tmp_path, monkeypatch):
 AB = Path(__file__).parent / "data" / "ab"
 
 
-def _traced(name: str) -> TestResult:
+def _traced(name: str, folder: Path = AB) -> TestResult:
+    """A recorded process's trace measured, as the test's result."""
     from pytest_gpuprof.compare.evaluate import of_measurement
     from pytest_gpuprof.metrics.measure import measure
     from pytest_gpuprof.trace.kineto import load_kineto
 
-    return of_measurement("test_ab.py::test_step", measure(load_kineto(AB / f"{name}.pt.trace.json.gz")), "torch")
+    return of_measurement("test_ab.py::test_step", measure(load_kineto(folder / f"{name}.pt.trace.json.gz")), "torch")
 
 
 def _gelu_steps(name: str) -> list[float]:
@@ -418,16 +419,10 @@ def test_a_recorded_host_side_regression_fails_against_its_base():
     Its window, at the base process's host speed, is what the pairs judge: the base process
     launched at 6.7 us a call, head at 4.1 us, and head still takes about twice as long."""
     from pytest_gpuprof.compare import host
-    from pytest_gpuprof.compare.evaluate import of_measurement
-    from pytest_gpuprof.metrics.measure import measure
-    from pytest_gpuprof.trace.kineto import load_kineto
 
-    def traced(name: str) -> TestResult:
-        trace = load_kineto(Path(__file__).parent / "data" / "host" / f"{name}.pt.trace.json.gz")
-        return of_measurement("test_launch.py::test_launch", measure(trace), "torch")
-
-    base, head = traced("h100_slow_host"), traced("h100_host_overhead")
-    failing = traced("h100_host_overhead")
+    folder = Path(__file__).parent / "data" / "host"
+    base, head = _traced("h100_slow_host", folder), _traced("h100_host_overhead", folder)
+    failing = _traced("h100_host_overhead", folder)
     failing.status = "failed"
     failing.verdicts = [Verdict("window_us", "regressed", 3934.1, 4266.9, "within 10%")]
     sides = iter([base, head])

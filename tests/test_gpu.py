@@ -126,11 +126,11 @@ def test_rerun_passes_and_an_extra_kernel_fails(suite):
     broken.stdout.fnmatch_lines(["*kernel_count: baseline 2, current 3 (+50.0%) [[]changed; rule: must match exactly per step]*"])
 
 
-CONFIRMED = """
+SCALED = """
 import os
 import torch
 
-SIZE = int(os.environ.get("SIZE", "1024"))
+SIZE = {size}  # {comment}
 
 def test_scaled(gpuprof):
     a = torch.randn(SIZE, SIZE, device="cuda")
@@ -139,6 +139,7 @@ def test_scaled(gpuprof):
         torch.mul(a, 2.0, out=b)
         b.add_(1)
 """
+CONFIRMED = SCALED.format(size='int(os.environ.get("SIZE", "1024"))', comment="the environment's size")
 
 
 def test_slower_kernels_fail_once_a_fresh_process_confirms_them(pytester):
@@ -421,33 +422,20 @@ def test_machine_probes_agree_with_the_same_work_timed_another_way(tmp_path):
     assert max_mhz * 0.5 <= probes["sm_clock_mhz"] <= max_mhz, (probes, max_mhz)
 
 
-REVISION = """
-import torch
-
-SIZE = {size}  # {comment}
-
-def test_scaled(gpuprof):
-    a = torch.randn(SIZE, SIZE, device="cuda")
-    b = torch.empty_like(a)
-    for _ in gpuprof.steps(warmup=3, active=30):
-        torch.mul(a, 2.0, out=b)
-        b.add_(1)
-"""
-
 
 def test_a_head_is_judged_against_its_base_measured_alongside(pytester, tmp_path_factory):
     """No stored baseline: each head is judged against the base revision measured in a fresh
     process (counts included); a head whose only change is a comment passes, one whose
     kernels run over twice the elements fails, decided by base/head pairs."""
     base = tmp_path_factory.mktemp("base_checkout")  # outside the head's rootdir: not collected with it
-    (base / "test_ab.py").write_text(REVISION.format(size=2048, comment="base"))
-    pytester.makepyfile(test_ab=REVISION.format(size=2048, comment="head: only this comment differs"))
+    (base / "test_ab.py").write_text(SCALED.format(size=2048, comment="base"))
+    pytester.makepyfile(test_ab=SCALED.format(size=2048, comment="head: only this comment differs"))
     same = run(pytester, "--gpuprof", f"--gpuprof-base={base}", "--gpuprof-json=same.json")
     (test,) = json.loads((pytester.path / "same.json").read_text())["tests"]
     assert same.ret == 0, [v for v in test["verdicts"] if v["status"] not in ("ok",)]
     assert test["alongside"]["against"] == "base" and test["baseline_metrics"]["kernel_count"] == 60
     same.stdout.fnmatch_lines(["gpuprof: measuring 1 test(s) without a stored baseline for * at the base revision *"])
-    pytester.makepyfile(test_ab=REVISION.format(size=2896, comment="head: twice the elements"))
+    pytester.makepyfile(test_ab=SCALED.format(size=2896, comment="head: twice the elements"))
     slow = run(pytester, "--gpuprof", f"--gpuprof-base={base}", "--gpuprof-json=slow.json")
     (test,) = json.loads((pytester.path / "slow.json").read_text())["tests"]
     assert slow.ret == 1 and test["status"] == "failed"

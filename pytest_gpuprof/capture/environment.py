@@ -45,20 +45,23 @@ def recorded(directory: Path) -> dict[str, Any]:
     return out
 
 
+def git(directory: Path, *args: str) -> str:
+    """A git command's output in ``directory``; raises ``OSError`` without git and
+    ``subprocess.SubprocessError`` when it fails (outside a work tree)."""
+    return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=10,
+                          check=True).stdout.strip()
+
+
 @functools.lru_cache(maxsize=8)
 def commit_info(directory: Path) -> dict[str, Any] | None:
     """``{"id", "branch", "dirty"}`` of the git work tree holding ``directory``, as
     pytest-benchmark's ``commit_info`` has them: the full commit id, the branch (None when
     detached), whether a tracked file differs from the commit.  None outside a git work
     tree, before the first commit or without git.  Read once per directory and process."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
-
     try:
-        branch = git("rev-parse", "--abbrev-ref", "HEAD")
-        return {"id": git("rev-parse", "HEAD"), "branch": None if branch == "HEAD" else branch,
-                "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        branch = git(directory, "rev-parse", "--abbrev-ref", "HEAD")
+        return {"id": git(directory, "rev-parse", "HEAD"), "branch": None if branch == "HEAD" else branch,
+                "dirty": bool(git(directory, "status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
         return None
 

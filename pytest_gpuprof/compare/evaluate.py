@@ -17,7 +17,7 @@ from ..metrics.timeline import sample
 from . import host
 from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
-from .verdicts import AS_BASE, UNSURE, Verdict, distribution, judge, pooled, same_program, stored_samples, test_status
+from .verdicts import AS_BASE, BROKEN, UNSURE, Verdict, distribution, judge, pooled, same_program, stored_samples, test_status
 
 #: Statuses a test can end with, in the order reports list them (what needs a reviewer
 #: first); ``failed`` and ``error`` fail the test.
@@ -227,6 +227,14 @@ def _strict(result: TestResult, strict: bool) -> TestResult:
         result.status = "failed"
         result.message = f"no baseline for {result.gpu} in {result.baseline_file} (--gpuprof-strict)"
     return result
+
+
+def fails_on_timing_alone(result: TestResult, statuses: tuple[str, ...] = ("regressed",)) -> bool:
+    """A test that failed, with no message, on verdicts of these statuses on times, rates or
+    ratios alone (a count, a byte total or a kernel change is exact: nothing re-measures it)."""
+    broken = [v for v in result.verdicts if v.status in BROKEN]
+    return (result.status == "failed" and not result.message and bool(broken)
+            and all(v.status in statuses and is_timing(v.metric) for v in broken))
 
 
 def is_timing(metric: str) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -27,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from ..capture.environment import git
 from ..compare import host
 from ..compare.alongside import AS_MEASURED, NOT_SURE, SAME, Decision, decide, kernel_pool, process_value, scale_of
-from ..compare.evaluate import FAILED_STATUSES, TestResult, is_timing
+from ..compare.evaluate import TestResult, fails_on_timing_alone
 from ..compare.rules import Rules
 from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series, test_status
 from ..numbers import format_number
@@ -74,11 +74,9 @@ def top_level(rootdir: Path) -> Path:
     """The top of the git checkout holding ``rootdir`` (the rootdir itself outside git): the
     head's code may live above its rootdir (a ``tests/pytest.ini``, a monorepo)."""
     try:
-        done = subprocess.run(["git", "-C", str(rootdir), "rev-parse", "--show-toplevel"], capture_output=True,
-                              text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        return Path(git(rootdir, "rev-parse", "--show-toplevel") or rootdir)
+    except (OSError, subprocess.SubprocessError):
         return rootdir
-    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else rootdir
 
 
 def import_roots(sides: Sides) -> list[str]:
@@ -104,10 +102,8 @@ def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int =
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"gpuprof-{side}-") as tmp:
         folder = Path(tmp)
-        shutil.copy(side_plugin.__file__, folder / "_gpuprof_side.py")
         (folder / "baselines").mkdir()
-        mark = {SIDE: side, "GPUPROF_SIDE_NODEIDS": json.dumps(present), "GPUPROF_SIDE_OUT": str(folder / "side.json"),
-                "GITHUB_STEP_SUMMARY": ""}  # the job's summary is the main process's
+        mark = {SIDE: side, **side_plugin.install(folder, present, folder / "side.json")}
         path = [str(folder)]
         if side == "base":
             path += import_roots(sides)
@@ -115,7 +111,7 @@ def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int =
             mark["GPUPROF_SIDE_ALLOW"] = os.pathsep.join([str(sides.base), str(folder)])
         mark["PYTHONPATH"] = os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p])
         files = sorted({n.split("::")[0] for n in present})
-        args = [*files, "-p", "_gpuprof_side", "-p", "no:cacheprovider", "-q", "--rootdir", str(root), "--gpuprof",
+        args = [*files, "-p", side_plugin.NAME, "-p", "no:cacheprovider", "-q", "--rootdir", str(root), "--gpuprof",
                 f"--gpuprof-baseline-dir={folder / 'baselines'}", f"--gpuprof-json={folder / 'results.json'}",
                 "--gpuprof-confirm=0", f"--gpuprof-timeline-events={timeline_events}", *sides.args]
         args += ["-n0"] if sides.xdist else []  # one process: an addopts -n would hand the tests to workers
@@ -166,9 +162,7 @@ def unusable(run: SideRun, nodeid: str, side: str) -> str:
 def needs_pairs(result: TestResult) -> bool:
     """A test that would fail on times or ratios alone: each broken verdict a time, rate or
     ratio regression or threshold (counts, bytes, kernel names and count thresholds are exact)."""
-    broken = [v for v in result.verdicts if v.status in BROKEN]
-    return (result.status in FAILED_STATUSES and not result.message and bool(broken)
-            and all(v.status in ("regressed", "threshold") and is_timing(v.metric) for v in broken))
+    return fails_on_timing_alone(result, ("regressed", "threshold"))
 
 
 def values(result: TestResult, metric: str, reference: float | None) -> float | None:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..compare.evaluate import TestResult, is_timing
+from ..compare.evaluate import TestResult, fails_on_timing_alone
 from ..compare.verdicts import BROKEN, test_status
 from ..numbers import format_number
 from .fresh import fresh_pytest
@@ -27,10 +27,8 @@ CONFIRMING = "GPUPROF_CONFIRMING"
 
 
 def needs_confirmation(result: TestResult) -> bool:
-    """Failed on times or ratios alone (a count, a threshold or a kernel change needs none)."""
-    broken = [v for v in result.verdicts if v.status in BROKEN]
-    return (result.status == "failed" and not result.message and bool(broken)
-            and all(v.status == "regressed" and is_timing(v.metric) for v in broken))
+    """Failed on time or ratio regressions alone (a count, a threshold or a kernel change needs none)."""
+    return fails_on_timing_alone(result)
 
 
 def confirm(result: TestResult, args: list[str], rootdir: Path, count: int, timeout_s: float,

@@ -92,7 +92,6 @@ def spawn(item_path: Path, nodeid: str, world_size: int, rootdir: Path, timeout_
     ranks still running then are killed, as they are when this process is interrupted."""
     with tempfile.TemporaryDirectory(prefix="gpuprof-ranks-") as tmp:
         folder = Path(tmp)
-        (folder / "_gpuprof_side.py").write_bytes(Path(side_plugin.__file__).read_bytes())
         processes: list[subprocess.Popen] = []
         try:
             for rank in range(world_size):
@@ -111,12 +110,11 @@ def _start(rank: int, world_size: int, folder: Path, item_path: Path, nodeid: st
     profiled), its output kept for a crash's message."""
     env = {**os.environ, **RANK_ENVIRONMENT, RANK: str(rank), "RANK": str(rank), "LOCAL_RANK": str(rank),
            "WORLD_SIZE": str(world_size), STORE: str(folder / "store"),
-           "GPUPROF_SIDE_NODEIDS": json.dumps([nodeid]), "GPUPROF_SIDE_OUT": str(folder / f"rank{rank}.json"),
-           "GITHUB_STEP_SUMMARY": "",
+           **side_plugin.install(folder, [nodeid], folder / f"rank{rank}.json"),
            "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
     # sys-level capture: what the process writes to its file descriptors (a crash's last
     # words) goes to its log, a crash's message
-    args = [str(item_path), "-p", "_gpuprof_side", "-p", "no:cacheprovider", "-q", "--runxfail", "--capture=sys",
+    args = [str(item_path), "-p", side_plugin.NAME, "-p", "no:cacheprovider", "-q", "--runxfail", "--capture=sys",
             "--rootdir", str(rootdir), *(["-n0"] if xdist else [])]
     with open(folder / f"rank{rank}.log", "wb") as log:
         return subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=rootdir, env=env, stdout=log,

@@ -19,9 +19,20 @@ import site
 import sys
 from pathlib import Path
 
+#: The name the plugin is loaded under (``-p``), in the folder ``install`` copies it to.
+NAME = "_gpuprof_side"
+
 _ended: dict[str, str] = {}  # nodeid -> passed | failed | error | skipped: REASON
 _messages: dict[str, str] = {}  # nodeid -> the failure's text
 _ran: list[str] = []
+
+
+def install(folder: Path, nodeids: list[str], out: Path) -> dict[str, str]:
+    """Copy this plugin into ``folder`` (which the process must have first on ``PYTHONPATH``)
+    and return what its environment tells it: the tests to run and where to write; the job's
+    summary is the main process's, not this one's."""
+    (folder / f"{NAME}.py").write_bytes(Path(__file__).read_bytes())
+    return {"GPUPROF_SIDE_NODEIDS": json.dumps(nodeids), "GPUPROF_SIDE_OUT": str(out), "GITHUB_STEP_SUMMARY": ""}
 
 
 def pytest_collection_modifyitems(config, items) -> None:
