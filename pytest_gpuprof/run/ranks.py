@@ -132,7 +132,8 @@ def _wait(processes: list[subprocess.Popen], folder: Path, nodeid: str,
         running = [r for r, p in enumerate(processes) if p.poll() is None]
         now = time.monotonic()
         if first is None:
-            first = next((r for r, p in enumerate(processes) if _failed(r, p, folder, nodeid)), None)
+            failed = {r: when for r, p in enumerate(processes) if (when := _failed(r, p, folder, nodeid)) is not None}
+            first = min(failed, key=failed.get) if failed else None  # both may have ended between two looks
             failed_at = now if first is not None else None
         if not running:
             return {}, first
@@ -143,15 +144,23 @@ def _wait(processes: list[subprocess.Popen], folder: Path, nodeid: str,
         time.sleep(0.05)
 
 
-def _failed(rank: int, process: subprocess.Popen, folder: Path, nodeid: str) -> bool:
+def _failed(rank: int, process: subprocess.Popen, folder: Path, nodeid: str) -> float | None:
+    """When a rank that ended failed (a crash: now), None while it runs or when it did not fail."""
     if process.poll() is None:
-        return False
-    ended = _ended(folder / f"rank{rank}.json", nodeid)[0]
-    return ended is None or ended in ("failed", "error")
+        return None
+    doc = _report(folder / f"rank{rank}.json")
+    ended = (doc.get("ended") or {}).get(nodeid)
+    if ended is None:
+        return time.time()
+    return (doc.get("failed_at") or {}).get(nodeid, time.time()) if ended in ("failed", "error") else None
+
+
+def _report(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def _ended(report: Path, nodeid: str) -> tuple[str | None, str]:
-    doc: dict[str, Any] = json.loads(report.read_text()) if report.is_file() else {}
+    doc = _report(report)
     return (doc.get("ended") or {}).get(nodeid), (doc.get("messages") or {}).get(nodeid, "")
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import site
 import sys
+import time
 from pathlib import Path
 
 #: The name the plugin is loaded under (``-p``), in the folder ``install`` copies it to.
@@ -24,6 +25,7 @@ NAME = "_gpuprof_side"
 
 _ended: dict[str, str] = {}  # nodeid -> passed | failed | error | skipped: REASON
 _messages: dict[str, str] = {}  # nodeid -> the failure's text
+_failed_at: dict[str, float] = {}  # nodeid -> when it failed (epoch seconds): which rank failed first
 _ran: list[str] = []
 
 
@@ -48,6 +50,7 @@ def pytest_runtest_logreport(report) -> None:
     if report.failed:
         _ended[report.nodeid] = "failed" if report.when == "call" else "error"
         _messages.setdefault(report.nodeid, report.longreprtext)
+        _failed_at.setdefault(report.nodeid, time.time())
     elif report.skipped and report.nodeid not in _ended:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _ended[report.nodeid] = f"skipped: {reason.removeprefix('Skipped: ')}"
@@ -59,7 +62,7 @@ def pytest_sessionfinish(session) -> None:
     out = os.environ.get("GPUPROF_SIDE_OUT")
     if out:
         Path(out).write_text(json.dumps({"ran": _ran, "ended": _ended, "messages": _messages,
-                                         "from_head": from_head()}))
+                                         "failed_at": _failed_at, "from_head": from_head()}))
 
 
 def from_head() -> list[str]:
