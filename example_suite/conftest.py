@@ -8,6 +8,10 @@
   fp32            CNN trains in fp32 instead of bf16 autocast
   host_overhead   decode step does pure-Python bookkeeping in every block (about a third more
                   time a step), with no extra launch or synchronization
+  ddp_after_backward  (two GPUs) gradients all-reduced after the whole backward pass, not as
+                  each layer's gradient is ready: the communication no longer overlaps compute
+  split_tolist    (two GPUs) the expert-parallel layer reads its all-to-all split sizes to the
+                  host every step (``.tolist()``)
 
 ``GPUPROF_EXAMPLE_SLOWDOWN=0.10`` plants a controlled slowdown instead, in every
 workload: its activation kernel (GeLU; ReLU in the CNN) runs over 10% more
@@ -22,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-BUGS = ("item", "compute_stream", "pageable", "extra_kernel", "fp32", "host_overhead")
+BUGS = ("item", "compute_stream", "pageable", "extra_kernel", "fp32", "host_overhead", "ddp_after_backward",
+        "split_tolist")
 TRACES = Path(__file__).parent / "traces"
 
 

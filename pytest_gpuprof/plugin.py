@@ -166,11 +166,12 @@ def _default_plan(config: pytest.Config) -> StepPlan:
 
 
 def _resolve_settings(config: pytest.Config):
-    from .run.ranks import RANK
+    from .run.ranks import PROFILED, RANK
 
     opts = {o.name: _get(config, o) for o in OPTIONS}
-    if not (opts[""] or opts["update-baseline"] or opts["replay"] or opts["nsys"]) or os.environ.get(RANK):
-        return None  # off, or a distributed test's rank: its ranks are not profiled
+    if not (opts[""] or opts["update-baseline"] or opts["replay"] or opts["nsys"]) or (
+            os.environ.get(RANK) and not os.environ.get(PROFILED)):
+        return None  # off, or a distributed test's rank that its test's process does not profile
     from .compare.rules import Rules, parse_threshold
     from .run.backends import inner_results_path
     from .compare.baseline import BACKENDS
@@ -242,15 +243,39 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     if not timeout or timeout <= 0:
         pytest.fail(f"--gpuprof-rank-timeout / ini key gpuprof_rank_timeout: must be positive, got {timeout}",
                     pytrace=False)
+    session = config.stash.get(SESSION, None)
+    if session is not None and not session.backend.runs_tests:  # replayed: its ranks' kept traces
+        from .run.session import RANKS
+
+        pyfuncitem.stash[RANKS] = []
+        return True
+    visible = _cuda_devices()
+    if 0 < visible < size:
+        pytest.skip(f"gpuprof: a distributed test of {size} ranks needs {size} GPUs, {visible} visible "
+                    "(CUDA_VISIBLE_DEVICES; under pytest-xdist each worker sees one: run these tests without -n)")
+    profiled = session.rank_profiling(pyfuncitem) if session is not None else None
     outcomes = spawn(pyfuncitem.path, pyfuncitem.nodeid, size, config.rootpath, timeout,
-                     config.pluginmanager.has_plugin("xdist"))
+                     config.pluginmanager.has_plugin("xdist"), profiled)
     found = verdict(outcomes, timeout)
     if found is not None:
         how, why = found
         if how == "skip":
             pytest.skip(f"gpuprof: {why}")
         pytest.fail(f"gpuprof: {why}", pytrace=False)
+    if profiled is not None:
+        from .run.session import RANKS
+
+        pyfuncitem.stash[RANKS] = outcomes  # judged by the session once the call ends
     return True
+
+
+def _cuda_devices() -> int:
+    """The CUDA GPUs this process sees (0 without torch or CUDA: the ranks use gloo)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def world_size(item: pytest.Item) -> int:

@@ -445,3 +445,48 @@ def test_a_head_is_judged_against_its_base_measured_alongside(pytester, tmp_path
     slow.stdout.fnmatch_lines(["gpuprof: test_ab.py::test_scaled: pair 1 of at most 5 (base *"])
     kernel_time = next(v for v in test["verdicts"] if v["metric"] == "kernel_time_us")
     assert kernel_time["status"] == "regressed" and kernel_time["evidence"].endswith(": a regression")
+
+
+DISTRIBUTED = """
+import os
+import pytest
+import torch
+import torch.distributed as dist
+
+EXTRA = int(os.environ.get("EXTRA_ADDS", "0"))
+
+
+@pytest.mark.gpuprof(world_size=2, warmup=2, active=4, thresholds=["comm_compute_overlap >= 0"])
+def test_all_reduce(gpuprof_rank):
+    x = torch.full((4 * 1024 * 1024,), float(gpuprof_rank.rank + 1), device=gpuprof_rank.device)  # 1 fill kernel
+    dist.all_reduce(x)                   # 1 NCCL kernel a step
+    x.mul_(0.5)                          # 1 elementwise kernel a step
+    for _ in range(EXTRA * gpuprof_rank.rank):
+        x.add_(1)                        # rank 1 only: EXTRA more kernels a step
+"""
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs (a distributed test's ranks)")
+def test_a_distributed_test_is_profiled_rank_by_rank_and_judged_as_one(pytester):
+    pytester.makepyfile(test_dist=DISTRIBUTED)
+    recorded = run(pytester, "--gpuprof-update-baseline", "--gpuprof-record-processes=2", "--gpuprof-keep-traces",
+                   "--gpuprof-json=rec.json")
+    recorded.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "baselines" / "test_dist.json").read_text())
+    entry = doc["tests"]["test_dist.py::test_all_reduce"][torch.cuda.get_device_name()]
+    assert sorted(entry["ranks"]) == ["0", "1"] and len(entry["rank_skew"]) == 2  # two processes recorded
+    for rank in ("0", "1"):
+        own = entry["ranks"][rank]
+        # by construction: a fill, an all-reduce (NCCL's kernel) and a multiply per step, on each rank
+        assert own["per_step"]["comm_kernel_count"] == [1] * 4 * 2
+        assert own["per_step"]["kernel_count"] == [3] * 4 * 2
+        kept = pytester.path / ".gpuprof" / "traces" / unique_trace_name(f"test_dist.py::test_all_reduce [rank {rank}]")
+        names = [k[0] for k in Naive(kept).kernels]  # the kept trace read by the tests' own slow reader
+        assert len(names) == 3 * 4 and sum(n.startswith("nccl") for n in names) == 4
+    again = run(pytester, "--gpuprof", "--gpuprof-json=again.json")
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["test_dist.py::test_all_reduce [[]rank 0[]] *", "test_dist.py::test_all_reduce [[]rank 1[]] *"])
+    broken = run(pytester, "--gpuprof", extra=2)
+    broken.assert_outcomes(failed=1)
+    broken.stdout.fnmatch_lines(["*rank 1 kernel_count: baseline 3, current 5 (+66.7%) [[]changed; rule: must match exactly per step]*"])
+    assert "rank 0 kernel_count" not in broken.stdout.str()

@@ -28,11 +28,15 @@ DOCS = ROOT / "docs" / "results.md"
 MOE = "example_suite/test_moe.py::test_moe_forward"
 OTHERS = sorted([
     "example_suite/test_cnn.py::test_cnn_train_step",
+    "example_suite/test_distributed.py::test_ddp_training",
+    "example_suite/test_distributed.py::test_expert_parallel_moe",
     "example_suite/test_launch_bound.py::test_small_batch_decode",
     "example_suite/test_transformer.py::test_transformer_train_step",
     "example_suite/test_weight_streaming.py::test_weight_streaming",
 ])
 ITEM_TRACE = PLANTED / trace_name(MOE)
+#: The summary tables' rows after the failing test: a distributed test's ranks follow it.
+ROWS = [row for n in OTHERS for row in [n] + ([f"{n} [rank 0]", f"{n} [rank 1]"] if "distributed" in n else [])]
 
 
 def replay_dir(folder: Path) -> Path:
@@ -97,7 +101,7 @@ def test_json_document_puts_the_regression_first_with_its_numbers(run, planted_m
     doc = json.loads((out / "results.json").read_text())
     assert doc["schema_version"] == 1 and doc["backend"] == "torch"
     assert doc["baseline_dir"] == str(ROOT / "baselines")
-    assert doc["counts"] == {"failed": 1, "passed": 4, "skipped": 0}
+    assert doc["counts"] == {"failed": 1, "passed": len(OTHERS), "skipped": 0}
     assert [t["nodeid"] for t in doc["tests"]] == [MOE] + OTHERS  # regressions first, then by node id
     assert [t["status"] for t in doc["tests"]] == ["failed"] + ["passed"] * len(OTHERS)
     assert doc["skipped"] == []
@@ -186,8 +190,8 @@ def test_summary_table_starts_with_the_failing_test(run):
     assert first[:3] == [f"`{MOE}`", "**failed**", "71 → 95 (+33.8%)"]
     assert first[header.index("syncs/step")] == "0 → 8 (+8)"
     assert "sync_count" in first[-1] and "memcpy_dtoh_count" in first[-1]
-    assert [r[0] for r in rest] == [f"`{n}`" for n in OTHERS]
-    assert all(r[1] == "passed" and r[-1] == "within the rules" for r in rest)
+    assert [r[0] for r in rest] == [f"`{n}`" for n in ROWS]
+    assert all(r[1] == "passed" and r[-1].startswith("within the rules") for r in rest)  # then any notes
 
 
 def markdown_unescaped(text: str) -> str:
@@ -217,23 +221,23 @@ def test_github_step_summary_is_appended_to_and_an_explicit_path_wins(tmp_path):
     step_summary = tmp_path / "step_summary.md"
     step_summary.write_text("## an earlier step\n")
     env = {"GITHUB_STEP_SUMMARY": str(step_summary)}
-    proc = run_suite(tmp_path, replay, "-k", "moe", env=env)
+    proc = run_suite(tmp_path, replay, "-k", "test_moe", env=env)
     assert proc.returncode == 1
     assert f"summary report: appended to {step_summary}" in proc.stdout
     first = step_summary.read_text()
     assert first.startswith("## an earlier step\n\n## gpuprof: 1 failed\n")
-    run_suite(tmp_path, replay, "-k", "moe", env=env)
+    run_suite(tmp_path, replay, "-k", "test_moe", env=env)
     second = step_summary.read_text()
     assert second.startswith(first) and second.count("## gpuprof: 1 failed") == 2
 
-    proc = run_suite(tmp_path, replay, "-k", "moe", "--gpuprof-summary", "own.md", env=env)
+    proc = run_suite(tmp_path, replay, "-k", "test_moe", "--gpuprof-summary", "own.md", env=env)
     assert step_summary.read_text() == second  # the option's file instead, not both
     assert (tmp_path / "own.md").read_text().startswith("## gpuprof: 1 failed\n")
     assert f"summary report: {tmp_path / 'own.md'}" in proc.stdout
 
 
 def test_no_summary_without_the_option_or_the_variable(tmp_path):
-    proc = run_suite(tmp_path, replay_dir(tmp_path / "replay"), "-k", "moe")
+    proc = run_suite(tmp_path, replay_dir(tmp_path / "replay"), "-k", "test_moe")
     assert proc.returncode == 1
     assert "summary report" not in proc.stdout and not list(tmp_path.glob("*.md"))
 
@@ -283,11 +287,11 @@ def test_benchmark_json_is_github_action_benchmark_custom_format(run, planted_me
     assert float(shown) == pytest.approx(as_judged("gpu_utilization", planted_metrics, planted_per_step), abs=5e-7)
     # smaller is better throughout: no metric where higher is better
     assert not [n for n in names if "gpu_utilization" in n or "overlap_efficiency" in n]
-    per_test = {n.split(" ")[0] for n in names}
-    assert per_test == {MOE, *OTHERS}
-    assert len(entries) == (1 + len(OTHERS)) * len([n for n in names if n.startswith(MOE + " ")])
+    per_test = {re.fullmatch(r"(.*) \S+ \[[^]]*\]", n).group(1) for n in names}  # NODEID[ [rank N]] METRIC [GPU]
+    assert per_test == {MOE} | {n for n in ROWS if "distributed" not in n or "[rank" in n}
+    assert len(entries) == len(per_test) * len([n for n in names if n.startswith(MOE + " ")])
     documented = DOCS.read_text()
-    for metric in {n.split(" ")[1] for n in names}:
+    for metric in {re.fullmatch(r".* (\S+) \[[^]]*\]", n).group(1) for n in names}:
         kind_free = re.sub(r"memcpy_(htod|dtoh|dtod|ptop)_", "memcpy_<kind>_", metric)
         assert f"`{kind_free}`" in documented
 

@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from ..compare.evaluate import TestResult, of_measurement
 from ..compare.kernels import kernel_changes
+from ..compare.ranks import rank_nodeid
 from ..compare.rules import Rules
 from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
@@ -78,10 +79,16 @@ def _ranks(path: str, ranks: dict[int, tuple[str, Measurement]], backend: str) -
 
 
 def _runs(path: str, doc: dict[str, Any]) -> dict[str | None, TestResult]:
+    """Each test of a results document; a distributed test's ranks, each as a test of its own
+    (``NODEID [rank N]``), compared rank by rank."""
     runs: dict[str | None, TestResult] = {}
     for i, t in enumerate(doc["tests"]):
         if not isinstance(t, dict) or not isinstance(t.get("nodeid"), str):
             raise GpuprofError(f"{path}: tests[{i}] has no 'nodeid'")
+        if isinstance(t.get("ranks"), dict):
+            runs |= _runs(path, {**doc, "tests": [{**r, "nodeid": rank_nodeid(t["nodeid"], int(n))}
+                                                  for n, r in t["ranks"].items() if str(n).isdigit()]})
+            continue
         metrics = t.get("metrics")
         if metrics is not None and not (isinstance(metrics, dict) and "step_count" in metrics):
             raise GpuprofError(f"{path}: tests[{i}] ({t['nodeid']}) has a 'metrics' member without step_count")

@@ -185,7 +185,10 @@ def check_entry(entry: dict[str, Any]) -> None:
     at most 1), so that no part is silently skipped (a missing value is "not compared", a
     weaker gate).  Entries written before per-step samples (only ``metrics``) or their
     summaries (no ``distribution``) were kept are judged as they were; samples come with
-    their runs."""
+    their runs.  A distributed test's entry holds one such entry per rank (``compare.ranks``)."""
+    if "ranks" in entry:
+        _check_distributed(entry)
+        return
     _need("metrics" in entry, "metrics", "", None, missing=True)
     backend = entry.get("backend", BACKENDS[0])
     _need(backend in BACKENDS, "backend", f"one of {', '.join(map(repr, BACKENDS))}", backend)
@@ -216,6 +219,23 @@ def check_entry(entry: dict[str, Any]) -> None:
     _need(isinstance(entry.get("step_source", ""), str), "step_source", "a string", entry.get("step_source"))
     if entry.get("timeline"):
         _check_timeline(entry["timeline"])
+
+
+def _check_distributed(entry: dict[str, Any]) -> None:
+    """A distributed test's entry: an entry per rank (keys 0, 1, ...) and the recorded runs'
+    ``rank_skew``, each a ratio or null."""
+    ranks = entry["ranks"]
+    _need(isinstance(ranks, dict) and ranks and all(isinstance(r, str) and r.isdigit() for r in ranks), "ranks",
+          "an object of an entry per rank (keys 0, 1, ...)", ranks)
+    for rank, own in ranks.items():
+        _need(isinstance(own, dict) and "ranks" not in own, f"ranks.{rank}", "an entry", own)
+        try:
+            check_entry(own)
+        except ValueError as exc:
+            raise ValueError(f"ranks.{rank}.{exc}") from None
+    skews = entry.get("rank_skew")
+    _need(isinstance(skews, list) and skews and all(v is None or (_number(v) and v >= 0) for v in skews),
+          "rank_skew", f"a non-empty list of {_NUMBER}s or nulls", skews)
 
 
 def _check_metrics(metrics: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from ..metrics import health
 from ..metrics.measure import METRICS, Measurement
+from ..metrics.ranks import TEST_METRICS
 from ..metrics.timeline import sample
 from . import host
 from .machine import explains, is_difference, machine_differences
@@ -55,6 +56,7 @@ class TestResult:
     machine: dict[str, Any] | None = None  # the session's machine probes (capture.probes)
     confirmation: str = ""  # what re-measuring in fresh processes showed (--gpuprof-confirm)
     alongside: dict[str, Any] | None = None  # the base revision measured alongside (--gpuprof-base; run.alongside)
+    ranks: dict[str, "TestResult"] | None = None  # a distributed test's ranks, each judged (compare.ranks)
 
     @property
     def failed(self) -> bool:
@@ -100,6 +102,7 @@ class TestResult:
             "alongside": self.alongside,
             "timeline": self.timeline,
             "baseline_timeline": entry.get("timeline"),
+            "ranks": None if self.ranks is None else {r: t.to_json() for r, t in self.ranks.items()},
         }
 
     @classmethod
@@ -125,17 +128,20 @@ class TestResult:
             per_step=doc.get("per_step"),
             distribution=doc.get("distribution"), notes=list(doc.get("notes") or []), machine=doc.get("machine"),
             confirmation=doc.get("confirmation") or "", alongside=doc.get("alongside"),
+            ranks=None if doc.get("ranks") is None else {r: cls.from_json(t, backend)
+                                                         for r, t in doc["ranks"].items()},
         )
 
 
 def _verdict(doc: Mapping[str, Any]) -> Verdict:
-    spec = METRICS.get(doc["metric"])
+    spec = METRICS.get(doc["metric"]) or TEST_METRICS.get(doc["metric"])
     threshold = doc.get("threshold")
     return Verdict(
         doc["metric"], doc["status"], doc.get("baseline"), doc.get("current"), doc.get("rule", ""),
         relative=not (spec is not None and spec.kind == "ratio"), evidence=doc.get("evidence", ""),
         threshold=None if threshold is None else Threshold(doc["metric"], threshold["op"], threshold["value"],
                                                            doc.get("rule", "")),
+        rank=doc.get("rank"),
     )
 
 
@@ -203,7 +209,7 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     if alongside:
         result.notes += [f"unsteady measurement: {why}" for why in result.health] + list(differences.values())
         result.health = []
-        return _strict(result, strict)
+        return fail_unjudged(result, strict)
     explaining: set[str] = set()
     for v in result.verdicts:
         if v.status == "regressed" and is_timing(v.metric):
@@ -218,10 +224,10 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
         result.status = test_status(result.verdicts, True)
         if result.status == "passed":
             result.status = "unstable"
-    return _strict(result, strict)
+    return fail_unjudged(result, strict)
 
 
-def _strict(result: TestResult, strict: bool) -> TestResult:
+def fail_unjudged(result: TestResult, strict: bool) -> TestResult:
     """With ``--gpuprof-strict`` a test with nothing to be judged against fails."""
     if result.status == "no baseline" and strict:
         result.status = "failed"
@@ -240,7 +246,7 @@ def fails_on_timing_alone(result: TestResult, statuses: tuple[str, ...] = ("regr
 def is_timing(metric: str) -> bool:
     """A verdict on a time or a ratio (a kernel name's time too): what a slow machine or an
     unsteady measurement can move, unlike counts."""
-    spec = METRICS.get(metric)
+    spec = METRICS.get(metric) or TEST_METRICS.get(metric)
     return metric.endswith(".time_us") if spec is None else spec.kind in ("time", "rate", "ratio")
 
 

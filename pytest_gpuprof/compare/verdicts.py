@@ -54,6 +54,7 @@ class Verdict:
     evidence: str = ""  # time metrics judged on samples: medians and spreads, the test and its p-value
     threshold: Threshold | None = None  # the absolute requirement this verdict checked, as data
     by_host: bool = False  # changed as measured, not at the baseline host's speed (the window: ``host``)
+    rank: int | None = None  # the rank of a distributed test whose metric this is (``compare.ranks``)
 
     @property
     def failed(self) -> bool:
@@ -72,6 +73,8 @@ class Verdict:
         }
         if self.threshold is not None:
             out["threshold"] = {"op": self.threshold.op, "value": self.threshold.value}
+        if self.rank is not None:
+            out["rank"] = self.rank
         return out
 
 
@@ -199,7 +202,7 @@ def judge(
                      if "window_us" in at_baseline_speed else None)
         window = _compare_samples(METRICS["window_us"], *paired["window_us"], rules, family, None, host_pair)
     by_host = _moved_by_the_host(window, speeds)
-    verdicts = [_check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
+    verdicts = [check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
                 for t in rules.thresholds]
     if baseline is None:
         return verdicts
@@ -337,7 +340,7 @@ def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
     return "passed"
 
 
-def _check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Series] | None = None,
+def check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Series] | None = None,
                      speeds: tuple[float, float] | None = None) -> Verdict:
     """A threshold on this run's value.  One on a ratio over the window (``pair``: its series
     at the baseline host's speed, given when only the host's speed moved the window) that

@@ -11,7 +11,11 @@ from __future__ import annotations
 import statistics
 from typing import Mapping
 
-from .measure import Measurement
+from .measure import MetricSpec, Measurement
+
+#: The metrics of a distributed test as a whole (its ranks' own are ``measure.METRICS``):
+#: what a threshold may name besides those.
+TEST_METRICS = {"rank_skew": MetricSpec("rank_skew", "ratio", "lower", False)}
 
 
 def step_spans_ns(m: Measurement) -> list[int]:

@@ -9,16 +9,16 @@ from typing import Any
 from ..files import write_atomic
 from ..metrics.measure import METRICS
 from ..numbers import format_number
-from .values import shown_values
+from .values import rank_sections, shown_values
 
 
 def benchmark_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """github-action-benchmark's custom format, tool ``customSmallerIsBetter``: one entry
     per profiled test with metrics and per metric where lower is better or any rise is
     worth a look (docs/results.md lists them), the values the verdicts judged
-    (``values.shown_values``)."""
+    (``values.shown_values``); a distributed test's per rank (``NODEID [rank N]``)."""
     out = []
-    for t in doc["tests"]:
+    for t in (shown for test in doc["tests"] for shown in rank_sections(test)):
         if not t["metrics"]:
             continue
         values = {name: shown.current for name, shown in shown_values(t).items()}

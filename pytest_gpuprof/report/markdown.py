@@ -15,7 +15,7 @@ from ..compare.evaluate import FAILED_STATUSES
 from ..files import write_atomic
 from ..numbers import format_number
 from .escaping import markdown_block, markdown_code, markdown_text
-from .values import VALUES_NOTE, Shown, shown_values
+from .values import VALUES_NOTE, Shown, rank_sections, shown_values
 from .words import (
     BACKEND_NAMES,
     SUMMARY_COLUMNS,
@@ -25,6 +25,7 @@ from .words import (
     health_lines,
     skipped_line,
     verdict_line,
+    verdict_name,
 )
 
 
@@ -42,7 +43,7 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
     if tests:
         lines.append("| test | status | " + " | ".join(title for _, title in SUMMARY_COLUMNS) + " | verdict |")
         lines.append("|---|---|" + "---:|" * len(SUMMARY_COLUMNS) + "---|")
-        for t in tests:
+        for t in (shown for test in tests for shown in rank_sections(test)):
             lines.append("| " + " | ".join(_row(t)) + " |")
         lines += ["", f"<sub>{markdown_text(VALUES_NOTE)}</sub>", ""]
     if doc["skipped"]:
@@ -115,7 +116,7 @@ def _outcome(t: Mapping[str, Any]) -> str:
 
 def _names(verdicts: list[Mapping[str, Any]]) -> str:
     """Metric names once each; kernels only counted (their names are long)."""
-    names = list(dict.fromkeys(v["metric"] for v in verdicts if not v["metric"].startswith("kernels[")))
+    names = list(dict.fromkeys(verdict_name(v) for v in verdicts if not v["metric"].startswith("kernels[")))
     kernels = len({v["metric"] for v in verdicts if v["metric"].startswith("kernels[")})
     return ", ".join(names + ([f"{kernels} kernel(s)"] if kernels else []))
 
@@ -129,7 +130,8 @@ def _failure(t: Mapping[str, Any]) -> list[str]:
     out.append(markdown_text(broken_header(len(broken), t["gpu"], f"baseline file {t['baseline_file']}")) + ":")
     out.append("")
     for v in broken:
-        words = verdict_line(v)[len(v["metric"]) + 2:]  # the line is "METRIC: WORDS"
-        out.append(f"- {markdown_code(v['metric'])}: {markdown_text(words)}")
+        name = verdict_name(v)
+        words = verdict_line(v)[len(name) + 2:]  # the line is "METRIC: WORDS"
+        out.append(f"- {markdown_code(name)}: {markdown_text(words)}")
     out += [f"- {markdown_text(line)}" for line in health_lines(t)]
     return out + ["", UPDATE_HINT, ""]

@@ -11,7 +11,7 @@ from ..numbers import format_number
 from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
 from .names import short_name
-from .values import AS_JUDGED, VALUES_NOTE, Shown, shown_values
+from .values import AS_JUDGED, VALUES_NOTE, Shown, rank_sections, shown_values
 from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, skipped_line
 
 
@@ -56,7 +56,7 @@ def summary_lines(tests: Iterable[Mapping[str, Any]]) -> list[str]:
     """One row per profiled test: status, key metrics and change against the baseline
     (``values.shown_values``: the numbers its verdicts judged), under a line saying so."""
     rows = [["test", "status"] + [title for _, title in SUMMARY_COLUMNS]]
-    for t in tests:
+    for t in (shown for test in tests for shown in rank_sections(test)):
         row = [terminal_text(t["nodeid"]), terminal_text(t["status"])]
         if t["metrics"] is None:
             rows.append(row + ["-"] * len(SUMMARY_COLUMNS))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple
 
+from ..compare.ranks import rank_nodeid
 from ..compare.verdicts import judged_values
 from ..metrics.measure import METRICS
 from .words import change
@@ -45,7 +46,17 @@ def shown_values(test: Mapping[str, Any]) -> dict[str, Shown]:
         b, c = before.get(name), now.get(name)
         out[name] = Shown(b, c, "" if b is None or c is None else change(name, c, b))
     for v in test.get("verdicts") or ():
-        if v["metric"] in METRICS and v.get("threshold") is None \
+        if v["metric"] in METRICS and v.get("threshold") is None and v.get("rank") is None \
                 and (v["baseline"] is not None or v["current"] is not None):
             out[v["metric"]] = Shown(v["baseline"], v["current"], v["change"])
     return out
+
+
+def rank_sections(t: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """How every report shows a test: as it is; a distributed test as itself (its status and
+    the verdicts that name their rank, no metrics of its own) followed by each rank as a test
+    of its own, ``NODEID [rank N]``, with that rank's metrics, verdicts and timeline."""
+    ranks = t.get("ranks")
+    if not ranks:
+        return [t]
+    return [{**t, "metrics": None}] + [{**r, "nodeid": rank_nodeid(t["nodeid"], int(n))} for n, r in ranks.items()]

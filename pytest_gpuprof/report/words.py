@@ -104,13 +104,19 @@ def broken_header(count: int, gpu: str | None, against: str) -> str:
     return f"{count} metric(s) broke{where} ({against})"
 
 
+def verdict_name(v: Mapping[str, Any]) -> str:
+    """The metric a verdict judged, with its rank in a distributed test (``rank 1 kernel_time_us``)."""
+    name = in_metric(v["metric"], full_name)
+    return name if v.get("rank") is None else f"rank {v['rank']} {name}"
+
+
 def verdict_line(v: Mapping[str, Any]) -> str:
     """One verdict in the words of the failure message (``Verdict.to_json()`` form):
     ``METRIC: baseline B, current C (CHANGE) [STATUS; rule: RULE; EVIDENCE]`` and the like.
     The summary, the JUnit properties and ``gpuprof diff`` print the same line; a kernel's
     name in it is demangled (``names.full_name``), not shortened: two kernels' short names
     can be one, and a failure must name its kernel (the JSON keeps the name as recorded)."""
-    status, metric = v["status"], in_metric(v["metric"], full_name)
+    status, metric = v["status"], verdict_name(v)
     if status == "threshold":
         return f"{metric}: current {format_number(v['current'])} violates threshold {v['rule']}"
     if status == "new":

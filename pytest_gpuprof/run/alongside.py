@@ -35,14 +35,13 @@ from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series, test_stat
 from ..numbers import format_number
 from ..report.words import pair_evidence
 from . import side_plugin
+from .side_plugin import SIDE
 from .fresh import fresh_pytest
-
-#: Set in a side's fresh process: it measures, and neither compares with a base nor confirms.
-SIDE = "GPUPROF_SIDE"
 
 
 def measuring_a_side() -> bool:
-    """Whether this process is one side's fresh process of an A/B comparison."""
+    """Whether this process measures for another: one side's fresh process of an A/B
+    comparison, or a profiled rank of a distributed test."""
     return bool(os.environ.get(SIDE))
 
 

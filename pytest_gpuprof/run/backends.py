@@ -98,6 +98,10 @@ class TorchBackend:
     def start(self) -> None:
         pass
 
+    def ranks_folder(self, nodeid: str) -> Path:
+        """Where a distributed test's ranks write their results and traces (``run.ranks``)."""
+        return self.folder / f"{_safe(nodeid)}.ranks"
+
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None]:
         if not prof.completed:
             raise GpuprofError(UNFINISHED_LOOP)

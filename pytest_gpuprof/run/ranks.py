@@ -2,7 +2,9 @@
 pytest processes, one per rank, each with a process group (NCCL on GPUs, gloo without),
 and the test fails with the message of any rank that failed.
 
-The test's own process spawns the ranks and waits.  A rank that does not finish within
+The test's own process spawns the ranks and waits.  Under ``--gpuprof`` each rank profiles its own
+steps on its own GPU (``profiled``: gpuprof on in it, judged against nothing, its trace kept in
+the folder given), and the test's process judges the ranks together (``compare.ranks``).  A rank that does not finish within
 ``--gpuprof-rank-timeout`` seconds is killed with every other rank (each rank leads its
 own process group, so its children go too), and the test fails saying which ranks hung;
 once a rank failed the others get ``GRACE_S`` to end (they are likely blocked in a
@@ -27,11 +29,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import side_plugin
+from .record import RECORDING
+from .side_plugin import SIDE
 
 #: Set in a rank's process: its rank (the test's own process has none).
 RANK = "GPUPROF_RANK"
 #: Where the ranks meet (a file store in the spawn's private folder: no port to race for).
 STORE = "GPUPROF_RANK_STORE"
+#: Set in a rank's process that profiles its steps for the test's process (gpuprof stays on in it).
+PROFILED = "GPUPROF_RANK_PROFILED"
 #: Kept in every rank's environment: NVLink multicast off (two-GPU machines lent without it).
 RANK_ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
 
@@ -78,6 +84,7 @@ class RankOutcome(NamedTuple):
     rank: int
     ended: str  # passed | failed | error | skipped: REASON | hung | stopped | crashed (exit N)
     message: str  # a failed rank's failure text, or the end of a crashed rank's output
+    results: Path | None = None  # a profiled rank's results document (``--gpuprof-json``)
 
 
 #: Seconds the other ranks get to end once one rank failed: they are likely blocked in a
@@ -86,36 +93,54 @@ GRACE_S = 10.0
 
 
 def spawn(item_path: Path, nodeid: str, world_size: int, rootdir: Path, timeout_s: float,
-          xdist: bool) -> list[RankOutcome]:
+          xdist: bool, profiled: tuple[list[str], Path] | None = None) -> list[RankOutcome]:
     """Run the test's body in ``world_size`` fresh pytest processes and wait for them: until
     all end, until one has run ``timeout_s`` seconds, or ``GRACE_S`` after one failed; the
-    ranks still running then are killed, as they are when this process is interrupted."""
+    ranks still running then are killed, as they are when this process is interrupted.
+    ``profiled``: gpuprof's options for each rank and the folder where each writes its
+    results and trace (``rank{N}.json``, ``rank{N}/``)."""
     with tempfile.TemporaryDirectory(prefix="gpuprof-ranks-") as tmp:
         folder = Path(tmp)
         processes: list[subprocess.Popen] = []
         try:
             for rank in range(world_size):
-                processes.append(_start(rank, world_size, folder, item_path, nodeid, rootdir, xdist))
+                processes.append(_start(rank, world_size, folder, item_path, nodeid, rootdir, xdist,
+                                        _profiling(rank, profiled)))
             stopped, first = _wait(processes, folder, nodeid, timeout_s)
         finally:
             for process in processes:
                 _kill(process)
         order = sorted(range(world_size), key=lambda rank: rank != first)  # the first to fail, then by rank
-        return [_outcome(rank, processes[rank], folder, nodeid, stopped.get(rank)) for rank in order]
+        outcomes = [_outcome(rank, processes[rank], folder, nodeid, stopped.get(rank)) for rank in order]
+    if profiled is None:
+        return outcomes
+    return [o._replace(results=profiled[1] / f"rank{o.rank}.json") for o in outcomes]
+
+
+def _profiling(rank: int, profiled: tuple[list[str], Path] | None) -> list[str] | None:
+    """A profiled rank's gpuprof options: the test's, with its own results file and trace folder."""
+    if profiled is None:
+        return None
+    args, out = profiled
+    return [*args, "--gpuprof", f"--gpuprof-json={out / f'rank{rank}.json'}", f"--gpuprof-output-dir={out / f'rank{rank}'}",
+            "--gpuprof-keep-traces"]
 
 
 def _start(rank: int, world_size: int, folder: Path, item_path: Path, nodeid: str, rootdir: Path,
-           xdist: bool) -> subprocess.Popen:
-    """One rank: the same test in a fresh pytest process, gpuprof off in it (the ranks are not
-    profiled), its output kept for a crash's message."""
-    env = {**os.environ, **RANK_ENVIRONMENT, RANK: str(rank), "RANK": str(rank), "LOCAL_RANK": str(rank),
+           xdist: bool, gpuprof: list[str] | None) -> subprocess.Popen:
+    """One rank: the same test in a fresh pytest process, its output kept for a crash's message;
+    gpuprof off in it unless ``gpuprof`` gives its options (it then measures, as an A/B side
+    does: nothing fails it, no probes, no base: ``side_plugin.SIDE``)."""
+    profiling = {PROFILED: "1", SIDE: "rank"} if gpuprof is not None else {}
+    inherited = {k: v for k, v in os.environ.items() if k != RECORDING}  # a recording's rank keeps its trace
+    env = {**inherited, **RANK_ENVIRONMENT, **profiling, RANK: str(rank), "RANK": str(rank), "LOCAL_RANK": str(rank),
            "WORLD_SIZE": str(world_size), STORE: str(folder / "store"),
            **side_plugin.install(folder, [nodeid], folder / f"rank{rank}.json"),
            "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
     # sys-level capture: what the process writes to its file descriptors (a crash's last
     # words) goes to its log, a crash's message
     args = [str(item_path), "-p", side_plugin.NAME, "-p", "no:cacheprovider", "-q", "--runxfail", "--capture=sys",
-            "--rootdir", str(rootdir), *(["-n0"] if xdist else [])]
+            "--rootdir", str(rootdir), *(["-n0"] if xdist else []), *(gpuprof or [])]
     with open(folder / f"rank{rank}.log", "wb") as log:
         return subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=rootdir, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)

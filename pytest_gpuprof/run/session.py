@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,10 +25,12 @@ from ..capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
 from ..capture.ranges import nvtx_range
 from ..compare import baseline
 from ..capture.probes import READINGS, best_readings, measure_machine
-from ..compare.evaluate import TestResult, evaluate, new_baseline_entry, of_measurement
+from ..compare.evaluate import TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
+from ..compare.ranks import combine, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
 from ..compare.rules import Rules, Threshold, parse_threshold
 from ..errors import ConfigError, GpuprofError
 from ..metrics.measure import METRICS, measure
+from ..metrics.ranks import rank_skew
 from ..options import default
 from ..report.document import results_document
 from ..report.escaping import terminal_text
@@ -35,19 +38,21 @@ from ..report.junit import junit_properties
 from ..report.terminal import session_lines
 from ..report.words import failure_message
 from ..report.writers import write_reports
+from ..trace.kineto import load_kineto
 from ..trace.model import Trace
-from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
+from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend, unique_trace_name
 from .bench import GpuBenchmark
 from ..compare.alongside import base_entry
 from .alongside import Sides, SideRun, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
-from .ranks import this_rank
+from .ranks import RankOutcome, this_rank
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
 NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 #: Why a distributed test is among the profiled tests not measured.
-UNPROFILED_RANKS = "a distributed test (world_size): its ranks ran it, not profiled (per-rank profiling is not built yet)"
+UNPROFILED_RANKS = ("a distributed test (world_size) under --gpuprof-nsys: its ranks ran it, not profiled (they are "
+                    "profiled with torch.profiler's backend)")
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,7 @@ class Settings:
 PROFILER = pytest.StashKey[GpuProf]()
 BENCHMARK = pytest.StashKey[Any]()
 RESULT = pytest.StashKey[TestResult]()  # a test judged early (bench.GpuBenchmark measured it)
+RANKS = pytest.StashKey[list[RankOutcome]]()  # a distributed test's profiled ranks, once they all passed
 
 
 def is_profiled(item: pytest.Item) -> bool:
@@ -174,6 +180,66 @@ class GpuprofSession:
             result = TestResult(nodeid, "error", message=str(exc))
         self._add_result(result)
         return result
+
+    def rank_profiling(self, item: pytest.Item) -> tuple[list[str], Path] | None:
+        """The gpuprof options of a distributed test's ranks and the folder they write to
+        (``run.ranks.spawn``): each rank measures its own steps and is judged against nothing;
+        None when its ranks are not profiled (torch.profiler's backend profiles them; nsys's
+        does not yet)."""
+        if not isinstance(self.backend, TorchBackend):
+            return None
+        folder = self.backend.ranks_folder(item.nodeid)
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "baselines").mkdir(parents=True)
+        args = [f"--gpuprof-baseline-dir={folder / 'baselines'}", "--gpuprof-confirm=0",
+                f"--gpuprof-timeline-events={self.settings.timeline_events}", *self._plan_args()]
+        return args, folder
+
+    def judge_ranks(self, item: pytest.Item, outcomes: list[RankOutcome]) -> TestResult:
+        """Judge a distributed test from its ranks' traces (``outcomes``: its ranks, profiled;
+        none when replaying kept traces), each rank against its own entry and the skew against
+        the recorded runs' (``compare.ranks``); one result for the test."""
+        s, nodeid = self.settings, item.nodeid
+        try:
+            traces = self._rank_traces(item, outcomes)
+            measured = {rank: measure(load_kineto(path)) for rank, path in traces.items()}
+            file = baseline.baseline_file(s.baseline_dir, nodeid)
+            rules = self.rules_for(nodeid, marker_arguments(item))
+            ranks = {}
+            for rank, m in measured.items():
+                ranks[rank] = of_measurement(nodeid, m, s.backend, s.timeline_events)
+                kept = s.keep_traces or isinstance(self.backend, ReplayBackend)
+                ranks[rank].trace, ranks[rank].machine, ranks[rank].baseline_file = (
+                    traces[rank] if kept else None), self.machine, file
+            entry = baseline.entry(file, nodeid, ranks[0].gpu)
+            for rank, m in measured.items():
+                evaluate(ranks[rank], m, rank_entry(entry, rank), rank_rules(rules), update=s.update_baseline,
+                         strict=False)
+            result = fail_unjudged(combine(nodeid, ranks, rank_skew(measured), entry, rules, s.update_baseline),
+                                   s.strict)
+            if s.update_baseline:
+                new, how = new_distributed_entry(result, entry, s.baseline_runs)
+                self._add_entry(str(file), nodeid, result.gpu, new, how)
+        except GpuprofError as exc:
+            result = TestResult(nodeid, "error", message=str(exc))
+        finally:
+            if outcomes and outcomes[0].results is not None:
+                shutil.rmtree(outcomes[0].results.parent, ignore_errors=True)
+        self._add_result(result)
+        return result
+
+    def _rank_traces(self, item: pytest.Item, outcomes: list[RankOutcome]) -> dict[int, Path]:
+        """Each rank's trace: replayed from ``rank_nodeid``'s trace name, or the one the rank
+        kept, moved (with ``--gpuprof-keep-traces``) beside the other tests' traces under that
+        name, where a replay finds it."""
+        if isinstance(self.backend, ReplayBackend):
+            size = marker_arguments(item).get("world_size", 1)
+            return {rank: self.backend.path(rank_nodeid(item.nodeid, rank)) for rank in range(size)}
+        traces = {o.rank: _rank_trace(o) for o in sorted(outcomes)}
+        if not self.settings.keep_traces:
+            return traces
+        return {rank: path.replace(self.backend.folder / unique_trace_name(rank_nodeid(item.nodeid, rank)))
+                for rank, path in traces.items()}
 
     @property
     def sides(self) -> Sides | None:
@@ -292,7 +358,7 @@ class GpuprofSession:
         every process of every pair."""
         if not is_profiled(item):
             return
-        reason = self._unmeasurable(item.nodeid)
+        reason = self._unmeasurable(item)
         if reason:
             self._add_skipped(item.nodeid, reason)
             pytest.skip(f"gpuprof: {reason}")
@@ -301,9 +367,13 @@ class GpuprofSession:
 
             self.machine = measure_machine(torch.cuda.current_device())
 
-    def _unmeasurable(self, nodeid: str) -> str | None:
-        if isinstance(self.backend, ReplayBackend):
-            return self.backend.missing(nodeid)
+    def _unmeasurable(self, item: pytest.Item) -> str | None:
+        if isinstance(self.backend, ReplayBackend):  # a distributed test: its ranks' traces
+            try:
+                ranks = marker_arguments(item).get("world_size", 1)
+            except ConfigError:
+                ranks = 1  # the test fails naming its bad marker argument when it runs
+            return self.backend.missing(item.nodeid if ranks <= 1 else rank_nodeid(item.nodeid, 0))
         if self.backend.needs_gpu:
             import torch
 
@@ -380,9 +450,15 @@ class GpuprofSession:
     def _profiled_call(self, item: pytest.Item):
         if not is_profiled(item):
             return (yield)
-        if self._spawns_ranks(item):  # its ranks ran it: profiling them is not built yet
+        if self._spawns_ranks(item):  # its ranks ran it (plugin.pytest_pyfunc_call), each profiled
             outcome = yield
-            self._add_skipped(item.nodeid, UNPROFILED_RANKS)
+            if RANKS not in item.stash:
+                self._add_skipped(item.nodeid, UNPROFILED_RANKS)
+                return outcome
+            result = self.judge_ranks(item, item.stash[RANKS])
+            item.user_properties.extend(junit_properties(result))
+            if result.failed:
+                pytest.fail(failure_message(result), pytrace=False)
             return outcome
         self.backend.start()
         if self.backend.runs_tests:
@@ -405,7 +481,7 @@ class GpuprofSession:
             confirm(result, self._confirm_args(), item.config.rootpath, self.settings.confirm,
                     self.settings.confirm_timeout, lambda line: _say(item.config, line))
         item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
-        if result.failed:
+        if result.status == "error" or result.failed and this_rank() is None:  # a rank's verdicts: its test's
             pytest.fail(failure_message(result), pytrace=False)
         return outcome
 
@@ -499,6 +575,18 @@ class GpuprofSession:
         is one of those processes or replayed kept traces (the same traces again)."""
         return (self.settings.update_baseline and self.settings.record_processes > 1 and not recording_again()
                 and self.settings.replay_dir is None)
+
+
+def _rank_trace(outcome: RankOutcome) -> Path:
+    """The trace a profiled rank kept, from its results document; an error naming the rank
+    when it measured nothing."""
+    doc = json.loads(outcome.results.read_text()) if outcome.results.is_file() else {}
+    tests = doc.get("tests") or []
+    trace = tests[0].get("trace") if len(tests) == 1 else None
+    if trace is None or not Path(trace).is_file():
+        why = tests[0].get("message") if len(tests) == 1 else "no results document"
+        raise GpuprofError(f"rank {outcome.rank} measured nothing ({why or 'no trace kept'}): {outcome.results}")
+    return Path(trace)
 
 
 def _say(config: pytest.Config, line: str) -> None:

@@ -34,10 +34,10 @@ from ...compare.rules import same
 from ...compare.verdicts import BROKEN, compared_values
 from ...files import write_atomic
 from ...metrics import timeline
-from ...metrics.measure import METRICS
+from ...metrics.measure import METRICS, is_comm_kernel
 from ...numbers import format_number
 from ..names import full_name, short_name
-from ..values import Shown, shown_values
+from ..values import Shown, rank_sections, shown_values
 from ..words import change, health_lines, verdict_line
 
 #: Colours of test statuses and verdicts (the failure colour is the one tests look for).
@@ -61,11 +61,11 @@ VERDICT_COLORS = {
 OPEN_STATUSES = ("error", "failed", "unstable", "undecided", "improved", "no baseline")
 #: Timeline colours by activity kind, close to Nsight Systems' (kernels blue, HtoD green, DtoH pink).
 KIND_COLORS = {
-    "kernel": "#3b73b9", "htod": "#2ca02c", "dtoh": "#d6409f", "dtod": "#ff8c1a",
+    "kernel": "#3b73b9", "comm": "#9467bd", "htod": "#2ca02c", "dtoh": "#d6409f", "dtod": "#ff8c1a",
     "ptop": "#8c564b", "htoh": "#7f7f7f", "other": "#bcbd22", "memset": "#17becf",
 }
 KIND_LABELS = {
-    "kernel": "kernel", "htod": "Memcpy HtoD", "dtoh": "Memcpy DtoH", "dtod": "Memcpy DtoD",
+    "kernel": "kernel", "comm": "NCCL kernel", "htod": "Memcpy HtoD", "dtoh": "Memcpy DtoH", "dtod": "Memcpy DtoD",
     "ptop": "Memcpy PtoP", "htoh": "Memcpy HtoH", "other": "Memcpy (other)", "memset": "Memset",
 }
 #: The summary table's columns: metric, heading.
@@ -88,14 +88,14 @@ def write_html(doc: dict[str, Any], path: Path) -> None:
 
 def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
     """The whole page as one string; ``folder``: where it will lie, to link kept traces."""
-    tests = doc.get("tests") or []
+    tests = [shown for t in doc.get("tests") or [] for shown in rank_sections(t)]
     return _environment().get_template("report.html.j2").render(
         doc=doc,
         tests=[_test(i, t, folder) for i, t in enumerate(tests)],
         summary=[_summary_row(i, t) for i, t in enumerate(tests)],
         summary_heads=[head for _, head in SUMMARY_METRICS],
         gpus=", ".join(sorted({t["gpu"] for t in tests if t.get("gpu")})) or "n/a",
-        failing=sum(1 for t in tests if t.get("status") in FAILED_STATUSES),
+        failing=sum(1 for t in doc.get("tests") or [] if t.get("status") in FAILED_STATUSES),
         status_colors=STATUS_COLORS, kind_colors=KIND_COLORS, kind_labels=KIND_LABELS,
     )
 
@@ -290,7 +290,8 @@ def _timeline(t: dict[str, Any]) -> dict[str, Any]:
                    if label == "baseline" else "no timeline sample for this run")
             runs.append({"label": label, "missing": why})
             continue
-        events = timeline.events(sample)
+        events = [{**e, "kind": "comm"} if e["kind"] == "kernel" and is_comm_kernel(e["name"]) else e
+                  for e in timeline.events(sample)]
         kinds = [set() for _ in sample["streams"]]
         for e in events:
             kinds[e["lane"]].add(e["kind"])
@@ -314,8 +315,10 @@ def _timeline(t: dict[str, Any]) -> dict[str, Any]:
 
 def _role(kinds: set[str]) -> str:
     """What runs on a stream, in Nsight's words: compute, copy (with directions) or both."""
-    copies = sorted(KIND_LABELS[k].replace("Memcpy ", "") for k in kinds if k != "kernel")
-    if "kernel" not in kinds:
+    copies = sorted(KIND_LABELS[k].replace("Memcpy ", "") for k in kinds if k not in ("kernel", "comm"))
+    if kinds == {"comm"}:
+        return "communication"
+    if not kinds & {"kernel", "comm"}:
         return "copy " + "/".join(copies)
     return "compute" + (" + " + "/".join(copies) if copies else "")
 

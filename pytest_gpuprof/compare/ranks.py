@@ -1,0 +1,105 @@
+"""A distributed test judged as one (``@pytest.mark.gpuprof(world_size=N)``): each rank's
+measurement against that rank's baseline, as any test's, and how far the slowest rank runs
+behind the others (``rank_skew``) against the recorded runs' skews; one status for the test.
+
+A distributed test's baseline entry (one per GPU model, as any test's) holds an entry per
+rank under ``ranks`` and the skew of each recorded run under ``rank_skew``
+(docs/metrics.md "Several ranks").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+from ..metrics.ranks import TEST_METRICS
+from ..numbers import format_number
+from .evaluate import STATUSES, TestResult, new_baseline_entry
+from .rules import Rules
+from .verdicts import Verdict, check_threshold, test_status
+
+
+def rank_nodeid(nodeid: str, rank: int) -> str:
+    """How a rank of a distributed test is named where it is shown or kept on its own (its
+    row in the reports, its kept trace's file name)."""
+    return f"{nodeid} [rank {rank}]"
+
+
+def rank_rules(rules: Rules) -> Rules:
+    """A rank's rules: the thresholds on the test as a whole (``rank_skew``) are not its."""
+    return dataclasses.replace(rules, thresholds=tuple(t for t in rules.thresholds if t.metric not in TEST_METRICS))
+
+
+def rank_entry(entry: Mapping[str, Any] | None, rank: int) -> dict[str, Any] | None:
+    """The baseline entry of one rank (None: that rank has none, or the test no entry)."""
+    return ((entry or {}).get("ranks") or {}).get(str(rank))
+
+
+#: How many times the recorded runs' range of ``rank_skew`` a run may exceed their largest by.
+SKEW_SPREADS = 3
+
+
+def judge_skew(skew: float | None, entry: Mapping[str, Any] | None, rules: Rules, update: bool) -> list[Verdict]:
+    """``rank_skew``'s thresholds, then (not while recording) the skew against the recorded
+    runs': worse when it exceeds the largest of them by more than the ratio tolerance or
+    ``SKEW_SPREADS`` times their range, whichever is larger.  The skew is one number a run,
+    of CPU step spans: where the ranks' hosts run ahead of their GPUs it moves from process
+    to process as their launch queues fill, and the recorded runs' range says by how much."""
+    spec = TEST_METRICS["rank_skew"]
+    verdicts = [check_threshold(t, skew) for t in rules.thresholds if t.metric == spec.name]
+    recorded = [s for s in (entry or {}).get("rank_skew") or [] if s is not None]
+    if update or entry is None:
+        return verdicts
+    if skew is None or not recorded:
+        return verdicts + [Verdict(spec.name, "ok", max(recorded, default=None), skew,
+                                   "not compared: no value in one of the runs", relative=False)]
+    worst, allowed = max(recorded), max(rules.tolerance(spec), SKEW_SPREADS * (max(recorded) - min(recorded)))
+    rule = (f"at most the recorded runs' largest {spec.name} + max({format_number(rules.tolerance(spec))}, "
+            f"{SKEW_SPREADS} x their range) = {format_number(worst + allowed)}")
+    status = "regressed" if skew > worst + allowed else "ok"
+    return verdicts + [Verdict(spec.name, status, worst, skew, rule, relative=False,
+                               evidence=f"recorded runs' {spec.name}: {', '.join(map(format_number, recorded))}")]
+
+
+def combine(nodeid: str, ranks: Mapping[int, TestResult], skew: float | None, entry: Mapping[str, Any] | None,
+            rules: Rules, update: bool) -> TestResult:
+    """The test's one result from its judged ranks: each rank's verdicts (with its rank), the
+    skew's; the worst rank's status (``evaluate.STATUSES`` runs from worst to best), or the
+    skew's failure; what each rank's measurement showed, said with its rank."""
+    skew_verdicts = judge_skew(skew, entry, rules, update)
+    verdicts = skew_verdicts + [dataclasses.replace(v, rank=r) for r, t in sorted(ranks.items()) for v in t.verdicts]
+    statuses = [t.status for t in ranks.values()]
+    if update:
+        statuses.append("failed" if any(v.failed for v in skew_verdicts) else "updated")
+    else:
+        statuses.append(test_status(skew_verdicts, entry is not None))
+    first = ranks[min(ranks)]
+    said = {field: [f"rank {r}: {line}" for r, t in sorted(ranks.items()) for line in getattr(t, field)]
+            for field in ("health", "slower_machine", "notes")}
+    return TestResult(
+        nodeid, min(statuses, key=STATUSES.index), first.gpu, {"rank_skew": skew}, verdicts=verdicts,
+        baseline=None if entry is None else {"rank_skew": max(entry.get("rank_skew") or [None], key=_none_low)},
+        baseline_file=first.baseline_file, trace=first.trace, backend=first.backend, environment=first.environment,
+        message="; ".join(f"rank {r}: {t.message}" for r, t in sorted(ranks.items()) if t.message),
+        machine=first.machine, **said, ranks={str(r): t for r, t in sorted(ranks.items())},
+    )
+
+
+def _none_low(value: float | None) -> float:
+    return float("-inf") if value is None else value
+
+
+def new_distributed_entry(result: TestResult, previous: Mapping[str, Any] | None,
+                          keep_runs: int) -> tuple[dict[str, Any], str]:
+    """The entry ``--gpuprof-update-baseline`` stores for a distributed test: each rank's as
+    any test's (``new_baseline_entry``), and the skews of the runs the ranks keep."""
+    ranks, hows = {}, []
+    for r, t in (result.ranks or {}).items():
+        ranks[r], how = new_baseline_entry(t, rank_entry(previous, int(r)), keep_runs)
+        hows.append(how)
+    kept = min(len(e["runs"]) for e in ranks.values())
+    skews = ([*(previous or {}).get("rank_skew", []), (result.metrics or {}).get("rank_skew")])[-kept:]
+    how = hows[0] if len(set(hows)) == 1 else "; ".join(f"rank {r}: {h}" for r, h in zip(ranks, hows))
+    entry = {"backend": result.backend, "environment": result.environment, "metrics": {"rank_skew": skews[-1]},
+             "rank_skew": skews, "ranks": ranks}
+    return entry, how
