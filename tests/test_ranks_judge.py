@@ -1,0 +1,180 @@
+"""A distributed test judged as one (compare/ranks.py), on real two-GPU traces recorded on
+two H100s (tests/data/ranks, tests/data/record_ranks.py): each rank's communication metrics
+worked out by hand from the raw trace, both backends' counts per rank, every rank against
+its own baseline entry, the skew against the recorded runs', and the entry's checks."""
+
+import copy
+import gzip
+import json
+import sqlite3
+import statistics
+from pathlib import Path
+
+import pytest
+from naive import Naive
+
+from pytest_gpuprof.compare import baseline
+from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
+from pytest_gpuprof.compare.ranks import SKEW_SPREADS, combine, judge_skew, new_distributed_entry, rank_entry, rank_rules
+from pytest_gpuprof.compare.rules import Rules, parse_threshold
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.metrics.ranks import rank_skew
+from pytest_gpuprof.report.words import failure_message
+from pytest_gpuprof.trace.kineto import load_kineto
+from pytest_gpuprof.trace.nsys_sqlite import cuda_processes, load_nsys
+
+DATA = Path(__file__).parent / "data" / "ranks"
+WORKLOADS = ("ddp", "moe")
+
+
+def trace(workload: str, rank: int) -> Path:
+    return DATA / f"{workload}_rank{rank}.pt.trace.json.gz"
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return {w: {r: measure(load_kineto(trace(w, r))) for r in (0, 1)} for w in WORKLOADS}
+
+
+def judged(ms, entry, rules=Rules(), update=False):
+    ranks = {r: of_measurement("t.py::test_d", m, "torch") for r, m in ms.items()}
+    for r, m in ms.items():
+        evaluate(ranks[r], m, rank_entry(entry, r), rank_rules(rules), update=update, strict=False)
+    return combine("t.py::test_d", ranks, rank_skew(ms), entry, rules, update)
+
+
+def recorded(ms, runs=1):
+    entry = None
+    for _ in range(runs):
+        entry = json.loads(json.dumps(new_distributed_entry(judged(ms, entry, update=True), entry, 3)[0]))
+    return entry
+
+
+# --- each rank's communication, worked out from the raw trace ------------------------
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("rank", (0, 1))
+def test_communication_metrics_match_a_hand_reading_of_the_trace(measured, workload, rank):
+    naive = Naive(trace(workload, rank))
+    comm = [(s, e) for name, s, e, _, _ in naive.kernels if name.startswith("nccl")]
+    others = [(s, e) for name, s, e, _, _ in naive.all_kernels if not name.startswith("nccl")]
+    union = naive.union(comm, float("-inf"), float("inf"))
+    hidden = sum(max(0, min(e, oe) - max(s, os_)) for s, e in union
+                 for os_, oe in naive.union(others, float("-inf"), float("inf")))
+    union_ns = sum(e - s for s, e in union)
+    m = measured[workload][rank].metrics
+    assert m["comm_kernel_count"] == len(comm) > 0
+    assert m["comm_time_us"] == pytest.approx(sum(e - s for s, e in comm) / 1000, abs=1e-3)
+    assert m["exposed_comm_us"] == pytest.approx((union_ns - hidden) / 1000, abs=1e-3)
+    assert m["comm_compute_overlap"] == pytest.approx(hidden / union_ns, abs=1e-6)
+    # by construction: DDP all-reduces each of its 8 layers' gradients a step, the MoE layer
+    # sends its tokens to the experts and back (one all-to-all each way)
+    assert m["comm_kernel_count"] == {"ddp": 8, "moe": 2}[workload] * m["step_count"]
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_rank_skew_is_worked_out_from_each_ranks_step_annotations(measured, workload):
+    medians = []
+    for rank in (0, 1):
+        naive = Naive(trace(workload, rank))
+        starts = [s for s, _ in naive.steps] + [naive.w[1]]
+        medians.append(statistics.median(b - a for a, b in zip(starts, starts[1:])))
+    mean = sum(medians) / 2
+    assert rank_skew(measured[workload]) == pytest.approx((max(medians) - mean) / mean, abs=1e-6)
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_both_backends_count_the_same_on_every_rank(workload, tmp_path):
+    """One nsys report held both ranks' processes, recorded beside the Kineto traces."""
+    report = tmp_path / f"{workload}.sqlite"
+    report.write_bytes(gzip.decompress((DATA / f"{workload}.sqlite.gz").read_bytes()))
+    processes = dict(cuda_processes(report))  # pid -> the device of most of its work
+    assert len(processes) == 2
+    with sqlite3.connect(report) as db:  # which process ran on which GPU, read here: its kernels' device
+        device = {pid: db.execute("SELECT DISTINCT deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE "
+                                  "(globalPid >> 24) & 0xFFFFFF = ?", (pid,)).fetchall() for pid in processes}
+    assert {pid: rows for pid, rows in device.items()} == {pid: [(d,)] for pid, d in processes.items()}
+    by_rank = {d: pid for pid, d in processes.items()}  # one process a GPU: its device is its rank
+    assert sorted(by_rank) == [0, 1]
+    counts = [k for k, v in measure(load_kineto(trace(workload, 0))).metrics.items() if k.endswith("_count")]
+    for rank, pid in by_rank.items():
+        nsys = measure(load_nsys(report, process=pid)).metrics
+        torch = measure(load_kineto(trace(workload, rank))).metrics
+        assert {k: nsys[k] for k in counts} == {k: torch[k] for k in counts}, rank
+
+
+# --- judged as one test -------------------------------------------------------------
+
+def test_each_rank_is_judged_against_its_own_entry_and_named(measured):
+    ms = measured["ddp"]
+    entry = recorded(ms)
+    again = judged(ms, entry)
+    assert again.status == "passed" and sorted(again.ranks) == ["0", "1"]
+    assert {v.rank for v in again.verdicts} == {None, 0, 1}  # the skew's, then each rank's
+    # rank 1's entry recorded one kernel fewer a step: only rank 1 fails, and says so
+    edited = copy.deepcopy(entry)
+    own = edited["ranks"]["1"]
+    own["metrics"]["kernel_count"] -= own["metrics"]["step_count"]
+    own["per_step"]["kernel_count"] = [n - 1 for n in own["per_step"]["kernel_count"]]
+    for run in own["runs"]:
+        run["per_step"]["kernel_count"] = [n - 1 for n in run["per_step"]["kernel_count"]]
+    broken = judged(ms, edited)
+    assert broken.status == "failed" and broken.ranks["0"].status == "passed" and broken.ranks["1"].status == "failed"
+    [v] = [v for v in broken.verdicts if v.failed]
+    assert (v.rank, v.metric, v.baseline, v.current) == (1, "kernel_count", 85, 86)
+    assert "  rank 1 kernel_count: baseline 85, current 86 (+1.2%) [changed; rule: must match exactly per step]" \
+        in failure_message(broken).splitlines()
+
+
+def test_a_threshold_must_hold_on_every_rank(measured):
+    ms = measured["ddp"]
+    overlaps = [m.metrics["comm_compute_overlap"] for m in ms.values()]
+    between = (min(overlaps) + max(overlaps)) / 2  # one rank above it, the other below
+    rules = Rules(thresholds=(parse_threshold(f"comm_compute_overlap >= {between}", "test"),))
+    result = judged(ms, None, rules)
+    low = overlaps.index(min(overlaps))
+    broken = [(v.rank, v.metric) for v in result.verdicts if v.failed]
+    assert result.status == "failed" and broken == [(low, "comm_compute_overlap")]
+
+
+def test_the_skew_is_judged_against_the_recorded_runs_spread():
+    rules = Rules()
+    entry = {"rank_skew": [0.02, 0.05, 0.03]}
+    tolerance = rules.ratio_tolerance
+    assert max(tolerance, SKEW_SPREADS * 0.03) == pytest.approx(0.09)
+    [ok] = judge_skew(0.05 + 0.09 - 1e-6, entry, rules, update=False)
+    [bad] = judge_skew(0.05 + 0.09 + 1e-6, entry, rules, update=False)
+    assert ok.status == "ok" and bad.status == "regressed" and bad.baseline == 0.05
+    assert "recorded runs' rank_skew: 0.02, 0.05, 0.03" in bad.evidence
+    # one recorded run: the ratio tolerance alone
+    [one] = judge_skew(0.02 + tolerance + 1e-6, {"rank_skew": [0.02]}, rules, update=False)
+    assert one.status == "regressed"
+    # a threshold on the skew is the test's, not a rank's
+    rules = Rules(thresholds=(parse_threshold("rank_skew <= 0.1", "test"),))
+    assert rank_rules(rules).thresholds == ()
+    [threshold] = judge_skew(0.2, None, rules, update=True)
+    assert threshold.status == "threshold"
+
+
+def test_recording_twice_keeps_both_runs_per_rank_and_their_skews(measured):
+    ms = measured["moe"]
+    entry = recorded(ms, runs=2)
+    assert entry["rank_skew"] == [rank_skew(ms)] * 2
+    assert all(len(entry["ranks"][r]["runs"]) == 2 for r in ("0", "1"))
+    baseline.check_entry(entry)
+
+
+@pytest.mark.parametrize("edit, where", [
+    (lambda e: e.update(ranks={}), "ranks must be an object of an entry per rank"),
+    (lambda e: e["ranks"].update(one=e["ranks"]["0"]), "ranks must be an object of an entry per rank"),
+    (lambda e: e["ranks"]["1"]["metrics"].update(kernel_count=-1), "ranks.1.metrics.kernel_count must be"),
+    (lambda e: e.update(rank_skew=[]), "rank_skew must be a non-empty list"),
+    (lambda e: e.update(rank_skew=[float("nan")]), "rank_skew must be a non-empty list"),
+])
+def test_a_damaged_distributed_entry_is_refused_naming_the_part(measured, edit, where, tmp_path):
+    entry = recorded(measured["moe"])
+    edit(entry)
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"schema_version": 1, "tests": {"t.py::test_d": {"GPU": entry}}}))
+    with pytest.raises(baseline.BaselineError, match=where):
+        baseline.entry(path, "t.py::test_d", "GPU")
