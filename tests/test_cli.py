@@ -14,7 +14,7 @@ METRIC_KEYS = (
     + [f"memcpy_{k}_{w}" for k in ("htod", "dtoh", "dtod", "ptop") for w in ("count", "bytes", "time_us", "gbps")]
     + ["memset_count", "gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_efficiency", "sync_count",
        "sync_wait_fraction", "window_us", "comm_kernel_count", "comm_time_us", "comm_compute_overlap",
-       "exposed_comm_us", "launch_call_us", "step_count", "step_gpu_time_us",
+       "exposed_comm_us", "collectives", "launch_call_us", "step_count", "step_gpu_time_us",
        "peak_memory_allocated_bytes"]
 )
 

@@ -178,3 +178,56 @@ def test_a_damaged_distributed_entry_is_refused_naming_the_part(measured, edit, 
     path.write_text(json.dumps({"schema_version": 1, "tests": {"t.py::test_d": {"GPU": entry}}}))
     with pytest.raises(baseline.BaselineError, match=where):
         baseline.entry(path, "t.py::test_d", "GPU")
+
+
+# --- collectives ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("rank", (0, 1))
+def test_collectives_are_the_record_param_comms_calls_of_the_steps(measured, workload, rank):
+    """Each ``record_param_comms`` CPU op in a profiled step, read from the raw JSON: its
+    collective and its input's bytes (elements times the dtype's size)."""
+    with gzip.open(trace(workload, rank), "rt") as fh:
+        events = [e for e in json.load(fh)["traceEvents"] if e.get("name") == "record_param_comms"]
+    naive = Naive(trace(workload, rank))
+    calls = [e["args"] for e in events if naive.step_of(round(e["ts"] * 1000)) is not None]
+    size = {"BFloat16": 2, "Float": 4}
+    expected = {}
+    for args in calls:
+        name = {"allreduce": "all_reduce", "all_to_allv": "all_to_all"}[args["Collective name"]]
+        row = expected.setdefault(name, {"count": 0, "bytes": 0})
+        row["count"] += 1
+        row["bytes"] += args["In msg nelems"] * size[args["dtype"]]
+    assert measured[workload][rank].metrics["collectives"] == expected
+    # by construction: DDP all-reduces each layer's 32 MiB of bf16 gradients (4096 x 4096), the
+    # MoE layer sends 8 experts x 1280 slots x 1024 bf16 values each way
+    steps = measured[workload][rank].metrics["step_count"]
+    assert expected == {"ddp": {"all_reduce": {"count": 8 * steps, "bytes": 8 * steps * 4096 * 4096 * 2}},
+                        "moe": {"all_to_all": {"count": 2 * steps, "bytes": 2 * steps * 8 * 1280 * 1024 * 2}}}[workload]
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_nccl_nvtx_ranges_count_the_same_collectives(workload, tmp_path):
+    """nsys records each call as a range of NCCL's own NVTX domain (``ncclAllReduce``), without its size."""
+    report = tmp_path / f"{workload}.sqlite"
+    report.write_bytes(gzip.decompress((DATA / f"{workload}.sqlite.gz").read_bytes()))
+    for pid, device in cuda_processes(report):
+        nsys = measure(load_nsys(report, process=pid)).metrics["collectives"]
+        torch = measure(load_kineto(trace(workload, device))).metrics["collectives"]
+        assert {n: r["count"] for n, r in nsys.items()} == {n: r["count"] for n, r in torch.items()}
+        assert all(r["bytes"] is None for r in nsys.values())
+
+
+def test_a_collective_changed_is_a_changed_count_on_its_rank(measured):
+    ms = measured["moe"]
+    entry = recorded(ms)
+    own = entry["ranks"]["0"]["metrics"]["collectives"]
+    own["all_to_all"]["bytes"] //= 2  # recorded with half the tokens sent
+    own["all_reduce"] = {"count": own["all_to_all"]["count"], "bytes": 4096}  # and one all-reduce a step more
+    result = judged(ms, entry)
+    broken = sorted((v.rank, v.metric, v.baseline, v.current) for v in result.verdicts if v.failed)
+    sent = ms[0].metrics["collectives"]["all_to_all"]["bytes"] / ms[0].metrics["step_count"]
+    assert broken == [(0, "collectives[all_reduce].count", 2.0, 0.0),
+                      (0, "collectives[all_to_all].bytes", sent / 2, sent)]
+    assert "  rank 0 collectives[all_reduce].count: baseline 2, current 0 (-100.0%) [changed; rule: count per step " \
+           "must match exactly]" in failure_message(result).splitlines()

@@ -269,6 +269,14 @@ def _check_metrics(metrics: Any) -> None:
         _need(_integer(row.get("count")), f"{where}.count", _INTEGER, row.get("count"))
         _need(_number(row.get("time_us")), f"{where}.time_us", _NUMBER, row.get("time_us"))
     _need(kernels or not metrics["kernel_count"], "metrics.kernels", "the counts of the kernels that ran", kernels)
+    collectives = metrics.get("collectives", {})  # absent from entries recorded before it
+    _need(isinstance(collectives, dict), "metrics.collectives", "an object of collective names", collectives)
+    for name, row in collectives.items():
+        where = f"metrics.collectives[{name}]"
+        _need(isinstance(row, dict), where, "an object", row)
+        _need(_integer(row.get("count")), f"{where}.count", _INTEGER, row.get("count"))
+        _need(row.get("bytes") is None or _integer(row.get("bytes")), f"{where}.bytes", f"{_INTEGER} or null",
+              row.get("bytes"))
 
 
 def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False) -> None:

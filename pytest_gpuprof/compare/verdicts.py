@@ -90,6 +90,9 @@ def compared_values(metrics: Mapping[str, Any]) -> dict[str, float | None]:
             out[name] = value / steps if spec.per_step else value
     for kernel, row in (metrics.get("kernels") or {}).items():
         out[f"kernels[{kernel}].count"] = row["count"] / steps
+    for name, row in (metrics.get("collectives") or {}).items():
+        out[f"collectives[{name}].count"] = row["count"] / steps
+        out[f"collectives[{name}].bytes"] = None if row["bytes"] is None else row["bytes"] / steps
     return out
 
 
@@ -248,7 +251,25 @@ def judge(
             verdicts.append(Verdict(key, "vanished", b, None, "kernel in the baseline, absent now"))
         elif not same(b, c):
             verdicts.append(Verdict(key, "changed", b, c, "count per step must match exactly"))
-    return verdicts
+    return verdicts + _collective_verdicts(before, now, "collectives" in baseline and "collectives" in current)
+
+
+def _collective_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], both: bool) -> list[Verdict]:
+    """Each collective's calls and bytes per step, exact (a collective new or gone is a count
+    from or to 0); bytes only where both runs record them.  None where either run's metrics
+    predate ``collectives``."""
+    if not both:
+        return []
+    out = []
+    for key in sorted({k for k in list(now) + list(before) if k.startswith("collectives[")}):
+        b, c = before.get(key), now.get(key)
+        if key.endswith(".count"):
+            b, c = b or 0.0, c or 0.0
+        elif b is None or c is None:
+            continue
+        if not same(b, c):
+            out.append(Verdict(key, "changed", b, c, f"{key.rsplit('.', 1)[1]} per step must match exactly"))
+    return out
 
 
 #: Copies too short for their bandwidth to be judged: the baseline's copies of the kind take

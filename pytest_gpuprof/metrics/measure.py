@@ -65,8 +65,8 @@ def _specs() -> dict[str, MetricSpec]:
     return {s.name: s for s in specs}
 
 
-#: Every scalar metric, in report order.  ``kernels`` and ``step_gpu_time_us`` are
-#: the two non-scalar members of the metrics object.
+#: Every scalar metric, in report order.  ``kernels``, ``collectives`` and ``step_gpu_time_us``
+#: are the non-scalar members of the metrics object.
 METRICS: dict[str, MetricSpec] = _specs()
 #: The count metrics; a step whose counts differ from the median step's is no host stall
 #: (``health.stalled_steps``).
@@ -238,6 +238,7 @@ def measure(trace: Trace) -> Measurement:
     metrics["sync_wait_fraction"] = _ratio(int(_dur(syncs).sum()), width)
     per_step["sync_wait_fraction"] = _ratios(np.asarray(_bincount(r_step[sync_mask], n, _dur(syncs))), slices)
     _communication(trace, kernels, k_step[k_step >= 0], n, metrics, per_step)
+    metrics["collectives"] = _collectives(trace.collectives, step_start, step_end)
     metrics["window_us"] = _us(w_end - w_start)
     per_step["window_us"] = [_us(v) for v in slices]
     per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
@@ -262,6 +263,18 @@ def measure(trace: Trace) -> Measurement:
     ], ignore_index=True)
     return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work,
                        trace.ranges)
+
+
+def _collectives(calls: pd.DataFrame, step_start: np.ndarray, step_end: np.ndarray) -> dict[str, dict]:
+    """The collective calls made in the measured steps (by their CPU start), per collective:
+    ``count`` and ``bytes`` (their inputs' bytes; null where the trace does not record a call's
+    size), in name order."""
+    inside = calls[_step_of(calls["start"].to_numpy(np.int64), step_start, step_end) >= 0]
+    out = {}
+    for name, own in inside.groupby("name", observed=True, sort=True):
+        size = own["bytes"].to_numpy(np.int64)
+        out[str(name)] = {"count": int(len(own)), "bytes": None if (size < 0).any() else int(size.sum())}
+    return out
 
 
 def _communication(trace: Trace, kernels: pd.DataFrame, steps: np.ndarray, n: int, metrics: dict,

@@ -106,20 +106,34 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     lines += [
         row("memset", "memset_count"),
         row("sync calls", "sync_count"),
+        row("nccl kernels", "comm_kernel_count", "comm_time_us"),
+        row("exposed comm", None, "exposed_comm_us"),
         row("window", None, "window_us"),
         "",
-        f"{'':<18} {'median step':<23} over all {n} steps (the whole window)",
+        f"{'':<20} {'median step':<23} over all {n} steps (the whole window)",
     ]
-    for ratio in ("gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction"):
+    for ratio in ("gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction",
+                  "comm_compute_overlap"):
         if ratio == "pcie_utilization" and x[ratio] is None:
-            lines.append(f"{ratio:<18} n/a (the trace does not say which PCIe link it ran on)")
+            lines.append(f"{ratio:<20} n/a (the trace does not say which PCIe link it ran on)")
+            continue
+        if ratio == "comm_compute_overlap" and x[ratio] is None:
+            lines.append(f"{ratio:<20} n/a (no NCCL kernel)")
             continue
         judged = _pct(shown[ratio].current) if ratio in summaries else "(not judged per step)"
-        lines.append(f"{ratio:<18} {judged:<23} {_pct(x[ratio])}")
+        lines.append(f"{ratio:<20} {judged:<23} {_pct(x[ratio])}")
     for kind in COPY_KINDS:
         rate = f"memcpy_{kind}_gbps"
         judged = _cell_or_blank(shown[rate].current, 0, " GB/s") if rate in summaries else "n/a"
-        lines.append(f"{rate:<18} {judged:<23} {_cell_or_blank(x[rate], 0, ' GB/s') if x[rate] else 'n/a'}")
+        lines.append(f"{rate:<20} {judged:<23} {_cell_or_blank(x[rate], 0, ' GB/s') if x[rate] else 'n/a'}")
+    if x.get("collectives"):
+        lines.append("collectives        calls and their input bytes, per step | total")
+    for name, call in (x.get("collectives") or {}).items():  # per step: total / steps, as the verdicts judge it
+        cells = [_cell_or_blank(value, width, unit) for value, width, unit in (
+            (call["count"] / n, 10, ""), (None, 14, " us"), (None if call["bytes"] is None else call["bytes"] / n, 14, " B"),
+            (call["count"], 10, ""), (None, 14, " us"), (call["bytes"], 14, " B"))]
+        unknown = "" if call["bytes"] is not None else "   (bytes not in the trace)"
+        lines.append(f"  {name:<16} {' '.join(cells[:3])}   | {' '.join(cells[3:])}".rstrip() + unknown)
     lines += [
         f"peak memory        {_bytes(x['peak_memory_allocated_bytes'])}",
         "step GPU time (us)  " + ", ".join(f"{v:.3f}" for v in x["step_gpu_time_us"]),

@@ -44,7 +44,9 @@ import pandas as pd
 
 from ..errors import TraceError
 from .model import (
+    COLLECTIVE_COLUMNS,
     COPY_COLUMNS,
+    DTYPE_BYTES,
     INT64_MAX,
     INT64_MIN,
     KERNEL_COLUMNS,
@@ -52,6 +54,7 @@ from .model import (
     RUNTIME_COLUMNS,
     SET_COLUMNS,
     Trace,
+    collective_name,
     first_problem,
     make_table,
 )
@@ -169,6 +172,7 @@ class _Columns:
         self.cols: dict[str, dict[str, list]] = {
             cat: {"name": [], "tid": [], "start": [], "dur": [], "args": {}} for cat in CATEGORIES
         }
+        self.collectives: list[tuple[int, str, int]] = []  # (start, name, bytes) of record_param_comms
 
     def add(self, cat: str, names, tids, starts, durs, args: dict[str, np.ndarray]) -> None:
         col = self.cols[cat]
@@ -230,9 +234,13 @@ def _read_chunks(path: Path) -> tuple[dict, _Columns]:
                 continue
             end = cut + len(_SEP) if cut >= 0 else 0
             _scan(data, end, columns, vouched)
+            if "distributedInfo" in header:  # only a process of a process group calls collectives
+                columns.collectives += _collectives(_comms_events(data, end))
             if last:
                 event, members = _trailer(data[end:])
                 _scan(event, len(event), columns, vouched)
+                if "distributedInfo" in header:
+                    columns.collectives += _collectives(_comms_events(event + _SEP, len(event) + len(_SEP)))
                 header.update(members)
                 break
             carry = data[end:]
@@ -375,6 +383,8 @@ def _read_generic(path: Path) -> tuple[dict, _Columns]:
         raise ValueError("no traceEvents array")
     header = _floats({k: v for k, v in doc.items() if k != "traceEvents"})
     columns = _Columns()
+    columns.collectives = _collectives(ev for ev in doc["traceEvents"]
+                                       if isinstance(ev, dict) and ev.get("name") == _COMMS_NAME)
     rows: dict[str, list[dict]] = {}
     for ev in doc["traceEvents"]:
         if _needed(ev):
@@ -399,6 +409,47 @@ def _read_generic(path: Path) -> tuple[dict, _Columns]:
         columns.add(cat, names, tids, np.array(starts, dtype=np.int64), np.array(durs, dtype=np.int64),
                     {key: np.array(values, dtype=np.int64) for key, values in args.items()})
     return header, columns
+
+
+#: The CPU op torch records for each collective call, with its name, sizes and dtype in args.
+_COMMS_NAME = "record_param_comms"
+_COMMS = b'"' + _COMMS_NAME.encode() + b'"'
+
+
+def _comms_events(data: bytes, end: int) -> list[dict]:
+    """The ``record_param_comms`` events of ``data[:end]`` (each ended by ``_SEP``), parsed:
+    a few a step, found by their name, read whole (their args hold strings the fast scan
+    does not read)."""
+    out = []
+    at = data.find(_COMMS, 0, end)  # a plain search: a regular expression over the chunk costs more
+    while at >= 0:
+        start, stop = data.rfind(b"{", 0, at), data.find(_SEP, at, end)
+        if start < 0 or stop < 0:
+            raise _Fallback
+        try:
+            event = json.loads(data[start:stop + 1], parse_float=Decimal)
+        except (ValueError, RecursionError):
+            raise _Fallback from None
+        if isinstance(event, dict) and event.get("name") == _COMMS_NAME:  # not the name in another's args
+            out.append(event)
+        at = data.find(_COMMS, stop, end)
+    return out
+
+
+def _collectives(events) -> list[tuple[int, str, int]]:
+    """(start, collective, input bytes or -1) of each ``record_param_comms`` CPU op: its
+    ``Collective name``, its ``In msg nelems`` times the size of its ``dtype``."""
+    out = []
+    for ev in events:
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        raw = args.get("Collective name")
+        if ev.get("ph") != "X" or not isinstance(raw, str):
+            continue
+        nelems, size = args.get("In msg nelems"), DTYPE_BYTES.get(args.get("dtype"))
+        exact = isinstance(nelems, int) and not isinstance(nelems, bool) and nelems >= 0 and size is not None
+        out.append((_ns(ev, "ts", f"record_param_comms {raw[:40]!r}"), collective_name(raw) or raw.lower(),
+                    nelems * size if exact and nelems * size <= INT64_MAX else -1))
+    return out
 
 
 def _ns(ev: dict, key: str, what: str) -> int:
@@ -456,6 +507,9 @@ def _build(columns: _Columns, header: dict) -> Trace:
     runtime = pd.concat([t for t in calls if len(t)] or calls[:1], ignore_index=True)
     runtime["name"] = runtime["name"].astype("category")
     ranges = make_table(RANGE_COLUMNS, cat["user_annotation"])
+    found = sorted(columns.collectives)
+    collectives = make_table(COLLECTIVE_COLUMNS, {"start": [c[0] for c in found], "name": [c[1] for c in found],
+                                                  "bytes": [c[2] for c in found]})
 
     devices = header.get("deviceProperties", [])
     if not isinstance(devices, list) or not all(
@@ -475,7 +529,8 @@ def _build(columns: _Columns, header: dict) -> Trace:
         # the rank of a process in a process group (docs/metrics.md, "Several ranks")
         metadata = {**metadata, "distributed": {"rank": distributed["rank"],
                                                 "world_size": distributed.get("world_size")}}
-    return Trace(kernels, copies, sets, runtime, ranges, source="kineto", gpu_name=gpu_name, metadata=metadata)
+    return Trace(kernels, copies, sets, runtime, ranges, source="kineto", gpu_name=gpu_name, metadata=metadata,
+                 collectives=collectives)
 
 
 def _concat(col: dict, names: list[str]) -> dict[str, Any]:

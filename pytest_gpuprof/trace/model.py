@@ -19,6 +19,9 @@ COPY_COLUMNS = ("start", "end", "kind", "bytes", "device", "stream", "correlatio
 SET_COLUMNS = ("start", "end", "bytes", "device", "stream", "correlation")
 RUNTIME_COLUMNS = ("start", "end", "name", "tid", "correlation")
 RANGE_COLUMNS = ("start", "end", "name", "tid")
+#: A collective call: when its CPU side started, which collective (``collective_name``), the
+#: bytes of its input (-1 where the trace does not record them).
+COLLECTIVE_COLUMNS = ("start", "name", "bytes")
 
 #: Copy directions the metrics report, in the order they are printed.
 COPY_KINDS = ("htod", "dtoh", "dtod", "ptop")
@@ -88,6 +91,29 @@ def first_problem(trace: "Trace") -> str | None:
     return None
 
 
+#: Collectives by their names with the letters alone, lower case, without NCCL's prefix: what
+#: Kineto's ``record_param_comms`` calls them (``allreduce``, ``all_to_allv``,
+#: ``_allgather_base``) and NCCL's NVTX ranges (``ncclAllReduce``, ``ncclAlltoAll``).
+_COLLECTIVES = {
+    "allreduce": "all_reduce", "alltoall": "all_to_all", "alltoallv": "all_to_all", "alltoallbase": "all_to_all",
+    "allgather": "all_gather", "allgatherbase": "all_gather", "allgatherintotensorcoalesced": "all_gather",
+    "reducescatter": "reduce_scatter", "reducescatterbase": "reduce_scatter",
+    "reducescattertensorcoalesced": "reduce_scatter", "broadcast": "broadcast", "reduce": "reduce",
+    "send": "send", "recv": "recv", "gather": "gather", "scatter": "scatter", "barrier": "barrier",
+}
+#: Bytes of one element of each dtype Kineto's ``record_param_comms`` names.
+DTYPE_BYTES = {"Bool": 1, "Byte": 1, "Char": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1, "Half": 2, "BFloat16": 2,
+               "Short": 2, "Float": 4, "Int": 4, "Double": 8, "Long": 8, "ComplexFloat": 8, "ComplexDouble": 16}
+
+
+def collective_name(raw: str) -> str | None:
+    """The collective a profiler's name for it means (``all_reduce``, ``all_to_all``,
+    ``all_gather``, ``reduce_scatter``, ``broadcast``, ``send``, ``recv``, ...), or None for
+    a name of NCCL's that is no collective (``ncclCommInitRankConfig``, ``ncclGroupStart``)."""
+    letters = "".join(c for c in raw.lower() if c.isalpha())
+    return _COLLECTIVES.get(letters.removeprefix("nccl"))
+
+
 @dataclass
 class Trace:
     """One captured run, normalized.
@@ -105,6 +131,8 @@ class Trace:
     source: str
     gpu_name: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the collective calls where the trace records them (``COLLECTIVE_COLUMNS``)
+    collectives: pd.DataFrame = field(default_factory=lambda: make_table(COLLECTIVE_COLUMNS, {}))
 
     def span(self) -> tuple[int, int] | None:
         """First start and last end over every event, or None for an empty trace."""

@@ -29,12 +29,14 @@ from ..capture.ranges import METADATA_MARK, NVTX_DOMAIN
 from ..errors import TraceError
 from .formats import is_gzipped
 from .model import (
+    COLLECTIVE_COLUMNS,
     COPY_COLUMNS,
     KERNEL_COLUMNS,
     RANGE_COLUMNS,
     RUNTIME_COLUMNS,
     SET_COLUMNS,
     Trace,
+    collective_name,
     first_problem,
     make_table,
 )
@@ -58,6 +60,8 @@ _COPY_KIND = {
 }
 _NVTX_RANGE_TYPES = (59, 60)  # NvtxPushPopRange, NvtxStartEndRange
 _NVTX_DOMAIN_CREATE = 75
+#: The NVTX domain NCCL names its calls' ranges in.
+NCCL_DOMAIN = "NCCL"
 _NVTX_MARK = 34
 
 
@@ -203,7 +207,7 @@ def _read(con: sqlite3.Connection, tables: set[str], process: int | None = None)
                r.correlationId AS correlation
         FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId""" + _only(process,
                                                                                                 "r.globalTid"))
-    ranges, metadata = _nvtx(con, tables, process)
+    ranges, metadata, collectives = _nvtx(con, tables, process)
     gpu = con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id").fetchone() if "TARGET_INFO_GPU" in tables else None
     if gpu and not isinstance(gpu[0], (str, type(None))):
         raise _Invalid(f"TARGET_INFO_GPU: the GPU name is {_shown(gpu[0])}, not text")
@@ -216,13 +220,17 @@ def _read(con: sqlite3.Connection, tables: set[str], process: int | None = None)
         source="nsys",
         gpu_name=gpu[0] if gpu else None,
         metadata=metadata,
+        collectives=collectives,
     )
 
 
-def _nvtx(con: sqlite3.Connection, tables: set[str], process: int | None = None) -> tuple[pd.DataFrame, dict]:
-    """The ranges that may define steps, and the plugin's metadata marks (of one process)."""
+def _nvtx(con: sqlite3.Connection, tables: set[str],
+          process: int | None = None) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """The ranges that may define steps, the plugin's metadata marks, and the collective calls
+    NCCL's own NVTX ranges record (its ``NCCL`` domain: ``ncclAllReduce``, ``ncclAlltoAll``,
+    ...; their sizes are not read: bytes -1), of one process."""
     if "NVTX_EVENTS" not in tables:
-        return pd.DataFrame(), {}
+        return pd.DataFrame(), {}, make_table(COLLECTIVE_COLUMNS, {})
     # read as Python values: a NULL end (a mark's) would turn pandas' column into floats
     events = pd.DataFrame(con.execute(
         """SELECT n.start, n.end, n.eventType, COALESCE(n.text, s.value) AS name, n.globalTid AS tid,
@@ -236,8 +244,16 @@ def _nvtx(con: sqlite3.Connection, tables: set[str], process: int | None = None)
     ranges = mine[mine["eventType"].isin(_NVTX_RANGE_TYPES) & mine["end"].notna()]
     marks = mine[(mine["eventType"] == _NVTX_MARK) & mine["name"].fillna("").astype(str).str.startswith(METADATA_MARK)]
     metadata = {"marks": [[t, _mark(text)] for t, text in zip(_nvtx_integer(marks["start"], "start"), marks["name"])]}
+    nccl = created.loc[created["name"] == NCCL_DOMAIN, "domain"]
+    calls = events[events["domain"].isin(_nvtx_integer(nccl, "domainId").tolist())
+                   & events["eventType"].isin(_NVTX_RANGE_TYPES)]
+    named = [(start, collective_name(name)) for start, name in zip(calls["start"], calls["name"].fillna("").astype(str))]
+    named = sorted((int(start), name) for start, name in named if name is not None and isinstance(start, int))
+    collectives = make_table(COLLECTIVE_COLUMNS, {"start": [s for s, _ in named], "name": [n for _, n in named],
+                                                  "bytes": [-1] * len(named)})
     return pd.DataFrame({"start": _nvtx_integer(ranges["start"], "start"), "end": _nvtx_integer(ranges["end"], "end"),
-                         "name": ranges["name"].to_numpy(), "tid": _nvtx_integer(ranges["tid"], "globalTid")}), metadata
+                         "name": ranges["name"].to_numpy(), "tid": _nvtx_integer(ranges["tid"], "globalTid")}), \
+        metadata, collectives
 
 
 def _nvtx_integer(values: pd.Series, column: str) -> np.ndarray:
@@ -276,7 +292,8 @@ def for_range(trace: Trace, name: str) -> Trace:
     for t, values in trace.metadata.get("marks", []):
         if start <= t <= end:
             metadata.update(values)
-    return Trace(trace.kernels, trace.copies, trace.sets, trace.runtime, inside, trace.source, trace.gpu_name, metadata)
+    return Trace(trace.kernels, trace.copies, trace.sets, trace.runtime, inside, trace.source, trace.gpu_name, metadata,
+                 trace.collectives)
 
 
 def _columns(frame: pd.DataFrame) -> dict:
