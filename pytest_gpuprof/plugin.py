@@ -178,6 +178,7 @@ def _resolve_settings(config: pytest.Config):
     from .run.alongside import measuring_a_side
     from .run.record import recording_again
     from .run.session import Settings
+    from .run.torchrun import launched
 
     backend = "nsys" if opts["nsys"] else opts["backend"]
     try:
@@ -216,6 +217,7 @@ def _resolve_settings(config: pytest.Config):
             base_only=bool(opts["base-only"]),
             base_pairs=opts["base-pairs"],
             reports={o.name: opts[o.name] for o in REPORT_OPTIONS},
+            torchrun=launched(opts["output-dir"], opts["rank-timeout"]),
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -233,10 +235,10 @@ def _resolve_settings(config: pytest.Config):
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """A distributed test's body runs in its ranks, one fresh process each (``run.ranks``);
     this process waits for them and fails with a failing rank's message."""
-    from .run.ranks import RANK, spawn, verdict
+    from .run.ranks import RANK, spawn, under_torchrun, verdict
 
     size = world_size(pyfuncitem)
-    if size <= 1 or os.environ.get(RANK) is not None:
+    if size <= 1 or os.environ.get(RANK) is not None or under_torchrun():  # a rank already: runs it here
         return None
     config = pyfuncitem.config
     timeout = _get(config, BY_NAME["rank-timeout"])
@@ -288,21 +290,24 @@ def world_size(item: pytest.Item) -> int:
 
 
 @pytest.fixture
-def gpuprof_rank():
-    """This rank of a distributed test (``@pytest.mark.gpuprof(world_size=N)``): ``rank``,
-    ``world_size``, ``local_rank`` and ``device``, with the process group joined before the
-    test and left after it (NCCL on GPUs, gloo without); None outside a rank."""
+def gpuprof_rank(request: pytest.FixtureRequest):
+    """This rank of a distributed test (``@pytest.mark.gpuprof(world_size=N)``, or of a session
+    torchrun started): ``rank``, ``world_size``, ``local_rank`` and ``device``, with the process
+    group joined before the test and left after it (NCCL on GPUs, gloo without; under torchrun
+    joined once and kept); None outside a rank.  A replay runs no test body: nothing to join."""
     from .run.ranks import join, leave, this_rank
 
     rank = this_rank()
-    if rank is None:
-        yield None
+    session = request.config.stash.get(SESSION, None)
+    if rank is None or session is not None and not session.backend.runs_tests:
+        yield rank
         return
-    join(rank)
+    joined = join(rank)
     try:
         yield rank
     finally:
-        leave()
+        if joined:
+            leave()
 
 
 @pytest.fixture

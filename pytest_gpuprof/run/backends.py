@@ -41,7 +41,7 @@ TRACE_SUFFIX = ".pt.trace.json.gz"
 READABLE_CHARS = 160  # of a trace name's node-id part: the whole name stays under 255 bytes
 
 
-def _safe(nodeid: str) -> str:
+def safe_name(nodeid: str) -> str:
     """The node id with every run of unsafe characters replaced by ``_``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_")
 
@@ -49,13 +49,13 @@ def _safe(nodeid: str) -> str:
 def trace_name(nodeid: str) -> str:
     """The node id made safe for a file name: readable, but ``a/b``, ``a_b`` and ``a b``
     share it.  Replay finds traces under it (example_suite/traces)."""
-    return _safe(nodeid) + TRACE_SUFFIX
+    return safe_name(nodeid) + TRACE_SUFFIX
 
 
 def unique_trace_name(nodeid: str) -> str:
     """File name of a test's kept trace: ``trace_name``, not hidden and cut to a length every
     file system takes, with a digest of the node id, so that no two node ids share it."""
-    readable = _safe(nodeid).lstrip("._")[:READABLE_CHARS]
+    readable = safe_name(nodeid).lstrip("._")[:READABLE_CHARS]
     digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{readable}.{digest}{TRACE_SUFFIX}".lstrip(".")
 
@@ -100,7 +100,7 @@ class TorchBackend:
 
     def ranks_folder(self, nodeid: str) -> Path:
         """Where a distributed test's ranks write their results and traces (``run.ranks``)."""
-        return self.folder / f"{_safe(nodeid)}.ranks"
+        return self.folder / f"{safe_name(nodeid)}.ranks"
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None]:
         if not prof.completed:

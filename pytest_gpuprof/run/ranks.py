@@ -36,6 +36,8 @@ from .side_plugin import SIDE
 RANK = "GPUPROF_RANK"
 #: Where the ranks meet (a file store in the spawn's private folder: no port to race for).
 STORE = "GPUPROF_RANK_STORE"
+#: Set by torchrun in every process it starts (the run's id): each is a rank of the whole session.
+TORCHRUN = "TORCHELASTIC_RUN_ID"
 #: Set in a rank's process that profiles its steps for the test's process (gpuprof stays on in it).
 PROFILED = "GPUPROF_RANK_PROFILED"
 #: Kept in every rank's environment: NVLink multicast off (two-GPU machines lent without it).
@@ -51,9 +53,14 @@ class Rank(NamedTuple):
     device: str  # "cuda:LOCAL_RANK", or "cpu" without a GPU
 
 
+def under_torchrun() -> bool:
+    """Whether torchrun started this pytest process as one rank of the whole session."""
+    return bool(os.environ.get(TORCHRUN)) and os.environ.get(RANK) is None and "RANK" in os.environ
+
+
 def this_rank() -> Rank | None:
-    """This process's rank, when it is one of a distributed test's ranks."""
-    if os.environ.get(RANK) is None:
+    """This process's rank: one of a distributed test's ranks, or of a session torchrun started."""
+    if os.environ.get(RANK) is None and not under_torchrun():
         return None
     local = int(os.environ["LOCAL_RANK"])
     import torch
@@ -62,15 +69,23 @@ def this_rank() -> Rank | None:
     return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), local, device)
 
 
-def join(rank: Rank) -> None:
-    """Join the test's process group: NCCL on a GPU, gloo on the CPU."""
+def join(rank: Rank) -> bool:
+    """Join the test's process group: NCCL on a GPU, gloo on the CPU.  Under torchrun the
+    session's ranks join torchrun's (``env://``) once, for every test after, and stay in it:
+    False, nothing to leave after the test."""
     import torch
     import torch.distributed as dist
 
     if rank.device.startswith("cuda"):
         torch.cuda.set_device(rank.local_rank)
-    dist.init_process_group("nccl" if rank.device.startswith("cuda") else "gloo", init_method=f"file://{os.environ[STORE]}",
-                            rank=rank.rank, world_size=rank.world_size)
+    backend = "nccl" if rank.device.startswith("cuda") else "gloo"
+    if under_torchrun():
+        if not dist.is_initialized():
+            dist.init_process_group(backend, init_method="env://", rank=rank.rank, world_size=rank.world_size)
+        return False
+    dist.init_process_group(backend, init_method=f"file://{os.environ[STORE]}", rank=rank.rank,
+                            world_size=rank.world_size)
+    return True
 
 
 def leave() -> None:

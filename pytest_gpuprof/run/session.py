@@ -40,11 +40,12 @@ from ..report.words import failure_message
 from ..report.writers import write_reports
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
-from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend, unique_trace_name
+from .backends import UNFINISHED_LOOP, Backend, NsysInnerBackend, ReplayBackend, TorchBackend, unique_trace_name
 from .bench import GpuBenchmark
 from ..compare.alongside import base_entry
 from .alongside import Sides, SideRun, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
 from .ranks import RankOutcome, this_rank
+from .torchrun import Torchrun
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
@@ -79,6 +80,7 @@ class Settings:
     base_python: str | None = None  # its interpreter (None: this one)
     base_only: bool = False  # every test judged against the base, none against stored baselines
     base_pairs: int = default("base-pairs")  # at most this many base/head pairs decide a failure
+    torchrun: Torchrun | None = None  # this process is one rank of a session torchrun started (run.torchrun)
     reports: dict[str, Path | None] = field(default_factory=dict)  # report kind -> path (report.writers.REPORTS)
 
 
@@ -127,7 +129,9 @@ class GpuprofSession:
         if prof is None:
             kwargs = marker_arguments(item)
             plan = self.settings.plan.with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS})
-            prof = item.stash[PROFILER] = self.backend.profiler(item.nodeid, plan)
+            t = self.settings.torchrun  # under torchrun each rank's trace is named for its rank
+            prof = item.stash[PROFILER] = self.backend.profiler(
+                item.nodeid if t is None else rank_nodeid(item.nodeid, t.rank), plan)
         return prof
 
     def rules_for(self, nodeid: str, marker_kwargs: dict[str, Any]) -> Rules:
@@ -233,7 +237,8 @@ class GpuprofSession:
         kept, moved (with ``--gpuprof-keep-traces``) beside the other tests' traces under that
         name, where a replay finds it."""
         if isinstance(self.backend, ReplayBackend):
-            size = marker_arguments(item).get("world_size", 1)
+            t = self.settings.torchrun
+            size = marker_arguments(item).get("world_size", 1) if t is None else t.world_size
             return {rank: self.backend.path(rank_nodeid(item.nodeid, rank)) for rank in range(size)}
         traces = {o.rank: _rank_trace(o) for o in sorted(outcomes)}
         if not self.settings.keep_traces:
@@ -365,7 +370,8 @@ class GpuprofSession:
         if self.backend.needs_gpu and self.machine is None and not measuring_a_side():
             import torch
 
-            self.machine = measure_machine(torch.cuda.current_device())
+            t = self.settings.torchrun  # under torchrun: this rank's own GPU, not every rank on the first
+            self.machine = measure_machine(torch.cuda.current_device() if t is None else t.local_rank)
 
     def _unmeasurable(self, item: pytest.Item) -> str | None:
         if isinstance(self.backend, ReplayBackend):  # a distributed test: its ranks' traces
@@ -373,6 +379,7 @@ class GpuprofSession:
                 ranks = marker_arguments(item).get("world_size", 1)
             except ConfigError:
                 ranks = 1  # the test fails naming its bad marker argument when it runs
+            ranks = ranks if self.settings.torchrun is None else self.settings.torchrun.world_size
             return self.backend.missing(item.nodeid if ranks <= 1 else rank_nodeid(item.nodeid, 0))
         if self.backend.needs_gpu:
             import torch
@@ -428,6 +435,11 @@ class GpuprofSession:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         terminalreporter.write_sep("=", "gpuprof")
+        t = self.settings.torchrun
+        if t is not None and not t.judges:
+            terminalreporter.write_line(f"rank {t.rank} of {t.world_size} under torchrun: rank 0 judged each profiled "
+                                        "test from every rank's trace, and writes the baselines and reports")
+            return
         for line in self.lines():
             terminalreporter.write_line(line)
 
@@ -439,6 +451,16 @@ class GpuprofSession:
             return
         if not self.finish(session.config):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        t = self.settings.torchrun
+        if t is not None:  # every rank ends as the worst rank does
+            t.share("exit status", {"exitstatus": int(session.exitstatus)})
+            try:
+                statuses = [doc["exitstatus"] for doc in t.gather("exit status").values()]
+            except GpuprofError as exc:
+                self.written.append(str(exc))
+                statuses = [int(pytest.ExitCode.TESTS_FAILED)]
+            worst = max(statuses, key=lambda s: (s != 0, s))
+            session.exitstatus = worst
 
     def pytest_unconfigure(self) -> None:
         self.backend.close()
@@ -450,6 +472,8 @@ class GpuprofSession:
     def _profiled_call(self, item: pytest.Item):
         if not is_profiled(item):
             return (yield)
+        if self.settings.torchrun is not None:
+            return (yield from self._across_ranks(item, self.settings.torchrun))
         if self._spawns_ranks(item):  # its ranks ran it (plugin.pytest_pyfunc_call), each profiled
             outcome = yield
             if RANKS not in item.stash:
@@ -484,6 +508,49 @@ class GpuprofSession:
         if result.status == "error" or result.failed and this_rank() is None:  # a rank's verdicts: its test's
             pytest.fail(failure_message(result), pytrace=False)
         return outcome
+
+    def _across_ranks(self, item: pytest.Item, t: Torchrun):
+        """Under torchrun: the test ran on this rank; each rank shares its trace (or that the
+        test failed on it), rank 0 judges the test from every rank's (``judge_ranks``) and
+        says how it went, and every rank passes or fails the test so."""
+        key = item.nodeid
+        self.backend.start()
+        try:
+            with nvtx_range(item.nodeid) if self.backend.runs_tests else contextlib.nullcontext():
+                outcome = yield
+        except BaseException:
+            t.share(key, {"failed": f"the test failed on rank {t.rank}", "tests": []})
+            if t.judges:
+                t.share(f"verdict {key}", {"failed": True, "message": f"gpuprof: the test failed on rank 0"})
+            raise
+        prof = _or_fail(lambda: self.profiler_of(item))
+        if isinstance(self.backend, TorchBackend):
+            t.share(key, {"tests": [{"trace": str(prof.trace_path) if prof.completed else None,
+                                     "message": "" if prof.completed else UNFINISHED_LOOP}]})
+        if t.judges:
+            verdict = self._judge_torchrun(item, t)
+            t.share(f"verdict {key}", verdict)
+        else:
+            verdict = _or_error(lambda: t.verdict(f"verdict {key}"))
+        if verdict["failed"]:
+            pytest.fail(verdict["message"], pytrace=False)
+        return outcome
+
+    def _judge_torchrun(self, item: pytest.Item, t: Torchrun) -> dict[str, Any]:
+        """(rank 0) The test judged from every rank's trace: whether it failed, and why."""
+        if isinstance(self.backend, ReplayBackend):
+            result = self.judge_ranks(item, [])
+        else:
+            try:
+                shared = t.gather(item.nodeid)
+            except GpuprofError as exc:
+                return {"failed": True, "message": f"gpuprof: {exc}"}
+            failed = [doc["failed"] for doc in shared.values() if doc.get("failed")]
+            if failed:
+                return {"failed": True, "message": f"gpuprof: {failed[0]}"}
+            result = self.judge_ranks(item, [RankOutcome(r, "passed", "", t.path(item.nodeid, r)) for r in shared])
+        item.user_properties.extend(junit_properties(result))
+        return {"failed": result.failed, "message": failure_message(result) if result.failed else ""}
 
     def _wrap_benchmark(self, item: pytest.Function) -> bool:
         """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``
@@ -566,7 +633,8 @@ class GpuprofSession:
         if unmeasured:
             self.written.append(f"--gpuprof-strict: {len(self.skipped)} of {len(self.skipped) + len(self.results)} "
                                 "profiled test(s) were not measured (skipped, see above): the gate fails")
-        if not recording_again():  # the first process writes the reports, of its own run
+        t = self.settings.torchrun
+        if not recording_again() and (t is None or t.judges):  # the first process (rank 0) writes the reports
             self.written += write_reports(self.document(), self.settings.reports)
         return not (refused or unmeasured)
 
@@ -574,7 +642,7 @@ class GpuprofSession:
         """An update that measured its tests records them again in fresh processes, unless it
         is one of those processes or replayed kept traces (the same traces again)."""
         return (self.settings.update_baseline and self.settings.record_processes > 1 and not recording_again()
-                and self.settings.replay_dir is None)
+                and self.settings.replay_dir is None and self.settings.torchrun is None)
 
 
 def _rank_trace(outcome: RankOutcome) -> Path:
@@ -599,6 +667,15 @@ def _say(config: pytest.Config, line: str) -> None:
         return
     with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
         reporter.write_line(terminal_text(line))
+
+
+def _or_error(make: Callable[[], Any]) -> Any:
+    """The value, or the test failed with gpuprof's error (a rank that never said)."""
+    try:
+        return make()
+    except GpuprofError as exc:
+        problem = str(exc)
+    pytest.fail(f"gpuprof: {problem}", pytrace=False)
 
 
 def _or_fail(make: Callable[[], Any]) -> Any:

@@ -1,0 +1,89 @@
+"""The ``torchrun --nproc-per-node N -m pytest --gpuprof`` form (run/torchrun.py): every rank
+profiles, rank 0 judges each test from every rank's trace and reports, and every rank fails
+or passes each test alike and ends with the same exit status.  Without a GPU the ranks
+replay the example suite's two-GPU traces (recorded on two H100s), each its own rank's."""
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DDP = "example_suite/test_distributed.py::test_ddp_training"
+MOE = "example_suite/test_distributed.py::test_expert_parallel_moe"
+
+
+@pytest.fixture
+def suite(tmp_path):
+    shutil.copytree(ROOT / "example_suite", tmp_path / "example_suite",
+                    ignore=shutil.ignore_patterns("traces", "__pycache__"))
+    (tmp_path / "traces").mkdir()
+    for trace in (ROOT / "example_suite" / "traces").glob("*distributed*"):
+        shutil.copy(trace, tmp_path / "traces")
+    shutil.copytree(ROOT / "baselines", tmp_path / "baselines")
+    return tmp_path
+
+
+def ranks(suite: Path, world: int = 2, *args: str) -> list[subprocess.CompletedProcess]:
+    """The pytest command in ``world`` processes started as torchrun starts them (its variables:
+    TORCHELASTIC_RUN_ID, RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    command = [sys.executable, "-m", "pytest", "example_suite/test_distributed.py", "-p", "no:cacheprovider",
+               "--gpuprof", "--gpuprof-replay=traces", "--gpuprof-json=results.json", "--gpuprof-rank-timeout=60",
+               *args]
+    started = [subprocess.Popen(command, cwd=suite, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "TORCHELASTIC_RUN_ID": "test-run", "RANK": str(r),
+                                     "LOCAL_RANK": str(r), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
+                                     "MASTER_PORT": str(port)})
+               for r in range(world)]
+    return [subprocess.CompletedProcess(p.args, p.wait(timeout=300), p.stdout.read(), "") for p in started]
+
+
+def test_rank_zero_judges_every_test_from_every_ranks_trace_and_alone_reports(suite):
+    zero, one = ranks(suite)
+    assert zero.returncode == one.returncode == 0, zero.stdout + one.stdout
+    doc = json.loads((suite / "results.json").read_text())  # rank 0's: rank 1 writes no report
+    assert sorted(t["nodeid"] for t in doc["tests"]) == [DDP, MOE]
+    for t in doc["tests"]:
+        assert t["status"] == "passed" and sorted(t["ranks"]) == ["0", "1"]
+        assert {r["trace"] for r in t["ranks"].values()} == {
+            str(suite / "traces" / p.name) for p in (suite / "traces").glob(f"*{t['nodeid'].split('::')[1]}*")}
+    assert re.search(rf"^{re.escape(DDP)} \[rank 1\] +passed ", zero.stdout, re.M)
+    assert "rank 1 of 2 under torchrun: rank 0 judged each profiled test" in one.stdout
+    assert "[rank 1]" not in one.stdout
+
+
+def test_a_rank_that_broke_fails_the_test_on_every_rank_with_one_exit_status(suite):
+    path = suite / "baselines" / "example_suite" / "test_distributed.json"
+    doc = json.loads(path.read_text())
+    entry = next(iter(doc["tests"][DDP].values()))["ranks"]["1"]
+    entry["metrics"]["kernel_count"] += entry["metrics"]["step_count"]  # one kernel a step more recorded on rank 1
+    for samples in [entry["per_step"]] + [run["per_step"] for run in entry["runs"]]:
+        samples["kernel_count"] = [n + 1 for n in samples["kernel_count"]]
+    path.write_text(json.dumps(doc))
+    zero, one = ranks(suite)
+    assert zero.returncode == one.returncode == 1
+    line = "rank 1 kernel_count: baseline 87, current 86 (-1.1%) [changed; rule: must match exactly per step]"
+    assert line in zero.stdout and line in one.stdout  # rank 1 fails the test with rank 0's words
+    for out in (zero.stdout, one.stdout):
+        assert f"FAILED {DDP}" in out and f"FAILED {MOE}" not in out
+
+
+def test_a_rank_that_never_says_fails_the_test_after_the_timeout(suite):
+    """Rank 0 of a world of 2 is never started: rank 1 waits --gpuprof-rank-timeout for its verdict, then fails."""
+    command = [sys.executable, "-m", "pytest", "example_suite/test_distributed.py", "-p", "no:cacheprovider",
+               "--gpuprof", "--gpuprof-replay=traces", "--gpuprof-rank-timeout=2", "-k", "ddp"]
+    env = {**os.environ, "TORCHELASTIC_RUN_ID": "lonely", "WORLD_SIZE": "2"}
+    done = subprocess.run(command, cwd=suite, capture_output=True, text=True, timeout=120,
+                          env={**env, "RANK": "1", "LOCAL_RANK": "1"})
+    assert done.returncode == 1
+    assert "torchrun: rank(s) 0 said nothing about verdict example_suite/test_distributed.py::test_ddp_training " \
+           "within 2 s (--gpuprof-rank-timeout)" in done.stdout
