@@ -9,6 +9,7 @@ as a plugin whose hook methods do the work (imported there, for that reason).
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -253,22 +254,35 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return True
     visible = _cuda_devices()
     if 0 < visible < size:
-        pytest.skip(f"gpuprof: a distributed test of {size} ranks needs {size} GPUs, {visible} visible "
-                    "(CUDA_VISIBLE_DEVICES; under pytest-xdist each worker sees one: run these tests without -n)")
+        _skip(session, pyfuncitem, f"a distributed test of {size} ranks needs {size} GPUs, {visible} visible "
+                                   "(CUDA_VISIBLE_DEVICES; under pytest-xdist each worker sees one: run these tests "
+                                   "without -n)")
     profiled = session.rank_profiling(pyfuncitem) if session is not None else None
-    outcomes = spawn(pyfuncitem.path, pyfuncitem.nodeid, size, config.rootpath, timeout,
-                     config.pluginmanager.has_plugin("xdist"), profiled)
-    found = verdict(outcomes, timeout)
-    if found is not None:
-        how, why = found
-        if how == "skip":
-            pytest.skip(f"gpuprof: {why}")
-        pytest.fail(f"gpuprof: {why}", pytrace=False)
+    try:
+        outcomes = spawn(pyfuncitem.path, pyfuncitem.nodeid, size, config.rootpath, timeout,
+                         config.pluginmanager.has_plugin("xdist"), profiled)
+        found = verdict(outcomes, timeout)
+        if found is not None:
+            how, why = found
+            if how == "skip":
+                _skip(session, pyfuncitem, why)
+            pytest.fail(f"gpuprof: {why}", pytrace=False)
+    except BaseException:
+        if profiled is not None:  # the ranks' files judge nothing now
+            shutil.rmtree(profiled[1], ignore_errors=True)
+        raise
     if profiled is not None:
         from .run.session import RANKS
 
         pyfuncitem.stash[RANKS] = outcomes  # judged by the session once the call ends
     return True
+
+
+def _skip(session: Any, item: pytest.Item, why: str) -> None:
+    """Skip a distributed test; under --gpuprof it is listed among the profiled tests not measured."""
+    if session is not None:
+        session.add_skipped(item.nodeid, why)
+    pytest.skip(f"gpuprof: {why}")
 
 
 def _cuda_devices() -> int:

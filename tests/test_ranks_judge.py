@@ -6,6 +6,7 @@ its own baseline entry, the skew against the recorded runs', and the entry's che
 import copy
 import gzip
 import json
+import re
 import sqlite3
 import statistics
 from pathlib import Path
@@ -231,3 +232,43 @@ def test_a_collective_changed_is_a_changed_count_on_its_rank(measured):
                       (0, "collectives[all_to_all].bytes", sent / 2, sent)]
     assert "  rank 0 collectives[all_reduce].count: baseline 2, current 0 (-100.0%) [changed; rule: count per step " \
            "must match exactly]" in failure_message(result).splitlines()
+
+
+def test_an_entry_of_another_number_of_processes_judges_nothing(measured):
+    from pytest_gpuprof.compare.ranks import entry_for
+
+    entry = recorded(measured["moe"])
+    assert entry["world_size"] == 2 and entry_for(entry, 2) == (entry, "")
+    for size, recorded_with in ((1, 2), (4, 2)):
+        none, why = entry_for(entry, size)
+        assert none is None and f"recorded with {recorded_with} process(es) (world_size), this run has {size}" in why
+    single = {"metrics": {}, "backend": "torch"}  # a single-process test's entry
+    assert entry_for(single, 2)[0] is None and "recorded with 1 process(es)" in entry_for(single, 2)[1]
+    # an update over an entry of another shape replaces it
+    again, how = new_distributed_entry(judged(measured["moe"], None, update=True), single, 3)
+    assert how == "first run recorded" and again["rank_skew"] == [again["metrics"]["rank_skew"]]
+
+
+def test_collectives_are_compared_across_backends_by_count(measured):
+    from pytest_gpuprof.compare.verdicts import judge
+
+    now = measured["ddp"][0].metrics
+    nsys_like = copy.deepcopy(now) | {"collectives": {"all_reduce": {"count": 16, "bytes": None}}}  # 2 a step fewer
+    verdicts = judge(now, nsys_like, Rules(), same_backend=False)
+    broken = [(v.metric, v.baseline, v.current) for v in verdicts if v.failed]
+    assert broken == [("collectives[all_reduce].count", 16 / 3, 8.0)]  # bytes: not recorded by nsys, not compared
+
+
+@pytest.mark.parametrize("edit, where", [
+    (lambda e: e.update(world_size=3), "world_size must be the number of ranks"),
+    (lambda e: e["ranks"]["0"]["metrics"]["collectives"]["all_to_all"].pop("bytes"),
+     "ranks.0.metrics.collectives[all_to_all].bytes is missing"),
+])
+def test_a_distributed_entry_with_a_wrong_count_or_a_collective_without_bytes_is_refused(measured, edit, where,
+                                                                                         tmp_path):
+    entry = recorded(measured["moe"])
+    edit(entry)
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps({"schema_version": 1, "tests": {"t.py::test_d": {"GPU": entry}}}))
+    with pytest.raises(baseline.BaselineError, match=re.escape(where)):
+        baseline.entry(path, "t.py::test_d", "GPU")

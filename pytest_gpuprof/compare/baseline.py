@@ -233,6 +233,8 @@ def _check_distributed(entry: dict[str, Any]) -> None:
             check_entry(own)
         except ValueError as exc:
             raise ValueError(f"ranks.{rank}.{exc}") from None
+    size = entry.get("world_size", len(ranks))
+    _need(_integer(size) and size == len(ranks), "world_size", f"the number of ranks ({len(ranks)})", size)
     skews = entry.get("rank_skew")
     _need(isinstance(skews, list) and skews and all(v is None or (_number(v) and v >= 0) for v in skews),
           "rank_skew", f"a non-empty list of {_NUMBER}s or nulls", skews)
@@ -275,8 +277,8 @@ def _check_metrics(metrics: Any) -> None:
         where = f"metrics.collectives[{name}]"
         _need(isinstance(row, dict), where, "an object", row)
         _need(_integer(row.get("count")), f"{where}.count", _INTEGER, row.get("count"))
-        _need(row.get("bytes") is None or _integer(row.get("bytes")), f"{where}.bytes", f"{_INTEGER} or null",
-              row.get("bytes"))
+        _need("bytes" in row and (row["bytes"] is None or _integer(row["bytes"])), f"{where}.bytes",
+              f"{_INTEGER} or null", row.get("bytes"), missing="bytes" not in row)
 
 
 def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False) -> None:

@@ -113,6 +113,8 @@ class TestResult:
         machine probes' sentences are read as ``slower_machine``, the rest as health."""
         entry = {key: doc.get(f"baseline_{key}") for key in
                  ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs")}
+        if doc.get("ranks") is not None:  # a distributed test's entries are its ranks'
+            entry = {}
         unstable = [] if "health" in doc or "slower_machine" in doc else list(doc.get("unstable") or [])
         return cls(
             nodeid=doc.get("nodeid"), status=doc.get("status") or "", gpu=doc.get("gpu"),

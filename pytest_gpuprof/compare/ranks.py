@@ -30,6 +30,20 @@ def rank_rules(rules: Rules) -> Rules:
     return dataclasses.replace(rules, thresholds=tuple(t for t in rules.thresholds if t.metric not in TEST_METRICS))
 
 
+def entry_for(entry: Mapping[str, Any] | None, world_size: int) -> tuple[Mapping[str, Any] | None, str]:
+    """The stored entry a run of ``world_size`` processes is judged against, or None with why
+    not: an entry of another shape (a distributed test's for one process, or the reverse)
+    or recorded with another number of ranks judges nothing."""
+    if entry is None:
+        return None, ""
+    ranks = len(entry.get("ranks") or {})
+    recorded = entry.get("world_size", ranks) if ranks else 1
+    if recorded == world_size:
+        return entry, ""
+    return None, (f"the baseline entry was recorded with {recorded} process(es) (world_size), this run has "
+                  f"{world_size}: not judged against it; refresh it with --gpuprof-update-baseline")
+
+
 def rank_entry(entry: Mapping[str, Any] | None, rank: int) -> dict[str, Any] | None:
     """The baseline entry of one rank (None: that rank has none, or the test no entry)."""
     return ((entry or {}).get("ranks") or {}).get(str(rank))
@@ -93,6 +107,7 @@ def new_distributed_entry(result: TestResult, previous: Mapping[str, Any] | None
                           keep_runs: int) -> tuple[dict[str, Any], str]:
     """The entry ``--gpuprof-update-baseline`` stores for a distributed test: each rank's as
     any test's (``new_baseline_entry``), and the skews of the runs the ranks keep."""
+    previous, _ = entry_for(previous, len(result.ranks or {}))  # another shape: replaced
     ranks, hows = {}, []
     for r, t in (result.ranks or {}).items():
         ranks[r], how = new_baseline_entry(t, rank_entry(previous, int(r)), keep_runs)
@@ -101,5 +116,5 @@ def new_distributed_entry(result: TestResult, previous: Mapping[str, Any] | None
     skews = ([*(previous or {}).get("rank_skew", []), (result.metrics or {}).get("rank_skew")])[-kept:]
     how = hows[0] if len(set(hows)) == 1 else "; ".join(f"rank {r}: {h}" for r, h in zip(ranks, hows))
     entry = {"backend": result.backend, "environment": result.environment, "metrics": {"rank_skew": skews[-1]},
-             "rank_skew": skews, "ranks": ranks}
+             "rank_skew": skews, "ranks": ranks, "world_size": len(ranks)}
     return entry, how

@@ -232,7 +232,8 @@ def judge(
                             else verdict)
         else:
             verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
-    if not same_backend:
+    verdicts += _collective_verdicts(before, now, "collectives" in baseline and "collectives" in current)
+    if not same_backend:  # collectives too: both backends count every call (nsys reads no sizes)
         return verdicts
     kernel_time = MetricSpec("kernel time", "time", "lower", True, "us")
     for key, pair in paired.items():
@@ -251,7 +252,7 @@ def judge(
             verdicts.append(Verdict(key, "vanished", b, None, "kernel in the baseline, absent now"))
         elif not same(b, c):
             verdicts.append(Verdict(key, "changed", b, c, "count per step must match exactly"))
-    return verdicts + _collective_verdicts(before, now, "collectives" in baseline and "collectives" in current)
+    return verdicts
 
 
 def _collective_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], both: bool) -> list[Verdict]:

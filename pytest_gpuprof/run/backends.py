@@ -100,7 +100,7 @@ class TorchBackend:
 
     def ranks_folder(self, nodeid: str) -> Path:
         """Where a distributed test's ranks write their results and traces (``run.ranks``)."""
-        return self.folder / f"{safe_name(nodeid)}.ranks"
+        return self.folder / f"{unique_trace_name(nodeid).removesuffix(TRACE_SUFFIX)}.ranks"
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None]:
         if not prof.completed:

@@ -9,7 +9,7 @@ the folder given), and the test's process judges the ranks together (``compare.r
 own process group, so its children go too), and the test fails saying which ranks hung;
 once a rank failed the others get ``GRACE_S`` to end (they are likely blocked in a
 collective), and the failing rank's message is the test's.  Each rank is the same pytest
-command on that one test (gpuprof off in it, ``-n0`` under xdist, ``--runxfail``: the test's
+command on that one test (gpuprof off in it unless profiled, ``-n0`` under xdist, ``--runxfail``: the test's
 own process applies its marks), told its place by the variables ``torchrun`` sets
 (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``) and ``GPUPROF_RANK``; the ranks meet through a
 file store in a private folder (no port to race for), and NVLink multicast stays off in

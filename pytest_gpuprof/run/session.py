@@ -26,11 +26,11 @@ from ..capture.ranges import nvtx_range
 from ..compare import baseline
 from ..capture.probes import READINGS, best_readings, measure_machine
 from ..compare.evaluate import TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
-from ..compare.ranks import combine, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
+from ..compare.ranks import combine, entry_for, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
 from ..compare.rules import Rules, Threshold, parse_threshold
 from ..errors import ConfigError, GpuprofError
 from ..metrics.measure import METRICS, measure
-from ..metrics.ranks import rank_skew
+from ..metrics.ranks import TEST_METRICS, rank_skew
 from ..options import default
 from ..report.document import results_document
 from ..report.escaping import terminal_text
@@ -145,7 +145,7 @@ class GpuprofSession:
         thresholds = tuple(t for t in self.settings.rules.thresholds if t.metric not in overridden) + tuple(mine)
         tolerances = dict(self.settings.rules.tolerances)
         for metric, value in (marker_kwargs.get("tolerances") or {}).items():
-            if metric not in METRICS:
+            if metric not in METRICS and metric not in TEST_METRICS:
                 raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
             tolerances[metric] = float(value)
         return dataclasses.replace(self.settings.rules, tolerances=tolerances, thresholds=thresholds)
@@ -167,6 +167,7 @@ class GpuprofSession:
             result.trace, result.machine = kept, self.machine
             result.baseline_file = baseline.baseline_file(s.baseline_dir, nodeid)
             entry = None if s.base_only else baseline.entry(result.baseline_file, nodeid, result.gpu)
+            entry, mismatch = entry_for(entry, 1)
             if entry is None and self.sides is not None:
                 entry = self._against_base(result)
             rules = self.rules_for(nodeid, marker_kwargs)
@@ -177,6 +178,7 @@ class GpuprofSession:
                 evaluate(result, m, entry, rules, update=s.update_baseline, strict=s.strict, alongside=alongside)
             if result.message and (result.alongside or {}).get("note"):  # --gpuprof-strict: say why not against base
                 result.message += f"; {result.alongside['note']}"
+            result.notes += [mismatch] if mismatch else []
             if s.update_baseline:
                 new, how = new_baseline_entry(result, entry, s.baseline_runs)
                 self._add_entry(str(result.baseline_file), nodeid, result.gpu, new, how)
@@ -213,18 +215,24 @@ class GpuprofSession:
             for rank, m in measured.items():
                 ranks[rank] = of_measurement(nodeid, m, s.backend, s.timeline_events)
                 kept = s.keep_traces or isinstance(self.backend, ReplayBackend)
+                # this process probed rank 0's GPU (the first visible): its readings explain rank 0 alone
                 ranks[rank].trace, ranks[rank].machine, ranks[rank].baseline_file = (
-                    traces[rank] if kept else None), self.machine, file
-            entry = baseline.entry(file, nodeid, ranks[0].gpu)
+                    traces[rank] if kept else None), self.machine if rank == 0 else None, file
+            stored = None if s.base_only else baseline.entry(file, nodeid, ranks[0].gpu)
+            entry, mismatch = entry_for(stored, len(ranks))
             for rank, m in measured.items():
                 evaluate(ranks[rank], m, rank_entry(entry, rank), rank_rules(rules), update=s.update_baseline,
                          strict=False)
-            result = fail_unjudged(combine(nodeid, ranks, rank_skew(measured), entry, rules, s.update_baseline),
-                                   s.strict)
+            result = combine(nodeid, ranks, rank_skew(measured), entry, rules, s.update_baseline)
+            result.notes += [mismatch] if mismatch else []
+            if self.sides is not None:
+                result.notes.append("a distributed test is judged against its stored baseline only, not against the "
+                                    "base revision measured alongside")
+            result = fail_unjudged(result, s.strict)
             if s.update_baseline:
-                new, how = new_distributed_entry(result, entry, s.baseline_runs)
+                new, how = new_distributed_entry(result, stored, s.baseline_runs)
                 self._add_entry(str(file), nodeid, result.gpu, new, how)
-        except GpuprofError as exc:
+        except (GpuprofError, OSError, ValueError) as exc:  # a rank's file unreadable or damaged, a move refused
             result = TestResult(nodeid, "error", message=str(exc))
         finally:
             if outcomes and outcomes[0].results is not None:
@@ -317,7 +325,8 @@ class GpuprofSession:
         self._pending.setdefault(Path(file), {}).setdefault(nodeid, {})[gpu] = entry
         self._recorded.setdefault(Path(file), []).append(how)
 
-    def _add_skipped(self, nodeid: str, reason: str) -> None:
+    def add_skipped(self, nodeid: str, reason: str) -> None:
+        """A profiled test not measured, and why (a worker sends it to the controller)."""
         self._send("skipped", lambda: [nodeid, reason])
         self.skipped[nodeid] = reason
 
@@ -332,7 +341,7 @@ class GpuprofSession:
             if part["kind"] == "result":
                 self._add_result(TestResult.from_json(part["content"]))
             else:
-                {"entry": self._add_entry, "skipped": self._add_skipped}[part["kind"]](*part["content"])
+                {"entry": self._add_entry, "skipped": self.add_skipped}[part["kind"]](*part["content"])
 
     # --- pytest hooks -----------------------------------------------------------
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -365,7 +374,7 @@ class GpuprofSession:
             return
         reason = self._unmeasurable(item)
         if reason:
-            self._add_skipped(item.nodeid, reason)
+            self.add_skipped(item.nodeid, reason)
             pytest.skip(f"gpuprof: {reason}")
         if self.backend.needs_gpu and self.machine is None and not measuring_a_side():
             import torch
@@ -477,7 +486,7 @@ class GpuprofSession:
         if self._spawns_ranks(item):  # its ranks ran it (plugin.pytest_pyfunc_call), each profiled
             outcome = yield
             if RANKS not in item.stash:
-                self._add_skipped(item.nodeid, UNPROFILED_RANKS)
+                self.add_skipped(item.nodeid, UNPROFILED_RANKS)
                 return outcome
             result = self.judge_ranks(item, item.stash[RANKS])
             item.user_properties.extend(junit_properties(result))
@@ -652,7 +661,8 @@ def _rank_trace(outcome: RankOutcome) -> Path:
     tests = doc.get("tests") or []
     trace = tests[0].get("trace") if len(tests) == 1 else None
     if trace is None or not Path(trace).is_file():
-        why = tests[0].get("message") if len(tests) == 1 else "no results document"
+        why = tests[0].get("message") if len(tests) == 1 else (
+            f"its results document lists {len(tests)} tests" if outcome.results.is_file() else "no results document")
         raise GpuprofError(f"rank {outcome.rank} measured nothing ({why or 'no trace kept'}): {outcome.results}")
     return Path(trace)
 

@@ -383,8 +383,9 @@ def _read_generic(path: Path) -> tuple[dict, _Columns]:
         raise ValueError("no traceEvents array")
     header = _floats({k: v for k, v in doc.items() if k != "traceEvents"})
     columns = _Columns()
-    columns.collectives = _collectives(ev for ev in doc["traceEvents"]
-                                       if isinstance(ev, dict) and ev.get("name") == _COMMS_NAME)
+    if "distributedInfo" in header:  # as the fast path: only a process of a process group calls collectives
+        columns.collectives = _collectives(ev for ev in doc["traceEvents"]
+                                           if isinstance(ev, dict) and ev.get("name") == _COMMS_NAME)
     rows: dict[str, list[dict]] = {}
     for ev in doc["traceEvents"]:
         if _needed(ev):
