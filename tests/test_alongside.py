@@ -20,6 +20,7 @@ from pytest_gpuprof.compare.alongside import AS_MEASURED, AT_SPEED, decide, proc
 from pytest_gpuprof.compare.evaluate import TestResult
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import Verdict
+from pytest_gpuprof.report.words import pair_change
 from pytest_gpuprof.run.alongside import SideRun, Sides, judge_pairs, needs_pairs, run_side, unusable
 
 KERNEL = "kernels[gelu].time_us"
@@ -44,7 +45,7 @@ def test_the_bounds_are_the_pooled_t_interval_worked_out_by_hand():
     assert got.high == pytest.approx(high, abs=2e-4)
     assert low > 0 and mean > math.log(1.05)
     assert got.outcome == "worse"
-    assert got.change() == f"{math.expm1(mean):+.1%}"
+    assert pair_change(got.to_json()) == f"{math.expm1(mean):+.1%}"
 
 
 def test_unchanged_pairs_are_the_same_and_a_disagreeing_pair_is_not_sure():

@@ -17,11 +17,10 @@ import statistics
 from typing import Any, Mapping, NamedTuple
 
 from ..metrics.measure import METRICS, MetricSpec
-from ..numbers import format_number
 from . import host
 from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
-from .stats import Prior, t_quantile
+from .stats import Prior, pooled_squares, t_quantile
 from .verdicts import UNSURE, compared_values, kernel_series, usable
 
 #: What the pairs can say of one metric ("not sure" is also the status of its verdict).
@@ -59,26 +58,6 @@ class Decision(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         return self._asdict()
-
-    def change(self) -> str:
-        """The mean worse-direction difference as reports show it: +4.1% (worse) or +0.02."""
-        if self.mean is None:
-            return "n/a"
-        if spec_of(self.metric).kind == "ratio":
-            return format_number(round(self.mean, 6), signed=True)
-        return f"{math.expm1(self.mean):+.1%}"
-
-    def values(self) -> str:
-        """``head 12.1 us, base 12 us over 3 pair(s) (head worse by +0.8%)``."""
-        unit = _unit(self.metric)
-        where = "" if self.scale == AS_MEASURED else f" {self.scale}"
-        return (f"head {format_number(self.head)}{unit}, base {format_number(self.base)}{unit}{where} over "
-                f"{self.pairs} pair(s) (head worse by {self.change()})")
-
-
-def _unit(metric: str) -> str:
-    unit = spec_of(metric).unit
-    return f" {unit}" if unit else ""
 
 
 def family(metric: str) -> str:
@@ -124,15 +103,9 @@ def kernel_pool(bases: list[Mapping[str, Any]], heads: list[Mapping[str, Any]]) 
     degrees of freedom; a test's 10 to 25 kernel series give ten times that, as the stored
     baselines' pooled spread does (``verdicts.pooled_log_spread``).  None before two pairs."""
     names = set.intersection(*(set((d or {}).get("kernels") or {}) for d in [*bases, *heads])) if bases else set()
-    squares, freedom = 0.0, 0
-    for name in names:
-        diffs = [worse_by("kernel_time_us", h["kernels"][name]["median"], b["kernels"][name]["median"])
-                 for b, h in zip(bases, heads)]
-        if len(diffs) < 2 or any(d is None for d in diffs):
-            continue
-        mean = sum(diffs) / len(diffs)
-        squares += sum((d - mean) ** 2 for d in diffs)
-        freedom += len(diffs) - 1
+    differences = ([worse_by("kernel_time_us", h["kernels"][name]["median"], b["kernels"][name]["median"])
+                    for b, h in zip(bases, heads)] for name in names)
+    squares, freedom = pooled_squares(d for d in differences if None not in d)
     return (squares, freedom) if freedom else None
 
 

@@ -43,6 +43,21 @@ def summarize(samples: list[float], decimals: int = 3) -> dict[str, float | int]
     return {"n": len(x), "median": median, "q1": q1, "q3": q3, "min": low, "max": high}
 
 
+def pooled_squares(series) -> tuple[float, int]:
+    """Several series' spread pooled: the sum of each series' squared deviations from its own
+    mean, and the degrees of freedom, the sum of n - 1 over the series of two or more values.
+    A test's kernel series share one spread (between processes, between pairs): pooled,
+    10 to 25 short series give ten times one series' degrees of freedom."""
+    squares, freedom = 0.0, 0
+    for values in series:
+        if len(values) < 2:
+            continue
+        mean = sum(values) / len(values)
+        squares += sum((x - mean) ** 2 for x in values)
+        freedom += len(values) - 1
+    return squares, freedom
+
+
 def evenly_spaced(samples: list, cap: int = MAX_STORED_SAMPLES) -> list:
     """At most ``cap`` of the values, in their order, spread over the whole run (indices
     ``round(linspace(0, n - 1, cap))``: first and last kept) so that a long run is

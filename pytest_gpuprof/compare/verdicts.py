@@ -33,7 +33,7 @@ from ..metrics.measure import METRICS, RECORDED_SINCE, MetricSpec
 from ..numbers import format_change, format_number
 from . import host
 from .rules import Rules, Threshold, beyond_time_rule, same
-from .stats import Prior, evenly_spaced, mann_whitney_u, smallest_p, steps_for, summarize, t_quantile
+from .stats import Prior, evenly_spaced, mann_whitney_u, pooled_squares, smallest_p, steps_for, summarize, t_quantile
 
 FAILING = ("regressed", "changed", "threshold")
 BROKEN = (*FAILING, "new", "vanished")  # statuses that fail a test (a new or vanished kernel too)
@@ -470,14 +470,8 @@ def pooled_log_spread(series: list[tuple[float, ...]]) -> tuple[float, int] | No
     Three runs give one series 2 degrees of freedom, too few to bound a fourth; a test's
     10 to 25 kernel series together give 20 to 50.  None without a series of two or more
     positive medians."""
-    squares, freedom = 0.0, 0
-    for medians in series:
-        if len(medians) < 2 or min(medians) <= 0:
-            continue
-        logs = [math.log(m) for m in medians]
-        mean = sum(logs) / len(logs)
-        squares += sum((x - mean) ** 2 for x in logs)
-        freedom += len(logs) - 1
+    squares, freedom = pooled_squares([math.log(m) for m in medians] for medians in series
+                                      if len(medians) >= 2 and min(medians) > 0)
     return (math.sqrt(squares / freedom), freedom) if freedom else None
 
 

@@ -7,8 +7,10 @@ The terminal, the Markdown summary, the HTML report, the JUnit properties and
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Mapping
 
+from ..compare.alongside import AS_MEASURED, spec_of
 from ..compare.evaluate import TestResult
 from ..compare.verdicts import BROKEN
 from ..metrics.measure import METRICS
@@ -51,6 +53,24 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
 
 #: How the pairs' outcome for a metric is said (``compare.alongside`` outcomes).
 PAIR_OUTCOMES = {"worse": "a regression", "same": "not a regression", "not sure": "not sure (never fails)"}
+
+
+def pair_change(d: Mapping[str, Any]) -> str:
+    """A pairs' decision's (``compare.alongside.Decision``) mean worse-direction difference:
+    +4.1% (worse) or +0.02 for a ratio."""
+    if d["mean"] is None:
+        return "n/a"
+    if spec_of(d["metric"]).kind == "ratio":
+        return format_number(round(d["mean"], 6), signed=True)
+    return f"{math.expm1(d['mean']):+.1%}"
+
+
+def pair_values(d: Mapping[str, Any]) -> str:
+    """``head 12.1 us, base 12 us over 3 pair(s) (head worse by +0.8%)``."""
+    unit = f" {spec_of(d['metric']).unit}" if spec_of(d["metric"]).unit else ""
+    where = "" if d["scale"] == AS_MEASURED else f" {d['scale']}"
+    return (f"head {format_number(d['head'])}{unit}, base {format_number(d['base'])}{unit}{where} over "
+            f"{d['pairs']} pair(s) (head worse by {pair_change(d)})")
 
 
 def pair_evidence(values: str, outcome: str, threshold: str | None = None) -> str:

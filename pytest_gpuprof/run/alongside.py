@@ -33,7 +33,7 @@ from ..compare.evaluate import TestResult, fails_on_timing_alone
 from ..compare.rules import Rules
 from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series, test_status
 from ..numbers import format_number
-from ..report.words import pair_evidence
+from ..report.words import pair_change, pair_evidence, pair_values
 from . import side_plugin
 from .side_plugin import SIDE
 from .fresh import fresh_pytest
@@ -192,7 +192,7 @@ def judge_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideR
         heads.append(on_head.results[nodeid])
         decisions = decide_all(metrics, bases, heads, rules, cap)
         say(f"gpuprof: {nodeid}: pair {k} of at most {cap} (base {on_base.seconds:.1f} s, head {on_head.seconds:.1f} s): "
-            + "; ".join(f"{d.metric} {d.outcome} ({d.change()})" for d in decisions.values()))
+            + "; ".join(f"{d.metric} {d.outcome} ({pair_change(d.to_json())})" for d in decisions.values()))
         if all(d.outcome != NOT_SURE for d in decisions.values()):
             break
     apply(result, decisions, base, time.monotonic() - started, problem)
@@ -230,10 +230,10 @@ def apply(result: TestResult, decisions: dict[str, Decision], base: Path, second
             continue
         if v.status == "threshold" and v.threshold is not None:
             upheld = v.threshold.holds(d.base)
-            v.evidence += f"; {pair_evidence(d.values(), 'worse' if upheld else 'same', v.threshold.text)}"
+            v.evidence += f"; {pair_evidence(pair_values(d.to_json()), 'worse' if upheld else 'same', v.threshold.text)}"
             v.status = v.status if upheld else AS_BASE
             continue
-        v.evidence += f"; {pair_evidence(d.values(), d.outcome)}"
+        v.evidence += f"; {pair_evidence(pair_values(d.to_json()), d.outcome)}"
         if d.outcome == SAME:
             v.status = AS_BASE
         elif d.outcome == NOT_SURE and not problem:
