@@ -226,6 +226,11 @@ def _resolve_settings(config: pytest.Config):
         raise pytest.UsageError(f"--gpuprof-replay: {settings.replay_dir} is not a directory")
     if settings.base is not None and not settings.base.is_dir():
         raise pytest.UsageError(f"--gpuprof-base: {settings.base} is not a directory")
+    if settings.torchrun is not None and settings.backend == "nsys":
+        raise pytest.UsageError("--gpuprof-nsys under torchrun: a session torchrun started is profiled with "
+                                "torch.profiler only")
+    if settings.torchrun is not None and (config.getoption("numprocesses", None) or hasattr(config, "workerinput")):
+        raise pytest.UsageError("pytest-xdist (-n) under torchrun: each rank is one pytest process on its own GPU")
     if settings.base is not None and (settings.backend != "torch" or settings.replay_dir is not None):
         raise pytest.UsageError("--gpuprof-base: the base is measured with torch.profiler only, not with "
                                 "--gpuprof-nsys or --gpuprof-replay")
@@ -239,6 +244,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     from .run.ranks import RANK, spawn, under_torchrun, verdict
 
     size = world_size(pyfuncitem)
+    if under_torchrun() and size > 1 and size != int(os.environ["WORLD_SIZE"]):
+        pytest.skip(f"gpuprof: a distributed test of {size} ranks; torchrun started {os.environ['WORLD_SIZE']}")
     if size <= 1 or os.environ.get(RANK) is not None or under_torchrun():  # a rank already: runs it here
         return None
     config = pyfuncitem.config

@@ -10,6 +10,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,17 +33,20 @@ def suite(tmp_path):
 
 def ranks(suite: Path, world: int = 2, *args: str) -> list[subprocess.CompletedProcess]:
     """The pytest command in ``world`` processes started as torchrun starts them (its variables:
-    TORCHELASTIC_RUN_ID, RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)."""
+    TORCHELASTIC_RUN_ID, "none" as torchrun's default, RANK, LOCAL_RANK, WORLD_SIZE,
+    MASTER_ADDR, MASTER_PORT, and TORCHELASTIC_ERROR_FILE in a folder of this launch's)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    attempt = Path(tempfile.mkdtemp(prefix="torchelastic_", dir=suite)) / "none_x" / "attempt_0"
     command = [sys.executable, "-m", "pytest", "example_suite/test_distributed.py", "-p", "no:cacheprovider",
                "--gpuprof", "--gpuprof-replay=traces", "--gpuprof-json=results.json", "--gpuprof-rank-timeout=60",
                *args]
     started = [subprocess.Popen(command, cwd=suite, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env={**os.environ, "TORCHELASTIC_RUN_ID": "test-run", "RANK": str(r),
+                                env={**os.environ, "TORCHELASTIC_RUN_ID": "none", "RANK": str(r),
                                      "LOCAL_RANK": str(r), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
-                                     "MASTER_PORT": str(port)})
+                                     "MASTER_PORT": str(port),
+                                     "TORCHELASTIC_ERROR_FILE": str(attempt / str(r) / "error.json")})
                for r in range(world)]
     return [subprocess.CompletedProcess(p.args, p.wait(timeout=300), p.stdout.read(), "") for p in started]
 
@@ -78,7 +82,8 @@ def test_a_rank_that_broke_fails_the_test_on_every_rank_with_one_exit_status(sui
 
 
 def test_a_rank_that_never_says_fails_the_test_after_the_timeout(suite):
-    """Rank 0 of a world of 2 is never started: rank 1 waits --gpuprof-rank-timeout for its verdict, then fails."""
+    """Rank 0 of a world of 2 is never started: rank 1 waits for its verdict (three times
+    --gpuprof-rank-timeout: rank 0 may wait the timeout for the slowest rank, then judge), then fails."""
     command = [sys.executable, "-m", "pytest", "example_suite/test_distributed.py", "-p", "no:cacheprovider",
                "--gpuprof", "--gpuprof-replay=traces", "--gpuprof-rank-timeout=2", "-k", "ddp"]
     env = {**os.environ, "TORCHELASTIC_RUN_ID": "lonely", "WORLD_SIZE": "2"}
@@ -86,4 +91,46 @@ def test_a_rank_that_never_says_fails_the_test_after_the_timeout(suite):
                           env={**env, "RANK": "1", "LOCAL_RANK": "1"})
     assert done.returncode == 1
     assert "torchrun: rank(s) 0 said nothing about verdict example_suite/test_distributed.py::test_ddp_training " \
-           "within 2 s (--gpuprof-rank-timeout)" in done.stdout
+           "within 6 s (--gpuprof-rank-timeout)" in done.stdout
+
+
+def test_a_test_skipped_on_every_rank_is_skipped_and_one_skipped_on_one_rank_fails_on_the_others(suite):
+    (suite / "example_suite" / "conftest.py").write_text(
+        (suite / "example_suite" / "conftest.py").read_text() + '''
+
+@pytest.fixture(autouse=True)
+def _skip_as_asked(request):
+    import os
+    if os.environ.get("SKIP_ON") in ("all", os.environ["RANK"]) and "ddp" in request.node.name:
+        pytest.skip("not on this rank")
+''')
+    os.environ["SKIP_ON"] = "all"
+    try:
+        every = ranks(suite)
+        os.environ["SKIP_ON"] = "1"
+        one = ranks(suite)
+    finally:
+        del os.environ["SKIP_ON"]
+    assert [r.returncode for r in every] == [0, 0]
+    assert all("1 passed, 1 skipped" in r.stdout for r in every)
+    assert [r.returncode for r in one] == [1, 1], one[1].stdout[-3000:]  # one exit status
+    assert f"FAILED {DDP}" in one[0].stdout
+    assert "gpuprof: rank 1 of 2: the test skipped: not on this rank there" in one[0].stdout
+    assert "1 passed, 1 skipped" in one[1].stdout  # rank 1 skipped it, and ends as rank 0 does
+
+
+def test_a_session_of_one_rank_or_with_nsys_or_xdist_is_no_torchrun_session(suite):
+    env = {**os.environ, "TORCHELASTIC_RUN_ID": "x", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+    command = [sys.executable, "-m", "pytest", "example_suite/test_distributed.py", "-p", "no:cacheprovider",
+               "--gpuprof", "--gpuprof-replay=traces"]
+    alone = subprocess.run(command, cwd=suite, capture_output=True, text=True, env=env, timeout=120)
+    assert alone.returncode == 0 and "under torchrun" not in alone.stdout  # judged in this one process
+    env["WORLD_SIZE"] = "2"
+    nsys = subprocess.run([*command[:-1], "--gpuprof-nsys"], cwd=suite, capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert nsys.returncode == 4 and "--gpuprof-nsys under torchrun" in nsys.stderr
+    xdist = subprocess.run([*command, "-n", "2"], cwd=suite, capture_output=True, text=True, env=env, timeout=120)
+    assert xdist.returncode == 4 and "pytest-xdist (-n) under torchrun" in xdist.stderr
+    env["LOCAL_WORLD_SIZE"] = "1"
+    nodes = subprocess.run(command, cwd=suite, capture_output=True, text=True, env=env, timeout=120)
+    assert nodes.returncode == 4 and "2 ranks on several nodes" in nodes.stderr

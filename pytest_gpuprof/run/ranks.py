@@ -54,8 +54,9 @@ class Rank(NamedTuple):
 
 
 def under_torchrun() -> bool:
-    """Whether torchrun started this pytest process as one rank of the whole session."""
-    return bool(os.environ.get(TORCHRUN)) and os.environ.get(RANK) is None and "RANK" in os.environ
+    """Whether torchrun started this pytest process as one rank of several of the whole session."""
+    return (bool(os.environ.get(TORCHRUN)) and os.environ.get(RANK) is None and "RANK" in os.environ
+            and int(os.environ.get("WORLD_SIZE", "1")) > 1)
 
 
 def this_rank() -> Rank | None:

@@ -87,7 +87,10 @@ class Settings:
 PROFILER = pytest.StashKey[GpuProf]()
 BENCHMARK = pytest.StashKey[Any]()
 RESULT = pytest.StashKey[TestResult]()  # a test judged early (bench.GpuBenchmark measured it)
-RANKS = pytest.StashKey[list[RankOutcome]]()  # a distributed test's profiled ranks, once they all passed
+RANKS = pytest.StashKey[list[RankOutcome]]()
+#: Under torchrun every rank ends with the worst rank's exit status, worst last: passed, no
+#: tests, tests failed, usage error, interrupted, internal error.
+EXIT_SEVERITY = {0: 0, 5: 1, 1: 2, 4: 3, 2: 4, 3: 5}  # a distributed test's profiled ranks, once they all passed
 
 
 def is_profiled(item: pytest.Item) -> bool:
@@ -349,6 +352,12 @@ class GpuprofSession:
         update that a killed run left midway (a worker's controller has done so)."""
         self.config = session.config
         self.worker = hasattr(session.config, "workerinput")
+        t = self.settings.torchrun
+        if t is not None and self.backend.needs_gpu:  # each rank's tests, probes and readings on its own GPU
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.set_device(t.local_rank)
         if self.worker:
             return
         try:
@@ -412,6 +421,11 @@ class GpuprofSession:
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if (self.settings.torchrun is not None and report.when == "setup" and not report.passed
+                and report.nodeid in self._profiled):  # the test never ran here: say so to the others
+            reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
+            self.share_ending(report.nodeid, f"skipped: {reason.removeprefix('Skipped: ')}" if report.skipped
+                              else "errored in its set-up")
         message = getattr(report, "gpuprof", None)
         if message is not None and not self.worker:
             self._receive(message)
@@ -468,8 +482,7 @@ class GpuprofSession:
             except GpuprofError as exc:
                 self.written.append(str(exc))
                 statuses = [int(pytest.ExitCode.TESTS_FAILED)]
-            worst = max(statuses, key=lambda s: (s != 0, s))
-            session.exitstatus = worst
+            session.exitstatus = max(statuses, key=lambda s: EXIT_SEVERITY.get(s, len(EXIT_SEVERITY)))
 
     def pytest_unconfigure(self) -> None:
         self.backend.close()
@@ -519,52 +532,67 @@ class GpuprofSession:
         return outcome
 
     def _across_ranks(self, item: pytest.Item, t: Torchrun):
-        """Under torchrun: the test ran on this rank; each rank shares its trace (or that the
-        test failed on it), rank 0 judges the test from every rank's (``judge_ranks``) and
-        says how it went, and every rank passes or fails the test so."""
+        """Under torchrun: the test ran on this rank; each rank shares how it ended and its
+        trace, rank 0 judges the test from every rank's (``judge_ranks``) and says how it
+        went, and every rank passes, skips or fails the test so."""
         key = item.nodeid
         self.backend.start()
         try:
             with nvtx_range(item.nodeid) if self.backend.runs_tests else contextlib.nullcontext():
                 outcome = yield
-        except BaseException:
-            t.share(key, {"failed": f"the test failed on rank {t.rank}", "tests": []})
-            if t.judges:
-                t.share(f"verdict {key}", {"failed": True, "message": f"gpuprof: the test failed on rank 0"})
+        except BaseException as exc:  # the body failed, skipped or was interrupted on this rank
+            self.share_ending(key, _ended_as(exc), item)
             raise
         prof = _or_fail(lambda: self.profiler_of(item))
-        if isinstance(self.backend, TorchBackend):
-            t.share(key, {"tests": [{"trace": str(prof.trace_path) if prof.completed else None,
-                                     "message": "" if prof.completed else UNFINISHED_LOOP}]})
+        traces = [{"trace": str(prof.trace_path) if prof.completed else None,
+                   "message": "" if prof.completed else UNFINISHED_LOOP}] if isinstance(self.backend, TorchBackend) \
+            else []
+        t.share(key, {"ended": "passed", "tests": traces})
         if t.judges:
-            verdict = self._judge_torchrun(item, t)
+            verdict = self._torchrun_verdict(key, t, item)
             t.share(f"verdict {key}", verdict)
         else:
             verdict = _or_error(lambda: t.verdict(f"verdict {key}"))
+        if verdict.get("skipped"):
+            pytest.skip(verdict["skipped"])
         if verdict["failed"]:
             pytest.fail(verdict["message"], pytrace=False)
         return outcome
 
-    def _judge_torchrun(self, item: pytest.Item, t: Torchrun) -> dict[str, Any]:
-        """(rank 0) The test judged from every rank's trace: whether it failed, and why."""
-        if isinstance(self.backend, ReplayBackend):
-            result = self.judge_ranks(item, [])
-        else:
-            try:
-                shared = t.gather(item.nodeid)
-            except GpuprofError as exc:
-                return {"failed": True, "message": f"gpuprof: {exc}"}
-            failed = [doc["failed"] for doc in shared.values() if doc.get("failed")]
-            if failed:
-                return {"failed": True, "message": f"gpuprof: {failed[0]}"}
-            result = self.judge_ranks(item, [RankOutcome(r, "passed", "", t.path(item.nodeid, r)) for r in shared])
+    def share_ending(self, key: str, ended: str, item: pytest.Item | None = None) -> None:
+        """Under torchrun: this rank's test ended without a trace to judge (it failed, skipped,
+        or its set-up did); rank 0 still says how the test went for every rank."""
+        t = self.settings.torchrun
+        t.share(key, {"ended": ended, "tests": []})
+        if t.judges:
+            t.share(f"verdict {key}", self._torchrun_verdict(key, t, item))
+
+    def _torchrun_verdict(self, key: str, t: Torchrun, item: pytest.Item | None) -> dict[str, Any]:
+        """(rank 0) How the test went on every rank: skipped where every rank skipped it,
+        failed where one rank did not pass it (naming the first such rank), else judged from
+        every rank's trace."""
+        try:
+            shared = t.gather(key)
+        except GpuprofError as exc:
+            return {"failed": True, "message": f"gpuprof: {exc}"}
+        ended = {r: doc.get("ended", "passed") for r, doc in shared.items()}
+        if all(e.startswith("skipped") for e in ended.values()):
+            return {"failed": False, "skipped": f"gpuprof: every rank {ended[0]}"}
+        others = [(r, e) for r, e in ended.items() if e != "passed"]
+        if others or item is None:
+            rank, how = others[0]
+            return {"failed": True, "message": f"gpuprof: rank {rank} of {t.world_size}: the test {how} there"}
+        outcomes = [] if isinstance(self.backend, ReplayBackend) else [
+            RankOutcome(r, "passed", "", t.path(key, r)) for r in shared]
+        result = self.judge_ranks(item, outcomes)
         item.user_properties.extend(junit_properties(result))
         return {"failed": result.failed, "message": failure_message(result) if result.failed else ""}
 
     def _wrap_benchmark(self, item: pytest.Function) -> bool:
         """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``
         (pytest-benchmark's, an optional dependency: not a fixture of that name of the suite's own)."""
-        if not isinstance(self.backend, TorchBackend) or not item.config.pluginmanager.has_plugin("benchmark"):
+        if not isinstance(self.backend, TorchBackend) or not item.config.pluginmanager.has_plugin("benchmark") \
+                or self.settings.torchrun is not None:  # under torchrun rank 0 judges every rank's trace
             return False
         import torch
 
@@ -677,6 +705,13 @@ def _say(config: pytest.Config, line: str) -> None:
         return
     with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
         reporter.write_line(terminal_text(line))
+
+
+def _ended_as(exc: BaseException) -> str:
+    """How a test's body ended, from what it raised: ``skipped: REASON``, or failed."""
+    if isinstance(exc, pytest.skip.Exception):
+        return f"skipped: {exc.msg}"
+    return "was interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
 
 
 def _or_error(make: Callable[[], Any]) -> Any:

@@ -5,10 +5,10 @@ profiled test from every rank's trace, as one distributed test (``compare.ranks`
 writes the baselines and reports; every rank then passes or fails that test as rank 0
 judged it, and every rank ends with the same exit status (the worst rank's).
 
-The ranks meet in a folder of the host (``torchrun/RUN_ID`` under ``--gpuprof-output-dir``,
-``TORCHELASTIC_RUN_ID`` being the id torchrun gives the run): one node, or a folder
-every node shares.  Each rank writes there what it found, as a file of its own, atomically;
-the others wait for it, up to ``--gpuprof-rank-timeout`` seconds.
+The ranks meet in a folder of the host, under ``--gpuprof-output-dir``/torchrun
+(from the folder torchrun gives the attempt's error files, or its run id and restart count:
+one node).  Each rank writes there what it found, as a file of its own,
+atomically; the others wait for it, up to ``--gpuprof-rank-timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -19,10 +19,13 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ..errors import GpuprofError
+from ..errors import ConfigError, GpuprofError
 from ..files import write_atomic
-from .backends import TRACE_SUFFIX, safe_name, unique_trace_name
+from .backends import TRACE_SUFFIX, unique_trace_name
 from .ranks import TORCHRUN, under_torchrun
+
+#: Where torchrun asks each worker to write its error: a folder per rank in a folder per attempt.
+ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
 #: How often a waiting rank looks for the others' files.
 POLL_S = 0.05
 
@@ -53,21 +56,23 @@ class Torchrun(NamedTuple):
         return {rank: doc for rank, doc in zip(range(self.world_size), self._wait(key, range(self.world_size)))}
 
     def verdict(self, key: str) -> dict[str, Any]:
-        """Rank 0's file about ``key``."""
-        return self._wait(key, [0])[0]
+        """Rank 0's file about ``key``: it may first wait the timeout for the slowest rank,
+        then judge (loading every rank's trace), so this waits three times the timeout."""
+        return self._wait(key, [0], 3 * self.timeout_s)[0]
 
     def path(self, key: str, rank: int) -> Path:
         """Where ``rank`` writes about ``key``: a folder per key, a file per rank."""
         return self.folder / unique_trace_name(key).removesuffix(TRACE_SUFFIX) / f"rank{rank}.json"
 
-    def _wait(self, key: str, ranks) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + self.timeout_s
+    def _wait(self, key: str, ranks, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
         paths = [self.path(key, r) for r in ranks]
         while not all(p.is_file() for p in paths):
             if time.monotonic() > deadline:
                 missing = [r for r, p in zip(ranks, paths) if not p.is_file()]
                 raise GpuprofError(f"torchrun: rank(s) {', '.join(map(str, missing))} said nothing about {key} "
-                                   f"within {self.timeout_s:g} s (--gpuprof-rank-timeout)")
+                                   f"within {timeout_s:g} s (--gpuprof-rank-timeout)")
             time.sleep(POLL_S)
         return [json.loads(p.read_text()) for p in paths]
 
@@ -80,5 +85,13 @@ def launched(output_dir: Path, timeout_s: float) -> Torchrun | None:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return None
+    if int(os.environ.get("LOCAL_WORLD_SIZE", world)) != world:
+        raise ConfigError(f"torchrun: {world} ranks on several nodes; gpuprof's ranks meet on one node "
+                          f"(LOCAL_WORLD_SIZE {os.environ['LOCAL_WORLD_SIZE']})")
+    # torchrun's run id is "none" unless given, and a restarted attempt keeps it: the attempt's
+    # folder of error files (one a launch and attempt, shared by the node's ranks) tells them apart
+    error_file = os.environ.get(ERROR_FILE)
+    launch = (str(Path(error_file).parent.parent) if error_file else
+              f"{os.environ[TORCHRUN]}-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}")
     return Torchrun(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", os.environ["RANK"])),
-                    output_dir / "torchrun" / safe_name(os.environ[TORCHRUN]), timeout_s)
+                    output_dir / "torchrun" / unique_trace_name(launch).removesuffix(TRACE_SUFFIX), timeout_s)
