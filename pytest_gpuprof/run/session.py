@@ -553,6 +553,8 @@ class GpuprofSession:
             t.share(f"verdict {key}", verdict)
         else:
             verdict = _or_error(lambda: t.verdict(f"verdict {key}"))
+        if traces and not self.settings.keep_traces:  # rank 0 read it before it said how the test went
+            prof.trace_path.unlink(missing_ok=True)
         if verdict.get("skipped"):
             pytest.skip(verdict["skipped"])
         if verdict["failed"]:
