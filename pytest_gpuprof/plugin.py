@@ -259,7 +259,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
         pyfuncitem.stash[RANKS] = []
         return True
-    visible = _cuda_devices()
+    visible = _cuda_gpus()
     if 0 < visible < size:
         _skip(session, pyfuncitem, f"a distributed test of {size} ranks needs {size} GPUs, {visible} visible "
                                    "(CUDA_VISIBLE_DEVICES; under pytest-xdist each worker sees one: run these tests "
@@ -292,13 +292,14 @@ def _skip(session: Any, item: pytest.Item, why: str) -> None:
     pytest.skip(f"gpuprof: {why}")
 
 
-def _cuda_devices() -> int:
-    """The CUDA GPUs this process sees (0 without torch or CUDA: the ranks use gloo)."""
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+def _cuda_gpus() -> int:
+    """The GPUs this process sees (``run.gpus.visible_gpus``), 0 where CUDA is not available
+    (the ranks use gloo there)."""
+    import torch
+
+    from .run.gpus import visible_gpus
+
+    return len(visible_gpus()) if torch.cuda.is_available() else 0
 
 
 def world_size(item: pytest.Item) -> int:

@@ -115,7 +115,7 @@ def _skip_as_asked(request):
     assert all("1 passed, 1 skipped" in r.stdout for r in every)
     assert [r.returncode for r in one] == [1, 1], one[1].stdout[-3000:]  # one exit status
     assert f"FAILED {DDP}" in one[0].stdout
-    assert "gpuprof: rank 1 of 2: the test skipped: not on this rank there" in one[0].stdout
+    assert "gpuprof: rank 1 of 2 skipped: not on this rank, while other ranks ran the test" in one[0].stdout
     assert "1 passed, 1 skipped" in one[1].stdout  # rank 1 skipped it, and ends as rank 0 does
 
 

@@ -21,13 +21,13 @@ from typing import Any, Mapping
 
 from ..compare.evaluate import TestResult, of_measurement
 from ..compare.kernels import kernel_changes
-from ..compare.ranks import rank_nodeid
 from ..compare.rules import Rules
 from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
 from ..numbers import format_number
 from ..report.escaping import terminal_text
 from ..report.names import short_name
+from ..report.values import rank_sections
 from ..report.words import BACKEND_NAMES, broken_header, is_broken, verdict_line
 from ..trace.formats import is_nsys_input
 from ..metrics.measure import Measurement
@@ -85,9 +85,11 @@ def _runs(path: str, doc: dict[str, Any]) -> dict[str | None, TestResult]:
     for i, t in enumerate(doc["tests"]):
         if not isinstance(t, dict) or not isinstance(t.get("nodeid"), str):
             raise GpuprofError(f"{path}: tests[{i}] has no 'nodeid'")
-        if isinstance(t.get("ranks"), dict):
-            runs |= _runs(path, {**doc, "tests": [{**r, "nodeid": rank_nodeid(t["nodeid"], int(n))}
-                                                  for n, r in t["ranks"].items() if str(n).isdigit()]})
+        if t.get("ranks") is not None:
+            if not (isinstance(t["ranks"], dict) and all(str(n).isdigit() for n in t["ranks"])):
+                raise GpuprofError(f"{path}: tests[{i}] ({t['nodeid']}) has 'ranks' that are not an object "
+                                   "keyed by rank (0, 1, ...)")
+            runs |= _runs(path, {**doc, "tests": rank_sections(t)[1:]})  # the ranks, as the reports show them
             continue
         metrics = t.get("metrics")
         if metrics is not None and not (isinstance(metrics, dict) and "step_count" in metrics):

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..metrics import health
-from ..metrics.measure import METRICS, Measurement
-from ..metrics.ranks import TEST_METRICS
+from ..metrics.measure import Measurement
+from ..metrics.ranks import metric_spec
 from ..metrics.timeline import sample
 from . import host
 from .machine import explains, is_difference, machine_differences
@@ -136,7 +136,7 @@ class TestResult:
 
 
 def _verdict(doc: Mapping[str, Any]) -> Verdict:
-    spec = METRICS.get(doc["metric"]) or TEST_METRICS.get(doc["metric"])
+    spec = metric_spec(doc["metric"])
     threshold = doc.get("threshold")
     return Verdict(
         doc["metric"], doc["status"], doc.get("baseline"), doc.get("current"), doc.get("rule", ""),
@@ -248,7 +248,7 @@ def fails_on_timing_alone(result: TestResult, statuses: tuple[str, ...] = ("regr
 def is_timing(metric: str) -> bool:
     """A verdict on a time or a ratio (a kernel name's time too): what a slow machine or an
     unsteady measurement can move, unlike counts."""
-    spec = METRICS.get(metric) or TEST_METRICS.get(metric)
+    spec = metric_spec(metric)
     return metric.endswith(".time_us") if spec is None else spec.kind in ("time", "rate", "ratio")
 
 

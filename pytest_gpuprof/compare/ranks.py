@@ -61,7 +61,7 @@ def judge_skew(skew: float | None, entry: Mapping[str, Any] | None, rules: Rules
     to process as their launch queues fill, and the recorded runs' range says by how much."""
     spec = TEST_METRICS["rank_skew"]
     verdicts = [check_threshold(t, skew) for t in rules.thresholds if t.metric == spec.name]
-    recorded = [s for s in (entry or {}).get("rank_skew") or [] if s is not None]
+    recorded = recorded_skews(entry)
     if update or entry is None:
         return verdicts
     if skew is None or not recorded:
@@ -92,15 +92,16 @@ def combine(nodeid: str, ranks: Mapping[int, TestResult], skew: float | None, en
             for field in ("health", "slower_machine", "notes")}
     return TestResult(
         nodeid, min(statuses, key=STATUSES.index), first.gpu, {"rank_skew": skew}, verdicts=verdicts,
-        baseline=None if entry is None else {"rank_skew": max(entry.get("rank_skew") or [None], key=_none_low)},
+        baseline=None if entry is None else {"rank_skew": max(recorded_skews(entry), default=None)},
         baseline_file=first.baseline_file, trace=first.trace, backend=first.backend, environment=first.environment,
         message="; ".join(f"rank {r}: {t.message}" for r, t in sorted(ranks.items()) if t.message),
         machine=first.machine, **said, ranks={str(r): t for r, t in sorted(ranks.items())},
     )
 
 
-def _none_low(value: float | None) -> float:
-    return float("-inf") if value is None else value
+def recorded_skews(entry: Mapping[str, Any] | None) -> list[float]:
+    """The recorded runs' ``rank_skew`` values (a run of one rank with steps has none)."""
+    return [s for s in (entry or {}).get("rank_skew") or [] if s is not None]
 
 
 def new_distributed_entry(result: TestResult, previous: Mapping[str, Any] | None,

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from ..errors import ConfigError
 from ..metrics.measure import METRICS, MetricSpec
-from ..metrics.ranks import TEST_METRICS
+from ..metrics.ranks import TEST_METRICS, metric_spec
 from ..numbers import format_number
 from ..options import RULE_OPTIONS, default
 
@@ -49,7 +49,7 @@ def parse_threshold(text: str, origin: str) -> Threshold:
             f"e.g. 'gpu_utilization >= 0.85' (OP one of {', '.join(_OPS)})"
         )
     metric = m["metric"]
-    spec = METRICS.get(metric) or TEST_METRICS.get(metric)
+    spec = metric_spec(metric)
     if spec is None or spec.kind == "info" and metric != "peak_memory_allocated_bytes":
         known = ", ".join(n for n, s in (METRICS | TEST_METRICS).items() if s.kind != "info")
         raise ConfigError(f"{origin}: unknown metric {metric!r} in threshold {text!r}; known: {known}")

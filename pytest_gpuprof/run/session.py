@@ -29,8 +29,8 @@ from ..compare.evaluate import TestResult, evaluate, fail_unjudged, new_baseline
 from ..compare.ranks import combine, entry_for, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
 from ..compare.rules import Rules, Threshold, parse_threshold
 from ..errors import ConfigError, GpuprofError
-from ..metrics.measure import METRICS, measure
-from ..metrics.ranks import TEST_METRICS, rank_skew
+from ..metrics.measure import measure
+from ..metrics.ranks import metric_spec, rank_skew
 from ..options import default
 from ..report.document import results_document
 from ..report.escaping import terminal_text
@@ -45,6 +45,7 @@ from .bench import GpuBenchmark
 from ..compare.alongside import base_entry
 from .alongside import Sides, SideRun, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
 from .ranks import RankOutcome, this_rank
+from .ranks import verdict as rank_verdict
 from .torchrun import Torchrun
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
@@ -148,7 +149,7 @@ class GpuprofSession:
         thresholds = tuple(t for t in self.settings.rules.thresholds if t.metric not in overridden) + tuple(mine)
         tolerances = dict(self.settings.rules.tolerances)
         for metric, value in (marker_kwargs.get("tolerances") or {}).items():
-            if metric not in METRICS and metric not in TEST_METRICS:
+            if metric_spec(metric) is None:
                 raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
             tolerances[metric] = float(value)
         return dataclasses.replace(self.settings.rules, tolerances=tolerances, thresholds=thresholds)
@@ -215,9 +216,9 @@ class GpuprofSession:
             file = baseline.baseline_file(s.baseline_dir, nodeid)
             rules = self.rules_for(nodeid, marker_arguments(item))
             ranks = {}
+            kept = s.keep_traces or isinstance(self.backend, ReplayBackend)
             for rank, m in measured.items():
                 ranks[rank] = of_measurement(nodeid, m, s.backend, s.timeline_events)
-                kept = s.keep_traces or isinstance(self.backend, ReplayBackend)
                 # this process probed rank 0's GPU (the first visible): its readings explain rank 0 alone
                 ranks[rank].trace, ranks[rank].machine, ranks[rank].baseline_file = (
                     traces[rank] if kept else None), self.machine if rank == 0 else None, file
@@ -425,7 +426,7 @@ class GpuprofSession:
                 and report.nodeid in self._profiled):  # the test never ran here: say so to the others
             reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
             self.share_ending(report.nodeid, f"skipped: {reason.removeprefix('Skipped: ')}" if report.skipped
-                              else "errored in its set-up")
+                              else "error")
         message = getattr(report, "gpuprof", None)
         if message is not None and not self.worker:
             self._receive(message)
@@ -577,13 +578,13 @@ class GpuprofSession:
             shared = t.gather(key)
         except GpuprofError as exc:
             return {"failed": True, "message": f"gpuprof: {exc}"}
-        ended = {r: doc.get("ended", "passed") for r, doc in shared.items()}
-        if all(e.startswith("skipped") for e in ended.values()):
-            return {"failed": False, "skipped": f"gpuprof: every rank {ended[0]}"}
-        others = [(r, e) for r, e in ended.items() if e != "passed"]
-        if others or item is None:
-            rank, how = others[0]
-            return {"failed": True, "message": f"gpuprof: rank {rank} of {t.world_size}: the test {how} there"}
+        # how the ranks ended decides as it does for a distributed test's spawned ranks
+        found = rank_verdict([RankOutcome(r, doc.get("ended", "passed"), "") for r, doc in shared.items()],
+                             t.timeout_s)
+        if found is not None:
+            how, why = found
+            return {"failed": how == "fail", "skipped": f"gpuprof: {why}" if how == "skip" else None,
+                    "message": f"gpuprof: {why}"}
         outcomes = [] if isinstance(self.backend, ReplayBackend) else [
             RankOutcome(r, "passed", "", t.path(key, r)) for r in shared]
         result = self.judge_ranks(item, outcomes)
@@ -710,10 +711,9 @@ def _say(config: pytest.Config, line: str) -> None:
 
 
 def _ended_as(exc: BaseException) -> str:
-    """How a test's body ended, from what it raised: ``skipped: REASON``, or failed."""
-    if isinstance(exc, pytest.skip.Exception):
-        return f"skipped: {exc.msg}"
-    return "was interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+    """How a test's body ended, from what it raised, in ``ranks.RankOutcome``'s words:
+    ``skipped: REASON``, or failed."""
+    return f"skipped: {exc.msg}" if isinstance(exc, pytest.skip.Exception) else "failed"
 
 
 def _or_error(make: Callable[[], Any]) -> Any:
