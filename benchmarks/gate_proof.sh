@@ -28,6 +28,9 @@
 #   benchmarks/gate_proof.sh ab-planted OUT BUG...   each planted bug as a commit, judged against BASE
 #   benchmarks/gate_proof.sh ab-slowdown OUT RUNS [K]  the 10% activation slowdown as a commit (BASE at 0, head at
 #                                                    0.10), judged against BASE alone; K: a -k expression
+# The ab-gate, ab-nobase, ab-plain and ab-slowdown runs are numbered from FIRST (default 0: a
+# later call on the same machine goes on with FIRST=N), and no run starts once BUDGET_S
+# seconds have passed since the stage began (a device call's limit).
 set -u
 cd "$(dirname "$0")/.."
 stage=$1 out=$2
@@ -39,6 +42,12 @@ base=${BASE:-/tmp/gpuprof-base}
 conftest=example_suite/conftest.py
 gate=(-m pytest example_suite -p no:cacheprovider -ra --gpuprof --gpuprof-strict --gpuprof-base "$base"
       --gpuprof-base-python "$py")
+
+spent() {  # another run fits in BUDGET_S seconds since the stage began (default: no limit)
+  [ $SECONDS -lt "${BUDGET_S:-1000000}" ] && return 0
+  echo "stopped: BUDGET_S=$BUDGET_S seconds spent"
+  return 1
+}
 
 run() {  # NAME ARGS...: one run, its exit and time, its last line, what the pairs said
   local name=$1
@@ -119,7 +128,8 @@ ab-record)
   ;;
 ab-gate | ab-nobase | ab-plain)
   grep -q "only this comment differs" example_suite/test_moe.py || echo "# head: only this comment differs" >>example_suite/test_moe.py
-  for i in $(seq 0 $(($1 - 1))); do
+  for i in $(seq "${FIRST:-0}" $((${FIRST:-0} + $1 - 1))); do
+    spent || break
     case $stage in
     ab-gate) run "gate$i" "${gate[@]}" --gpuprof-baseline-dir="$out/baselines" ;;
     ab-nobase) run "nobase$i" "${gate[@]}" --gpuprof-baseline-dir="$out/none" ;;
@@ -138,7 +148,8 @@ ab-slowdown)
   runs=$1 pick=${2:-}
   sed -i 's/os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN"[^)]*)/os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN", "0.10")/' $conftest
   sed -i 's/os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN"[^)]*)/os.environ.get("GPUPROF_EXAMPLE_SLOWDOWN", "0")/' "$base/$conftest"
-  for i in $(seq 0 $((runs - 1))); do
+  for i in $(seq "${FIRST:-0}" $((${FIRST:-0} + runs - 1))); do
+    spent || break
     run "slow$i" "${gate[@]}" --gpuprof-baseline-dir="$out/none" ${pick:+-k "$pick"}
   done
   ;;
