@@ -29,8 +29,8 @@
 #   benchmarks/gate_proof.sh ab-slowdown OUT RUNS [K]  the 10% activation slowdown as a commit (BASE at 0, head at
 #                                                    0.10), judged against BASE alone; K: a -k expression
 # The ab-gate, ab-nobase, ab-plain and ab-slowdown runs are numbered from FIRST (default 0: a
-# later call on the same machine goes on with FIRST=N), and no run starts once BUDGET_S
-# seconds have passed since the stage began (a device call's limit).
+# later call on the same machine goes on with FIRST=N), and no A/B run (ab-planted's too)
+# starts once BUDGET_S seconds have passed since the stage began (a device call's limit).
 set -u
 cd "$(dirname "$0")/.."
 stage=$1 out=$2
@@ -139,6 +139,7 @@ ab-gate | ab-nobase | ab-plain)
   ;;
 ab-planted)
   for bug in "$@"; do
+    spent || break
     sed -i "s/os.environ.get(\"GPUPROF_EXAMPLE_BUG\", \"[a-z_]*\")/os.environ.get(\"GPUPROF_EXAMPLE_BUG\", \"$bug\")/" $conftest
     run "bug_$bug" "${gate[@]}" --gpuprof-baseline-dir="$out/none"
   done
