@@ -174,7 +174,7 @@ def _resolve_settings(config: pytest.Config):
             os.environ.get(RANK) and not os.environ.get(PROFILED)):
         return None  # off, or a distributed test's rank that its test's process does not profile
     from .compare.rules import Rules, parse_threshold
-    from .run.backends import inner_results_path
+    from .capture.nsys import inner_results_path
     from .compare.baseline import BACKENDS
     from .run.alongside import measuring_a_side
     from .run.record import recording_again
@@ -276,7 +276,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
             pytest.fail(f"gpuprof: {why}", pytrace=False)
     except BaseException:
         if profiled is not None:  # the ranks' files judge nothing now
-            shutil.rmtree(profiled[1], ignore_errors=True)
+            shutil.rmtree(profiled.folder, ignore_errors=True)
         raise
     if profiled is not None:
         from .run.session import RANKS

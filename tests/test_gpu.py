@@ -490,3 +490,23 @@ def test_a_distributed_test_is_profiled_rank_by_rank_and_judged_as_one(pytester)
     broken.assert_outcomes(failed=1)
     broken.stdout.fnmatch_lines(["*rank 1 kernel_count: baseline 3, current 5 (+66.7%) [[]changed; rule: must match exactly per step]*"])
     assert "rank 0 kernel_count" not in broken.stdout.str()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs (a distributed test's ranks)")
+def test_a_distributed_test_under_nsys_is_cut_per_rank_and_counts_as_under_torch(pytester):
+    nsys = nsys_or_skip()
+    pytester.makepyfile(test_dist=DISTRIBUTED)
+    run(pytester, "--gpuprof-update-baseline", "--gpuprof-record-processes=1").assert_outcomes(passed=1)
+    nsys_args = ("--gpuprof-nsys", f"--gpuprof-nsys-path={nsys}")
+    judged = run(pytester, *nsys_args, "--gpuprof-json=nsys.json")  # against the torch baseline: counts
+    assert judged.ret == 0, judged.stdout.str()
+    (test,) = json.loads((pytester.path / "nsys.json").read_text())["tests"]
+    assert test["status"] == "passed" and sorted(test["ranks"]) == ["0", "1"]
+    for rank in ("0", "1"):  # each rank's own process, cut to the test's range: as built
+        assert test["ranks"][rank]["per_step"]["comm_kernel_count"] == [1] * 4
+        assert test["ranks"][rank]["per_step"]["kernel_count"] == [3] * 4
+    broken = run(pytester, *nsys_args, extra=2)
+    assert broken.ret == 1, broken.stdout.str()
+    broken.stdout.fnmatch_lines(["*rank 1 kernel_count: baseline 3, current 5 (+66.7%) [[]changed*"])
+    assert "rank 0 kernel_count" not in broken.stdout.str()
+    assert not list((pytester.path / ".gpuprof" / "nsys").glob("*.ranks"))  # the ranks' files are gone

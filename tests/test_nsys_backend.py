@@ -6,6 +6,7 @@ import contextlib
 import csv
 import functools
 import gzip
+import json
 import os
 import shutil
 import signal
@@ -424,3 +425,63 @@ def test_a_test_that_left_its_steps_loop_unfinished_is_an_error_as_under_torch(t
     result = session.judge("test_a.py::test_broke_out", {}, lambda: backend.trace("test_a.py::test_broke_out"))
     assert (result.status, result.message) == ("error", UNFINISHED_LOOP)
     assert result.failed and session.results == [result]
+
+
+# --- a distributed test's ranks inside nsys ---------------------------------------------
+
+DIST = "test_dist.py::test_ddp"
+
+
+def test_a_rank_inside_nsys_leaves_the_capture_range_to_its_tests_session(tmp_path, monkeypatch):
+    """The first cudaProfilerStop ends nsys's capture (--capture-range-end=stop): a rank that
+    closed a range of its own would end every rank's (seen on two H200s: a second process's
+    range was not recorded).  The rank's backend calls neither; its test's session does."""
+    import torch
+
+    from pytest_gpuprof.run.backends import NsysInnerBackend
+
+    calls = []
+    monkeypatch.setattr(torch.cuda.profiler, "start", lambda: calls.append("start"))
+    monkeypatch.setattr(torch.cuda.profiler, "stop", lambda: calls.append("stop"))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    rank = NsysInnerBackend(tmp_path / "rank0.json", owns_capture=False)
+    rank.start()
+    rank.finish([{"nodeid": DIST, "marker": {}, "completed": True}], 0, None, {})
+    assert calls == [] and json.loads((tmp_path / "rank0.json").read_text())["pid"] == os.getpid()
+    session = NsysInnerBackend(tmp_path / "session.json")
+    session.start()
+    session.start()  # one range for the whole session
+    session.finish([], 0, None, {})
+    assert calls == ["start", "stop"]
+
+
+def test_a_distributed_test_is_handed_to_the_outer_session_with_each_ranks_process(tmp_path):
+    from pytest_gpuprof.run.ranks import RankOutcome
+    from pytest_gpuprof.run.session import nsys_ranks
+
+    folder = tmp_path / "t.ranks"
+    folder.mkdir()
+    for rank, pid, completed in ((0, 4101, True), (1, 4102, True)):
+        (folder / f"rank{rank}.json").write_text(json.dumps(
+            {"tests": [{"nodeid": DIST, "marker": {}, "completed": completed}], "pid": pid}))
+    outcomes = [RankOutcome(r, "passed", "", folder / f"rank{r}.json") for r in (1, 0)]  # the first to end first
+    assert nsys_ranks(DIST, {"world_size": 2}, outcomes) == {
+        "nodeid": DIST, "marker": {"world_size": 2}, "completed": True, "ranks": {"0": 4101, "1": 4102}}
+    assert not folder.exists()  # read once: the outer session needs only the processes
+
+
+def test_a_rank_that_named_no_process_fails_the_test_naming_the_rank(tmp_path):
+    from pytest_gpuprof.run.ranks import RankOutcome
+    from pytest_gpuprof.run.session import nsys_ranks
+
+    folder = tmp_path / "t.ranks"
+    folder.mkdir()
+    (folder / "rank0.json").write_text(json.dumps({"tests": [{"nodeid": DIST, "completed": False}], "pid": 4101}))
+    outcomes = [RankOutcome(r, "passed", "", folder / f"rank{r}.json") for r in (0, 1)]
+    with pytest.raises(GpuprofError, match=rf"^rank 1 measured nothing \(no results naming its process\): .*rank1\.json$"):
+        nsys_ranks(DIST, {}, outcomes)
+    assert not folder.exists()
+    (folder).mkdir()
+    (folder / "rank0.json").write_text(json.dumps({"tests": [{"nodeid": DIST, "completed": False}], "pid": 4101}))
+    (folder / "rank1.json").write_text(json.dumps({"tests": [{"nodeid": DIST, "completed": True}], "pid": 4102}))
+    assert nsys_ranks(DIST, {}, outcomes)["completed"] is False  # one rank left its loop unfinished

@@ -4,6 +4,7 @@ worked out by hand from the raw trace, both backends' counts per rank, every ran
 its own baseline entry, the skew against the recorded runs', and the entry's checks."""
 
 import copy
+import dataclasses
 import gzip
 import json
 import re
@@ -272,3 +273,63 @@ def test_a_distributed_entry_with_a_wrong_count_or_a_collective_without_bytes_is
     path.write_text(json.dumps({"schema_version": 1, "tests": {"t.py::test_d": {"GPU": entry}}}))
     with pytest.raises(baseline.BaselineError, match=re.escape(where)):
         baseline.entry(path, "t.py::test_d", "GPU")
+
+
+# --- under --gpuprof-nsys: one report, each rank's process ------------------------------
+
+NODEID = "test_dist.py::test_ddp"
+
+
+def with_test_range(report: Path) -> dict[int, int]:
+    """The report as the session under nsys leaves it: in each rank's process, the test's NVTX
+    range (the plugin's domain, its node id) around that process's gpuprof ranges, as the
+    rank's session pushes it; returns each rank's process id (rank: its device)."""
+    with sqlite3.connect(report) as db:
+        domains = db.execute("SELECT globalTid, domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = 'gpuprof'")
+        for tid, domain in domains.fetchall():
+            start, end = db.execute("SELECT MIN(start), MAX(end) FROM NVTX_EVENTS WHERE globalTid = ? AND domainId = ? "
+                                    "AND eventType = 59", (tid, domain)).fetchone()
+            db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+                       "VALUES (?, ?, 59, ?, ?, ?)", (start - 1, end + 1, NODEID, tid, domain))
+    return {device: pid for pid, device in cuda_processes(report)}
+
+
+def test_a_distributed_test_under_nsys_is_judged_from_each_ranks_process(tmp_path):
+    from pytest_gpuprof.run.nsys_backend import NsysReportBackend
+    from pytest_gpuprof.run.session import GpuprofSession
+    from test_gate import session_settings
+
+    report = tmp_path / "ddp.sqlite"
+    report.write_bytes(gzip.decompress((DATA / "ddp.sqlite.gz").read_bytes()))
+    pids = with_test_range(report)
+    assert sorted(pids) == [0, 1]
+    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, report, set(),
+                                {NODEID: {rank: load_nsys(report, process=pid) for rank, pid in pids.items()}})
+    recording = dataclasses.replace(session_settings(tmp_path, backend="nsys"), update_baseline=True)
+    session = GpuprofSession(recording, backend)
+    result = session.judge_ranks(NODEID, {}, lambda: backend.rank_traces(NODEID))
+    assert result.status == "updated" and sorted(result.ranks) == ["0", "1"]
+    counts = [k for k in result.ranks["0"].metrics if k.endswith("_count")]
+    for rank in (0, 1):  # each rank's own process: what the Kineto trace of that rank counts
+        torch = measure(load_kineto(trace("ddp", rank))).metrics
+        assert {k: result.ranks[str(rank)].metrics[k] for k in counts} == {k: torch[k] for k in counts}, rank
+        assert result.ranks[str(rank)].trace == report
+    session.finish()  # the recording is written at the session's end; a second session judges by it
+    again = GpuprofSession(session_settings(tmp_path, backend="nsys"), backend)
+    assert again.judge_ranks(NODEID, {}, lambda: backend.rank_traces(NODEID)).status == "passed"
+
+
+def test_a_rank_whose_process_lacks_the_tests_range_is_an_error_naming_the_rank(tmp_path):
+    from pytest_gpuprof.run.nsys_backend import NsysReportBackend
+    from pytest_gpuprof.run.session import GpuprofSession
+    from test_gate import session_settings
+
+    report = tmp_path / "ddp.sqlite"
+    report.write_bytes(gzip.decompress((DATA / "ddp.sqlite.gz").read_bytes()))
+    pids = {device: pid for pid, device in cuda_processes(report)}  # no test range was pushed
+    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, set(),
+                                {NODEID: {rank: load_nsys(report, process=pid) for rank, pid in pids.items()}})
+    result = GpuprofSession(session_settings(tmp_path, backend="nsys"), backend).judge_ranks(
+        NODEID, {}, lambda: backend.rank_traces(NODEID))
+    assert result.status == "error"
+    assert result.message == f"{tmp_path / 'session.nsys-rep'}: rank 0: no NVTX range named {NODEID!r} in the report"

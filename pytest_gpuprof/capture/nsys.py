@@ -176,6 +176,16 @@ def split_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[
 #: Names the private file (mode 0600) holding the variables kept out of nsys's sight.
 HELD_ENV = "GPUPROF_NSYS_HELD"
 
+#: Set by the outer session for the session it re-runs under nsys: the file where that
+#: one writes its profiled tests' outcomes.
+INNER_ENV = "GPUPROF_NSYS_INNER"
+
+
+def inner_results_path() -> Path | None:
+    """Inside the re-executed session: where to write the profiled tests' outcomes."""
+    value = os.environ.get(INNER_ENV)
+    return Path(value) if value else None
+
 
 def hold(held: Mapping[str, str]) -> Path:
     """Write the held variables to a file only this user can read, for ``restore_held``."""

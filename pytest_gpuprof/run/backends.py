@@ -21,18 +21,6 @@ from ..errors import GpuprofError
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
 
-
-#: Set by the outer session for the session it re-runs under nsys: the file where that
-#: one writes its profiled tests' outcomes.
-INNER_ENV = "GPUPROF_NSYS_INNER"
-
-
-def inner_results_path() -> Path | None:
-    """Inside the re-executed session: where to write the profiled tests' outcomes."""
-    value = os.environ.get(INNER_ENV)
-    return Path(value) if value else None
-
-
 #: Why a test that passed without finishing its steps() loop is an error, under either backend.
 UNFINISHED_LOOP = ("the test uses the gpuprof fixture but did not run its `for _ in gpuprof.steps(...)` loop "
                    "to the end; nothing was measured")
@@ -58,6 +46,11 @@ def unique_trace_name(nodeid: str) -> str:
     readable = safe_name(nodeid).lstrip("._")[:READABLE_CHARS]
     digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
     return f"{readable}.{digest}{TRACE_SUFFIX}".lstrip(".")
+
+
+def ranks_folder(parent: Path, nodeid: str) -> Path:
+    """The folder in ``parent`` of a distributed test's ranks' files, named like its trace."""
+    return parent / f"{unique_trace_name(nodeid).removesuffix(TRACE_SUFFIX)}.ranks"
 
 
 class Backend(Protocol):
@@ -100,7 +93,7 @@ class TorchBackend:
 
     def ranks_folder(self, nodeid: str) -> Path:
         """Where a distributed test's ranks write their results and traces (``run.ranks``)."""
-        return self.folder / f"{unique_trace_name(nodeid).removesuffix(TRACE_SUFFIX)}.ranks"
+        return ranks_folder(self.folder, nodeid)
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None]:
         if not prof.completed:
@@ -165,12 +158,16 @@ class ReplayBackend:
 
 class NsysInnerBackend:
     """Inside ``nsys profile``: NVTX ranges only (nsys owns CUPTI), within one
-    cudaProfilerStart/Stop capture range opened before the first profiled test."""
+    cudaProfilerStart/Stop capture range opened before the first profiled test.  A
+    distributed test's rank opens none (``owns_capture`` False): nsys records the processes
+    the session starts inside its range, and the range ends at the first cudaProfilerStop
+    (``--capture-range-end=stop``), so a rank closing its own would end every rank's."""
 
     name, runs_tests, needs_gpu = "nsys", True, True
 
-    def __init__(self, results: Path) -> None:
+    def __init__(self, results: Path, owns_capture: bool = True) -> None:
         self._results = results
+        self._owns_capture = owns_capture
         self._capturing = False
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
@@ -178,7 +175,7 @@ class NsysInnerBackend:
 
     def start(self) -> None:
         """Open nsys's capture range (cudaProfilerStart) before the first profiled test."""
-        if not self._capturing:
+        if self._owns_capture and not self._capturing:
             import torch
 
             torch.cuda.profiler.start()
@@ -186,6 +183,10 @@ class NsysInnerBackend:
 
     def trace(self, nodeid: str, prof: GpuProf) -> None:
         return None
+
+    def ranks_folder(self, nodeid: str) -> Path:
+        """Where a distributed test's ranks write which process each was (``run.ranks``)."""
+        return ranks_folder(self._results.parent, nodeid)
 
     def close(self) -> None:
         """Close the capture range once every test has run."""

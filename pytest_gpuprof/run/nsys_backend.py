@@ -27,6 +27,7 @@ import pytest
 
 from ..capture.nsys import (
     HELD_ENV,
+    INNER_ENV,
     check_report,
     export_sqlite,
     find_nsys,
@@ -43,7 +44,7 @@ from ..errors import GpuprofError, TraceError
 from ..report.words import failure_message
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
-from .backends import INNER_ENV, UNFINISHED_LOOP
+from .backends import UNFINISHED_LOOP
 from .session import GpuprofSession, Settings
 
 #: The command nsys runs: ``python -m pytest ARGS``, once the held variables are back.
@@ -61,11 +62,13 @@ class NsysReportBackend:
 
     name, runs_tests, needs_gpu = "nsys", False, False
 
-    def __init__(self, report: Path, trace: Trace | None, kept: Path | None, unfinished: set[str]) -> None:
+    def __init__(self, report: Path, trace: Trace | None, kept: Path | None, unfinished: set[str],
+                 ranks: dict[str, dict[int, Trace]] | None = None) -> None:
         self.report = report
         self._trace = trace
         self._kept = kept  # the scrubbed export, when kept
         self._unfinished = unfinished  # tests that passed without finishing their steps() loop
+        self._ranks = ranks or {}  # a distributed test's ranks: each one's process's events
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
@@ -80,6 +83,18 @@ class NsysReportBackend:
             return for_range(self._trace, nodeid), self._kept
         except TraceError as exc:
             raise TraceError(f"{self.report}: {exc}") from None
+
+    def rank_traces(self, nodeid: str) -> dict[int, tuple[Trace, Path | None]]:
+        """Each rank's part of a distributed test: its process's events inside the test's range."""
+        if nodeid in self._unfinished:
+            raise GpuprofError(UNFINISHED_LOOP)
+        cut = {}
+        for rank, trace in self._ranks[nodeid].items():
+            try:
+                cut[rank] = for_range(trace, nodeid), self._kept
+            except TraceError as exc:
+                raise TraceError(f"{self.report}: rank {rank}: {exc}") from None
+        return cut
 
     def close(self) -> None:
         pass
@@ -103,7 +118,7 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
             raise GpuprofError(f"the session under nsys ended (exit {status}) before writing {results}:\n{tail}")
         inner = json.loads(results.read_text())
         results.unlink()  # read once: the outer session judges from it, nothing else needs it
-        trace = None
+        trace, ranks = None, {}
         if any(t["completed"] for t in inner["tests"]):
             check_report(report, tail)
             export = export_sqlite(nsys, report)
@@ -117,15 +132,22 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
             others = {pid for pid, _ in cuda_processes(export)}
             trace = load_nsys(export, process=inner.get("pid") if len(others) > 1 and inner.get("pid") in others
                               else None)
+            # a distributed test's ranks each ran in a process of its own, recorded in the same report
+            ranks = {t["nodeid"]: {int(rank): load_nsys(export, process=pid) for rank, pid in t["ranks"].items()}
+                     for t in inner["tests"] if t["completed"] and "ranks" in t}
     finally:
         held_file.unlink(missing_ok=True)
         kept = keep_or_delete(report, settings.keep_traces)
-    backend = NsysReportBackend(report, trace, kept, {t["nodeid"] for t in inner["tests"] if not t["completed"]})
+    backend = NsysReportBackend(report, trace, kept, {t["nodeid"] for t in inner["tests"] if not t["completed"]},
+                                ranks)
     session = GpuprofSession(settings, backend)
     session.machine = inner.get("machine")
     session.skipped.update(inner["skipped"])
     for test in inner["tests"]:  # the passed ones (a failed test is not judged)
-        session.judge(test["nodeid"], test["marker"], lambda nodeid=test["nodeid"]: backend.trace(nodeid))
+        if "ranks" in test:
+            session.judge_ranks(test["nodeid"], test["marker"], lambda nodeid=test["nodeid"]: backend.rank_traces(nodeid))
+        else:
+            session.judge(test["nodeid"], test["marker"], lambda nodeid=test["nodeid"]: backend.trace(nodeid))
     status = inner["exitstatus"]
     if status == 0 and any(r.failed for r in session.results):
         status = 1

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from . import side_plugin
+from ..capture.nsys import INNER_ENV
 from .record import RECORDING
 from .side_plugin import SIDE
 
@@ -96,6 +97,18 @@ def leave() -> None:
         dist.destroy_process_group()
 
 
+class RankProfiling(NamedTuple):
+    """How a distributed test's ranks measure for its process: the test's gpuprof options for
+    every rank, the folder where rank N writes its results (``rank{N}.json``, and under
+    torch.profiler its trace, ``rank{N}/``), and whether Nsight Systems records them
+    (``--gpuprof-nsys``: each rank marks its steps in NVTX inside the capture range its test's
+    session holds open, and names its process in its results)."""
+
+    args: list[str]
+    folder: Path
+    nsys: bool = False
+
+
 class RankOutcome(NamedTuple):
     rank: int
     ended: str  # passed | failed | error | skipped: REASON | hung | stopped | crashed (exit N)
@@ -109,12 +122,11 @@ GRACE_S = 10.0
 
 
 def spawn(item_path: Path, nodeid: str, world_size: int, rootdir: Path, timeout_s: float,
-          xdist: bool, profiled: tuple[list[str], Path] | None = None) -> list[RankOutcome]:
+          xdist: bool, profiled: RankProfiling | None = None) -> list[RankOutcome]:
     """Run the test's body in ``world_size`` fresh pytest processes and wait for them: until
     all end, until one has run ``timeout_s`` seconds, or ``GRACE_S`` after one failed; the
     ranks still running then are killed, as they are when this process is interrupted.
-    ``profiled``: gpuprof's options for each rank and the folder where each writes its
-    results and trace (``rank{N}.json``, ``rank{N}/``)."""
+    ``profiled``: how each rank measures, and where it writes what it measured."""
     with tempfile.TemporaryDirectory(prefix="gpuprof-ranks-") as tmp:
         folder = Path(tmp)
         processes: list[subprocess.Popen] = []
@@ -130,24 +142,29 @@ def spawn(item_path: Path, nodeid: str, world_size: int, rootdir: Path, timeout_
         outcomes = [_outcome(rank, processes[rank], folder, nodeid, stopped.get(rank)) for rank in order]
     if profiled is None:
         return outcomes
-    return [o._replace(results=profiled[1] / f"rank{o.rank}.json") for o in outcomes]
+    return [o._replace(results=profiled.folder / f"rank{o.rank}.json") for o in outcomes]
 
 
-def _profiling(rank: int, profiled: tuple[list[str], Path] | None) -> list[str] | None:
-    """A profiled rank's gpuprof options: the test's, with its own results file and trace folder."""
+def _profiling(rank: int, profiled: RankProfiling | None) -> tuple[list[str], dict[str, str]] | None:
+    """A profiled rank's gpuprof options and variables: the test's options, with its own
+    results file (and trace folder, under torch.profiler); under nsys the rank is a session
+    inside nsys (``backends.NsysInnerBackend``) writing its results where ``INNER_ENV`` says."""
     if profiled is None:
         return None
-    args, out = profiled
-    return [*args, "--gpuprof", f"--gpuprof-json={out / f'rank{rank}.json'}", f"--gpuprof-output-dir={out / f'rank{rank}'}",
-            "--gpuprof-keep-traces"]
+    results = profiled.folder / f"rank{rank}.json"
+    if profiled.nsys:
+        return [*profiled.args, "--gpuprof-nsys"], {INNER_ENV: str(results)}
+    return [*profiled.args, "--gpuprof", f"--gpuprof-json={results}",
+            f"--gpuprof-output-dir={profiled.folder / f'rank{rank}'}", "--gpuprof-keep-traces"], {}
 
 
 def _start(rank: int, world_size: int, folder: Path, item_path: Path, nodeid: str, rootdir: Path,
-           xdist: bool, gpuprof: list[str] | None) -> subprocess.Popen:
+           xdist: bool, gpuprof: tuple[list[str], dict[str, str]] | None) -> subprocess.Popen:
     """One rank: the same test in a fresh pytest process, its output kept for a crash's message;
-    gpuprof off in it unless ``gpuprof`` gives its options (it then measures, as an A/B side
-    does: nothing fails it, no probes, no base: ``side_plugin.SIDE``)."""
-    profiling = {PROFILED: "1", SIDE: "rank"} if gpuprof is not None else {}
+    gpuprof off in it unless ``gpuprof`` gives its options and variables (it then measures, as
+    an A/B side does: nothing fails it, no probes, no base: ``side_plugin.SIDE``)."""
+    options, variables = gpuprof if gpuprof is not None else ([], {})
+    profiling = {PROFILED: "1", SIDE: "rank", **variables} if gpuprof is not None else {}
     inherited = {k: v for k, v in os.environ.items() if k != RECORDING}  # a recording's rank keeps its trace
     env = {**inherited, **RANK_ENVIRONMENT, **profiling, RANK: str(rank), "RANK": str(rank), "LOCAL_RANK": str(rank),
            "WORLD_SIZE": str(world_size), STORE: str(folder / "store"),
@@ -156,7 +173,7 @@ def _start(rank: int, world_size: int, folder: Path, item_path: Path, nodeid: st
     # sys-level capture: what the process writes to its file descriptors (a crash's last
     # words) goes to its log, a crash's message
     args = [str(item_path), "-p", side_plugin.NAME, "-p", "no:cacheprovider", "-q", "--runxfail", "--capture=sys",
-            "--rootdir", str(rootdir), *(["-n0"] if xdist else []), *(gpuprof or [])]
+            "--rootdir", str(rootdir), *(["-n0"] if xdist else []), *options]
     with open(folder / f"rank{rank}.log", "wb") as log:
         return subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=rootdir, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)

@@ -44,7 +44,7 @@ from .backends import UNFINISHED_LOOP, Backend, NsysInnerBackend, ReplayBackend,
 from .bench import GpuBenchmark
 from ..compare.alongside import base_entry
 from .alongside import Sides, SideRun, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
-from .ranks import RankOutcome, this_rank
+from .ranks import PROFILED, RankOutcome, RankProfiling, this_rank
 from .ranks import verdict as rank_verdict
 from .torchrun import Torchrun
 from .confirm import CONFIRMING, confirm, needs_confirmation
@@ -53,9 +53,6 @@ from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
 NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 #: Why a distributed test is among the profiled tests not measured.
-UNPROFILED_RANKS = ("a distributed test (world_size) under --gpuprof-nsys: its ranks ran it, not profiled (they are "
-                    "profiled with torch.profiler's backend)")
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -123,7 +120,8 @@ class GpuprofSession:
         if s.replay_dir is not None:
             return ReplayBackend(s.replay_dir)
         if s.nsys_inner is not None:
-            return NsysInnerBackend(s.nsys_inner)
+            # a distributed test's rank: its test's session holds the capture range open
+            return NsysInnerBackend(s.nsys_inner, owns_capture=os.environ.get(PROFILED) is None)
         return TorchBackend(s.output_dir, s.keep_traces)
 
     # --- the gpuprof fixture object and the rules of one test -------------------
@@ -191,37 +189,37 @@ class GpuprofSession:
         self._add_result(result)
         return result
 
-    def rank_profiling(self, item: pytest.Item) -> tuple[list[str], Path] | None:
-        """The gpuprof options of a distributed test's ranks and the folder they write to
-        (``run.ranks.spawn``): each rank measures its own steps and is judged against nothing;
-        None when its ranks are not profiled (torch.profiler's backend profiles them; nsys's
-        does not yet)."""
-        if not isinstance(self.backend, TorchBackend):
-            return None
+    def rank_profiling(self, item: pytest.Item) -> RankProfiling:
+        """How a distributed test's ranks measure (``run.ranks.spawn``): each rank measures its
+        own steps and is judged against nothing; under nsys each marks them in NVTX inside this
+        session's capture range, opened now."""
         folder = self.backend.ranks_folder(item.nodeid)
         shutil.rmtree(folder, ignore_errors=True)
         (folder / "baselines").mkdir(parents=True)
         args = [f"--gpuprof-baseline-dir={folder / 'baselines'}", "--gpuprof-confirm=0",
                 f"--gpuprof-timeline-events={self.settings.timeline_events}", *self._plan_args()]
-        return args, folder
+        nsys = isinstance(self.backend, NsysInnerBackend)
+        if nsys:
+            self.backend.start()
+        return RankProfiling(args, folder, nsys)
 
-    def judge_ranks(self, item: pytest.Item, outcomes: list[RankOutcome]) -> TestResult:
-        """Judge a distributed test from its ranks' traces (``outcomes``: its ranks, profiled;
-        none when replaying kept traces), each rank against its own entry and the skew against
-        the recorded runs' (``compare.ranks``); one result for the test."""
-        s, nodeid = self.settings, item.nodeid
+    def judge_ranks(self, nodeid: str, marker_kwargs: dict[str, Any],
+                    load: Callable[[], dict[int, tuple[Trace, Path | None]]]) -> TestResult:
+        """Judge a distributed test from its ranks' traces (``load``: each rank's trace and the
+        file kept of it), each rank against its own entry and the skew against the recorded
+        runs' (``compare.ranks``); one result for the test."""
+        s = self.settings
         try:
-            traces = self._rank_traces(item, outcomes)
-            measured = {rank: measure(load_kineto(path)) for rank, path in traces.items()}
+            traces = load()
+            measured = {rank: measure(trace) for rank, (trace, _) in traces.items()}
             file = baseline.baseline_file(s.baseline_dir, nodeid)
-            rules = self.rules_for(nodeid, marker_arguments(item))
+            rules = self.rules_for(nodeid, marker_kwargs)
             ranks = {}
-            kept = s.keep_traces or isinstance(self.backend, ReplayBackend)
             for rank, m in measured.items():
                 ranks[rank] = of_measurement(nodeid, m, s.backend, s.timeline_events)
                 # this process probed rank 0's GPU (the first visible): its readings explain rank 0 alone
                 ranks[rank].trace, ranks[rank].machine, ranks[rank].baseline_file = (
-                    traces[rank] if kept else None), self.machine if rank == 0 else None, file
+                    traces[rank][1], self.machine if rank == 0 else None, file)
             stored = None if s.base_only else baseline.entry(file, nodeid, ranks[0].gpu)
             entry, mismatch = entry_for(stored, len(ranks))
             for rank, m in measured.items():
@@ -238,11 +236,23 @@ class GpuprofSession:
                 self._add_entry(str(file), nodeid, result.gpu, new, how)
         except (GpuprofError, OSError, ValueError) as exc:  # a rank's file unreadable or damaged, a move refused
             result = TestResult(nodeid, "error", message=str(exc))
+        self._add_result(result)
+        return result
+
+    def judge_rank_traces(self, item: pytest.Item, outcomes: list[RankOutcome]) -> TestResult:
+        """``judge_ranks`` from the Kineto traces the ranks kept (``outcomes``), or replayed;
+        the ranks' folder goes once they are read."""
+        kept = self.settings.keep_traces or isinstance(self.backend, ReplayBackend)
+
+        def load() -> dict[int, tuple[Trace, Path | None]]:
+            return {rank: (load_kineto(path), path if kept else None)
+                    for rank, path in self._rank_traces(item, outcomes).items()}
+
+        try:
+            return self.judge_ranks(item.nodeid, marker_arguments(item), load)
         finally:
             if outcomes and outcomes[0].results is not None:
                 shutil.rmtree(outcomes[0].results.parent, ignore_errors=True)
-        self._add_result(result)
-        return result
 
     def _rank_traces(self, item: pytest.Item, outcomes: list[RankOutcome]) -> dict[int, Path]:
         """Each rank's trace: replayed from ``rank_nodeid``'s trace name, or the one the rank
@@ -499,10 +509,11 @@ class GpuprofSession:
             return (yield from self._across_ranks(item, self.settings.torchrun))
         if self._spawns_ranks(item):  # its ranks ran it (plugin.pytest_pyfunc_call), each profiled
             outcome = yield
-            if RANKS not in item.stash:
-                self.add_skipped(item.nodeid, UNPROFILED_RANKS)
+            if isinstance(self.backend, NsysInnerBackend):  # judged by the outer session from each rank's process
+                self.deferred.append(_or_fail(lambda: nsys_ranks(item.nodeid, marker_arguments(item),
+                                                                 item.stash[RANKS])))
                 return outcome
-            result = self.judge_ranks(item, item.stash[RANKS])
+            result = self.judge_rank_traces(item, item.stash[RANKS])
             item.user_properties.extend(junit_properties(result))
             if result.failed:
                 pytest.fail(failure_message(result), pytrace=False)
@@ -587,7 +598,7 @@ class GpuprofSession:
                     "message": f"gpuprof: {why}"}
         outcomes = [] if isinstance(self.backend, ReplayBackend) else [
             RankOutcome(r, "passed", "", t.path(key, r)) for r in shared]
-        result = self.judge_ranks(item, outcomes)
+        result = self.judge_rank_traces(item, outcomes)
         item.user_properties.extend(junit_properties(result))
         return {"failed": result.failed, "message": failure_message(result) if result.failed else ""}
 
@@ -683,6 +694,24 @@ class GpuprofSession:
         is one of those processes or replayed kept traces (the same traces again)."""
         return (self.settings.update_baseline and self.settings.record_processes > 1 and not recording_again()
                 and self.settings.replay_dir is None and self.settings.torchrun is None)
+
+
+def nsys_ranks(nodeid: str, marker: dict[str, Any], outcomes: list[RankOutcome]) -> dict[str, Any]:
+    """(inside nsys) A distributed test for the outer session: the process each rank ran in,
+    read from its results (``NsysInnerBackend.finish``), whose NVTX ranges and GPU work the
+    report holds; the ranks' folder goes once they are read."""
+    try:
+        pids, completed = {}, True
+        for o in sorted(outcomes):
+            doc = json.loads(o.results.read_text()) if o.results.is_file() else {}
+            tests = [t for t in doc.get("tests") or [] if t.get("nodeid") == nodeid]
+            if not tests or not isinstance(doc.get("pid"), int):
+                raise GpuprofError(f"rank {o.rank} measured nothing (no results naming its process): {o.results}")
+            pids[str(o.rank)], completed = doc["pid"], completed and bool(tests[0].get("completed"))
+    finally:
+        if outcomes:
+            shutil.rmtree(outcomes[0].results.parent, ignore_errors=True)
+    return {"nodeid": nodeid, "marker": marker, "completed": completed, "ranks": pids}
 
 
 def _rank_trace(outcome: RankOutcome) -> Path:
