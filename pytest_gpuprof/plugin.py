@@ -316,20 +316,37 @@ def gpuprof_rank(request: pytest.FixtureRequest):
     """This rank of a distributed test (``@pytest.mark.gpuprof(world_size=N)``, or of a session
     torchrun started): ``rank``, ``world_size``, ``local_rank`` and ``device``, with the process
     group joined before the test and left after it (NCCL on GPUs, gloo without; under torchrun
-    joined once and kept); None outside a rank.  A replay runs no test body: nothing to join."""
-    from .run.ranks import join, leave, this_rank
+    joined once, ``gpuprof_torchrun_group``); None outside a rank.  A replay runs no test body:
+    nothing to join."""
+    from .run.ranks import join, leave, this_rank, under_torchrun
 
     rank = this_rank()
     session = request.config.stash.get(SESSION, None)
     if rank is None or session is not None and not session.backend.runs_tests:
         yield rank
         return
-    joined = join(rank)
+    if under_torchrun():
+        request.getfixturevalue("gpuprof_torchrun_group")
+        yield rank
+        return
+    join(rank)
     try:
         yield rank
     finally:
-        if joined:
-            leave()
+        leave()
+
+
+@pytest.fixture(scope="session")
+def gpuprof_torchrun_group():
+    """Under torchrun: torchrun's process group, joined by the first test that asks for its
+    rank and kept for every test after, left when the session ends."""
+    from .run.ranks import join, leave, this_rank
+
+    join(this_rank())
+    try:
+        yield
+    finally:
+        leave()
 
 
 @pytest.fixture

@@ -32,17 +32,23 @@ def suite(tmp_path):
 
 
 def ranks(suite: Path, world: int = 2, *args: str) -> list[subprocess.CompletedProcess]:
+    """The example suite's distributed tests replayed by ``--gpuprof`` in ``world`` processes
+    started as torchrun starts them (``launch``)."""
+    return launch(suite, world, ["example_suite/test_distributed.py", "-p", "no:cacheprovider", "--gpuprof",
+                                 "--gpuprof-replay=traces", "--gpuprof-json=results.json",
+                                 "--gpuprof-rank-timeout=60", *args])
+
+
+def launch(cwd: Path, world: int, pytest_args: list[str]) -> list[subprocess.CompletedProcess]:
     """The pytest command in ``world`` processes started as torchrun starts them (its variables:
     TORCHELASTIC_RUN_ID, "none" as torchrun's default, RANK, LOCAL_RANK, WORLD_SIZE,
     MASTER_ADDR, MASTER_PORT, and TORCHELASTIC_ERROR_FILE in a folder of this launch's)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    attempt = Path(tempfile.mkdtemp(prefix="torchelastic_", dir=suite)) / "none_x" / "attempt_0"
-    command = [sys.executable, "-m", "pytest", "example_suite/test_distributed.py", "-p", "no:cacheprovider",
-               "--gpuprof", "--gpuprof-replay=traces", "--gpuprof-json=results.json", "--gpuprof-rank-timeout=60",
-               *args]
-    started = [subprocess.Popen(command, cwd=suite, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    attempt = Path(tempfile.mkdtemp(prefix="torchelastic_", dir=cwd)) / "none_x" / "attempt_0"
+    started = [subprocess.Popen([sys.executable, "-m", "pytest", *pytest_args], cwd=cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True,
                                 env={**os.environ, "TORCHELASTIC_RUN_ID": "none", "RANK": str(r),
                                      "LOCAL_RANK": str(r), "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
                                      "MASTER_PORT": str(port),
@@ -134,3 +140,44 @@ def test_a_session_of_one_rank_or_with_nsys_or_xdist_is_no_torchrun_session(suit
     env["LOCAL_WORLD_SIZE"] = "1"
     nodes = subprocess.run(command, cwd=suite, capture_output=True, text=True, env=env, timeout=120)
     assert nodes.returncode == 4 and "2 ranks on several nodes" in nodes.stderr
+
+
+GROUP_SUITE = """
+import torch
+import torch.distributed as dist
+
+
+def test_first(gpuprof_rank):
+    x = torch.tensor([float(gpuprof_rank.rank + 1)])
+    dist.all_reduce(x)
+    assert x.item() == 3.0
+
+
+def test_second(gpuprof_rank):
+    x = torch.tensor([1.0])
+    dist.all_reduce(x)
+    assert x.item() == 2.0 and dist.is_initialized()
+"""
+
+GROUP_CONFTEST = """
+import os
+import pytest
+import torch.distributed as dist
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    with open(f"left{os.environ['RANK']}", "w") as fh:
+        fh.write(str(dist.is_initialized()))
+"""
+
+
+def test_torchruns_process_group_is_joined_once_and_left_when_the_session_ends(tmp_path):
+    """torch warns at exit of a process that kept a NCCL group (seen on every rank of a
+    torchrun session on two H200s): the group is left once no test needs it."""
+    (tmp_path / "test_group.py").write_text(GROUP_SUITE)
+    (tmp_path / "conftest.py").write_text(GROUP_CONFTEST)
+    zero, one = launch(tmp_path, 2, ["test_group.py", "-p", "no:cacheprovider", "-q"])
+    assert zero.returncode == one.returncode == 0, zero.stdout + one.stdout
+    assert "2 passed" in zero.stdout and "2 passed" in one.stdout
+    assert [(tmp_path / f"left{r}").read_text() for r in (0, 1)] == ["False", "False"]

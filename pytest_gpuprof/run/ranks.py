@@ -71,23 +71,17 @@ def this_rank() -> Rank | None:
     return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), local, device)
 
 
-def join(rank: Rank) -> bool:
-    """Join the test's process group: NCCL on a GPU, gloo on the CPU.  Under torchrun the
-    session's ranks join torchrun's (``env://``) once, for every test after, and stay in it:
-    False, nothing to leave after the test."""
+def join(rank: Rank) -> None:
+    """Join the process group: NCCL on a GPU, gloo on the CPU; torchrun's (``env://``) under
+    torchrun, else the spawn's file store."""
     import torch
     import torch.distributed as dist
 
     if rank.device.startswith("cuda"):
         torch.cuda.set_device(rank.local_rank)
     backend = "nccl" if rank.device.startswith("cuda") else "gloo"
-    if under_torchrun():
-        if not dist.is_initialized():
-            dist.init_process_group(backend, init_method="env://", rank=rank.rank, world_size=rank.world_size)
-        return False
-    dist.init_process_group(backend, init_method=f"file://{os.environ[STORE]}", rank=rank.rank,
-                            world_size=rank.world_size)
-    return True
+    init = "env://" if under_torchrun() else f"file://{os.environ[STORE]}"
+    dist.init_process_group(backend, init_method=init, rank=rank.rank, world_size=rank.world_size)
 
 
 def leave() -> None:
