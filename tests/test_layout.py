@@ -19,8 +19,9 @@ BASE = {"pytest_gpuprof", "pytest_gpuprof.errors", "pytest_gpuprof.files", "pyte
 TOP = {"pytest_gpuprof.plugin", "pytest_gpuprof.__main__"}
 #: Not every earlier stage: the commands run no pytest session.
 FORBIDDEN = {"cli": {"run"}}
-#: Imported inside functions on purpose: heavy, or needed only once profiling is on.
-HEAVY = ("torch", "nvtx", "pynvml")
+#: Imported inside functions on purpose: heavy, needed only once profiling is on, or an
+#: optional dependency (ncu_report, extra "ncu").
+HEAVY = ("torch", "nvtx", "pynvml", "ncu_report")
 
 
 def module_name(path: Path) -> str:
@@ -91,7 +92,7 @@ def test_no_import_cycle():
 
 
 def test_function_level_imports_only_keep_heavy_modules_out_of_plain_runs():
-    """torch, nvtx and pynvml anywhere; the package's own heavy stages only from the plugin,
+    """torch, nvtx, pynvml and ncu_report anywhere; the package's own heavy stages only from the plugin,
     which must not load pandas without --gpuprof."""
     wrong = []
     for module in MODULES:

@@ -8,11 +8,9 @@ nsys process is left behind.
 from __future__ import annotations
 
 import collections
-import glob
 import json
 import os
 import re
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -23,6 +21,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import GpuprofError
+from .tools import find_tool
 
 ENV_NSYS = "GPUPROF_NSYS"
 #: Where nsys is looked for after the option, the environment variable and PATH.
@@ -42,32 +41,10 @@ PROFILE_ARGS = (
 
 
 def find_nsys(explicit: str | None, option: str = "--gpuprof-nsys-path") -> Path:
-    """The nsys binary, as an absolute path (the sessions run it from other directories): the
-    option, then $GPUPROF_NSYS (relative to the current directory), then PATH, then the usual
-    install places."""
-    looked: list[str] = []
-    for origin, candidate in ((option, explicit), (f"${ENV_NSYS}", os.environ.get(ENV_NSYS))):
-        if candidate:
-            if _runnable(Path(candidate)):
-                return Path(candidate).absolute()
-            looked.append(f"{origin}={candidate} (not an executable file)")
-        else:
-            looked.append(f"{origin} (not set)")
-    on_path = shutil.which("nsys")
-    if on_path:
-        return Path(on_path).absolute()
-    looked.append("PATH")
-    for pattern in INSTALL_GLOBS:
-        found = sorted(glob.glob(pattern), reverse=True)  # newest version directory first
-        hits = [Path(p) for p in found if _runnable(Path(p))]
-        if hits:
-            return hits[0]
-        looked.append(pattern)
-    raise GpuprofError("Nsight Systems (nsys) not found; looked at: " + ", ".join(looked))
-
-
-def _runnable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
+    """The nsys binary: the option, then $GPUPROF_NSYS (relative to the current directory),
+    then PATH, then the usual install places."""
+    return find_tool("nsys", "Nsight Systems", ((option, explicit), (f"${ENV_NSYS}", os.environ.get(ENV_NSYS))),
+                     INSTALL_GLOBS)
 
 
 def run_streamed(

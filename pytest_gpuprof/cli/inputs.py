@@ -1,21 +1,27 @@
-"""Any trace a command is given: a Kineto JSON, or an nsys report (its SQLite export,
-or a ``.nsys-rep`` exported first), and its metrics."""
+"""Any trace a command is given: a Kineto JSON, an nsys report (its SQLite export, or a
+``.nsys-rep`` exported first), or an Nsight Compute report, and its metrics."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
 import tempfile
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import pandas as pd
+
+from ..capture.ncu import export_csv, find_ncu
 from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
 from ..report.document import SCHEMA_VERSION
 from ..trace.formats import is_chrome_trace, is_nsys_input, is_sqlite, open_content
 from ..trace.kineto import load_kineto
+from ..trace.ncu import read_ncu_csv, read_ncu_report
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
 
@@ -59,6 +65,16 @@ def measure_processes(report: str, nsys: str | None) -> dict[int, tuple[str, Mea
         return {rank: (f"{report}: process {pid} (device {device})",
                        _measured(report, load_nsys(sqlite, named=named, process=pid)))
                 for rank, (pid, device) in enumerate(processes)}
+
+
+def ncu_launches(path: str, ncu: str | None) -> pd.DataFrame:
+    """The profiled launches of an Nsight Compute input: its raw page as CSV, or a report,
+    read by NVIDIA's module where it is installed, else printed by ncu."""
+    if not path.endswith(".ncu-rep"):
+        return read_ncu_csv(path)
+    if importlib.util.find_spec("ncu_report") is not None or ncu is None and not shutil.which("ncu"):
+        return read_ncu_report(path)  # without either, its error says how to get one
+    return read_ncu_csv(export_csv(find_ncu(ncu), Path(path)), named=f"{path} (printed by ncu)")
 
 
 def _measured(path: str, trace: Trace) -> Measurement:

@@ -17,8 +17,10 @@ from ..report.escaping import terminal_text
 from ..report.terminal import analysis_lines
 from ..report.writers import write_reports
 from .diff import diff
-from ..trace.formats import is_nsys_input
-from .inputs import measure_any, measure_processes, measure_ranks
+from ..metrics.counters import kernel_counters, memory_bandwidth_utilization
+from ..report.terminal import counter_lines
+from ..trace.formats import is_ncu_input, is_nsys_input
+from .inputs import measure_any, measure_processes, measure_ranks, ncu_launches
 from .merge import merge_status, merged
 
 
@@ -28,16 +30,19 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     analyze = sub.add_parser(
         "analyze",
-        help="print the metrics of a torch.profiler trace or an Nsight Systems report",
+        help="print the metrics of a torch.profiler trace, an Nsight Systems or an Nsight Compute report",
         description="Metrics of one trace, as docs/metrics.md defines them. Steps come from "
         "ProfilerStep#N ranges, else step_N ranges; with neither, the whole trace is the window.",
     )
-    analyze.add_argument("trace", help="Kineto trace (.json, .json.gz) or nsys report (.sqlite, .nsys-rep), or a "
-                                       "folder of one distributed run's per-rank Kineto traces")
+    analyze.add_argument("trace", help="Kineto trace (.json, .json.gz), nsys report (.sqlite, .nsys-rep), a folder of "
+                                       "one distributed run's per-rank Kineto traces, or an Nsight Compute report "
+                                       "(.ncu-rep, or its raw page as CSV: ncu --csv --page raw --print-units base)")
     analyze.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     analyze.add_argument("--range", metavar="NAME",
                          help="nsys report of a pytest session: only the NVTX range NAME (a test's node id)")
     analyze.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
+    analyze.add_argument("--ncu", metavar="PATH", help="ncu binary, to print an .ncu-rep where NVIDIA's ncu_report "
+                                                      "module is not installed (default: searched)")
     diff = sub.add_parser(
         "diff",
         help="what changed from run A to run B: verdicts in the plugin's words and a per-kernel table",
@@ -72,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "diff":
             status, lines = _diff(args)
         else:
-            status, lines = _analyze(args.trace, args.json, args.range, args.nsys)
+            status, lines = _analyze(args.trace, args.json, args.range, args.nsys, args.ncu)
     except GpuprofError as exc:
         print(f"gpuprof: {terminal_text(exc)}", file=sys.stderr)
         return 2
@@ -99,7 +104,15 @@ def _merge(args: argparse.Namespace) -> tuple[int, list[str]]:
     return merge_status(doc), lines + [terminal_text(line) for line in write_reports(doc, reports)]
 
 
-def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None) -> tuple[int, list[str]]:
+def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None,
+             ncu: str | None = None) -> tuple[int, list[str]]:
+    if is_ncu_input(path):
+        launches = ncu_launches(path, ncu)
+        counters, utilization = kernel_counters(launches), memory_bandwidth_utilization(launches)
+        if as_json:
+            return 0, [json.dumps({"report": path, "memory_bandwidth_utilization": utilization,
+                                   "kernels": counters}, indent=2)]
+        return 0, counter_lines(path, counters, utilization)
     if os.path.isdir(path):
         return 0, _rank_lines(path, measure_ranks(path), as_json)
     if is_nsys_input(path) and not test_range:

@@ -149,6 +149,28 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     return [terminal_text(line) for line in lines]
 
 
+#: The per-kernel counters ``gpuprof analyze`` prints of an Nsight Compute report, with their
+#: column heads: time and the percentages of peak, then what explains them.
+COUNTER_COLUMNS = (("time_us", "time us"), ("sm_throughput_pct", "SM %"), ("memory_throughput_pct", "mem %"),
+                   ("dram_throughput_pct", "DRAM %"), ("achieved_occupancy_pct", "occup %"),
+                   ("tensor_pipe_pct", "tensor %"), ("l1_hit_rate_pct", "L1 hit %"), ("l2_hit_rate_pct", "L2 hit %"),
+                   ("registers_per_thread", "regs"), ("local_memory_bytes", "local B"), ("dram_bytes", "DRAM B"))
+
+
+def counter_lines(path: str, counters: dict, utilization: float | None) -> list[str]:
+    """``gpuprof analyze`` of an Nsight Compute report: the bandwidth the profiled kernels
+    drew, then each kernel's counters (the median of its launches), heaviest first."""
+    lines = [f"report: {path}",
+             f"memory_bandwidth_utilization {'n/a (no duration)' if utilization is None else _pct(utilization)}: "
+             "DRAM bytes over the peak DRAM bandwidth times the profiled kernels' time", "",
+             f"per kernel: the median of its launches ({len(counters)} kernel(s))",
+             " ".join(f"{head:>10}" for _, head in COUNTER_COLUMNS) + f" {'launches':>8}  kernel"]
+    for name, k in counters.items():
+        lines.append(" ".join(f"{format_number(k[key]['median']):>10}" for key, _ in COUNTER_COLUMNS)
+                     + f" {k['launches']:>8}  {short_name(name)}")
+    return [terminal_text(line) for line in lines]
+
+
 def _cell_or_blank(value: float | None, width: int, unit: str) -> str:
     """A table cell: the number and its unit, right-aligned; blank where the line has no such value."""
     return " " * (width + len(unit)) if value is None else f"{format_number(value):>{width}}{unit}"

@@ -1,5 +1,5 @@
 """What kind of file an input is: decided here, from its name and its first bytes, for every
-loader and command (the Kineto and nsys loaders, ``gpuprof analyze`` and ``gpuprof diff``)."""
+loader and command (the Kineto, nsys and ncu loaders, ``gpuprof analyze`` and ``gpuprof diff``)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,19 @@ GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Names of Nsight Systems inputs: its SQLite export, and a report exported to one first.
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
+#: Names of Nsight Compute inputs: its report, and the raw page of one printed as CSV
+#: (``ncu --csv --page raw``).
+NCU_SUFFIXES = (".ncu-rep", ".csv")
 
 
 def is_nsys_input(path: str | Path) -> bool:
     """An Nsight Systems report or export, by its name; anything else is read as JSON."""
     return str(path).endswith(NSYS_SUFFIXES)
+
+
+def is_ncu_input(path: str | Path) -> bool:
+    """An Nsight Compute report, or its raw page as CSV, by its name."""
+    return str(path).endswith(NCU_SUFFIXES)
 
 
 def is_gzipped(path: str | Path) -> bool:

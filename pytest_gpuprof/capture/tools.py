@@ -1,0 +1,39 @@
+"""Finding a profiler's binary (nsys, ncu): one search, in one order, for each."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import GpuprofError
+
+
+def find_tool(name: str, title: str, given: Sequence[tuple[str, str | None]], globs: Sequence[str]) -> Path:
+    """The binary ``name`` as an absolute path (sessions run it from other directories): each
+    value ``given`` (an option's, a variable's, by what names it), then PATH, then ``globs``
+    (the newest version folder first); an error saying where it looked."""
+    looked: list[str] = []
+    for origin, candidate in given:
+        if candidate:
+            if _runnable(Path(candidate)):
+                return Path(candidate).absolute()
+            looked.append(f"{origin}={candidate} (not an executable file)")
+        else:
+            looked.append(f"{origin} (not set)")
+    on_path = shutil.which(name)
+    if on_path:
+        return Path(on_path).absolute()
+    looked.append("PATH")
+    for pattern in globs:
+        hits = [Path(p) for p in sorted(glob.glob(pattern), reverse=True) if _runnable(Path(p))]
+        if hits:
+            return hits[0]
+        looked.append(pattern)
+    raise GpuprofError(f"{title} ({name}) not found; looked at: " + ", ".join(looked))
+
+
+def _runnable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
