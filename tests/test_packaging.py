@@ -19,7 +19,7 @@ import pytest_gpuprof
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 #: import name -> distribution, where they differ
-DISTRIBUTION = {"pynvml": "nvidia-ml-py"}
+DISTRIBUTION = {"pynvml": "nvidia-ml-py", "ncu_report": "ncu-report"}
 
 
 def requirement_name(requirement: str) -> str:
@@ -36,6 +36,7 @@ def test_every_module_the_package_imports_is_a_declared_dependency():
                 imported.add(node.module.partition(".")[0])
     third_party = imported - set(sys.stdlib_module_names) - {"pytest_gpuprof"}
     declared = {requirement_name(r) for r in PROJECT["project"]["dependencies"]}
+    declared |= {requirement_name(r) for r in PROJECT["project"]["optional-dependencies"]["ncu"]}  # optional
     assert "pynvml" in third_party  # the check sees imports inside functions
     assert {DISTRIBUTION.get(name, name) for name in third_party} <= declared
 
