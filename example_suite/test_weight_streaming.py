@@ -54,7 +54,7 @@ class Streamer:
         return x
 
 
-@pytest.mark.gpuprof(thresholds=["overlap_efficiency >= 0.6", "gpu_utilization >= 0.85"])
+@pytest.mark.gpuprof(thresholds=["overlap_efficiency >= 0.6", "gpu_utilization >= 0.85", "pcie_utilization >= 0.5"])
 def test_weight_streaming(gpuprof):
     import torch
 
