@@ -2,7 +2,8 @@
 
 PYTEST_DONT_REWRITE: the session re-run under nsys imports this package before pytest
 starts (run.nsys_backend.INNER_LAUNCH), and pytest would warn that it cannot rewrite the
-asserts of an entry-point plugin imported already; the package has none for it to rewrite.
+asserts of an entry-point plugin imported already; no check of the package relies on a
+rewritten assert.
 """
 
 __version__ = "0.1.0"

@@ -105,6 +105,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("nsys", "bool", False, "short for --gpuprof --gpuprof-backend=nsys"),
     Option("nsys-path", "str", None,
            "the nsys binary (default: $GPUPROF_NSYS, then PATH, then the usual install locations)"),
+    Option("ncu", "bool", False,
+           "also profile each profiled test's heaviest kernels under Nsight Compute, in a fresh process (slow: "
+           "ncu replays each kernel; marker: ncu=True or ncu={'top': N, 'kernels': REGEX, 'step': K})"),
+    Option("ncu-path", "str", None, "the ncu binary (default: PATH, then the usual install locations)"),
     Option("json", "path", None,
            "write every profiled test's status, metrics, baseline, rules and verdicts here (docs/results.md)"),
     Option("summary", "path", None,

@@ -63,7 +63,7 @@ def _get(config: pytest.Config, o: Option) -> Any:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "gpuprof(wait=, warmup=, active=, flush_l2=, thresholds=[...], tolerances={...}, world_size=): profile "
+        "gpuprof(wait=, warmup=, active=, flush_l2=, thresholds=[...], tolerances={...}, world_size=, ncu=): profile "
         "this test under --gpuprof; a test without the gpuprof fixture is run once per step; world_size=N runs "
         "its body in N processes, one per rank (fixture gpuprof_rank)",
     )
@@ -208,6 +208,8 @@ def _resolve_settings(config: pytest.Config):
             backend=backend,
             nsys_path=opts["nsys-path"],
             nsys_inner=inner_results_path() if backend == "nsys" else None,
+            ncu=bool(opts["ncu"]) and not measuring_a_side(),
+            ncu_path=opts["ncu-path"],
             timeline_events=opts["timeline-events"],
             baseline_runs=opts["baseline-runs"],
             confirm=opts["confirm"],
@@ -316,7 +318,7 @@ def gpuprof_rank(request: pytest.FixtureRequest):
     """This rank of a distributed test (``@pytest.mark.gpuprof(world_size=N)``, or of a session
     torchrun started): ``rank``, ``world_size``, ``local_rank`` and ``device``, with the process
     group joined before the test and left after it (NCCL on GPUs, gloo without; under torchrun
-    joined once, ``gpuprof_torchrun_group``); None outside a rank.  A replay runs no test body:
+    joined once, ``_gpuprof_torchrun_group``); None outside a rank.  A replay runs no test body:
     nothing to join."""
     from .run.ranks import join, leave, this_rank, under_torchrun
 
@@ -326,7 +328,7 @@ def gpuprof_rank(request: pytest.FixtureRequest):
         yield rank
         return
     if under_torchrun():
-        request.getfixturevalue("gpuprof_torchrun_group")
+        request.getfixturevalue("_gpuprof_torchrun_group")
         yield rank
         return
     join(rank)
@@ -337,16 +339,22 @@ def gpuprof_rank(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
-def gpuprof_torchrun_group():
-    """Under torchrun: torchrun's process group, joined by the first test that asks for its
-    rank and kept for every test after, left when the session ends."""
+def _gpuprof_torchrun_group():
+    """Under torchrun (``gpuprof_rank`` asks for it there): torchrun's process group, joined by
+    the first test that asks for its rank unless the suite joined it already, kept for every
+    test after, and left when the session ends if gpuprof joined it."""
+    import torch.distributed as dist
+
     from .run.ranks import join, leave, this_rank
 
-    join(this_rank())
+    joined = not dist.is_initialized()
+    if joined:
+        join(this_rank())
     try:
         yield
     finally:
-        leave()
+        if joined:
+            leave()
 
 
 @pytest.fixture

@@ -510,3 +510,42 @@ def test_a_distributed_test_under_nsys_is_cut_per_rank_and_counts_as_under_torch
     broken.stdout.fnmatch_lines(["*rank 1 kernel_count: baseline 3, current 5 (+66.7%) [[]changed*"])
     assert "rank 0 kernel_count" not in broken.stdout.str()
     assert not list((pytester.path / ".gpuprof" / "nsys").glob("*.ranks"))  # the ranks' files are gone
+
+
+NCU = """
+import pytest
+import torch
+
+
+@pytest.mark.gpuprof(ncu={"top": 2}, warmup=1, active=2)
+def test_gemm_and_gelu(gpuprof):
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    x = torch.randn(4096, 4096, device="cuda")
+    for _ in gpuprof.steps():
+        a @ a
+        torch.nn.functional.gelu(x)
+"""
+
+
+def test_a_tests_heaviest_kernels_are_profiled_under_nsight_compute(pytester):
+    import shutil
+
+    if shutil.which("ncu") is None:
+        pytest.skip("needs Nsight Compute (ncu) on PATH")
+    pytester.makepyfile(test_ncu=NCU)
+    done = run(pytester, "--gpuprof", "--gpuprof-json=r.json")
+    done.assert_outcomes(passed=1)
+    done.stdout.fnmatch_lines(["*test_gemm_and_gelu: profiling its heaviest kernels under Nsight Compute*",
+                               "*Nsight Compute profiled 2 kernel(s) of step_0*memory_bandwidth_utilization*"])
+    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    c = test["counters"]
+    assert len(c["kernels"]) == 2 and 0 < c["memory_bandwidth_utilization"] <= 1.05
+    for k in c["kernels"].values():  # one launch of each in step 0, every counter read
+        assert k["launches"] == 1 and k["time_us"]["median"] > 0 and k["registers_per_thread"]["median"] > 0
+    # the kernels' time under ncu is of the same order as the step's (ncu times each launch alone)
+    ncu_time = sum(k["time_us"]["median"] for k in c["kernels"].values())
+    assert 0.3 < ncu_time / (test["metrics"]["kernel_time_us"] / test["metrics"]["step_count"]) < 3
+    missing = run(pytester, "--gpuprof", "--gpuprof-ncu-path=/nonexistent/ncu", "--gpuprof-json=m.json")
+    missing.assert_outcomes(passed=1)  # the rest of the test is judged
+    (test,) = json.loads((pytester.path / "m.json").read_text())["tests"]
+    assert test["counters"] is None and any("--gpuprof-ncu-path=/nonexistent/ncu" in n for n in test["notes"])

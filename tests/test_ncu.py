@@ -124,3 +124,152 @@ def test_bad_input_is_an_error_naming_the_file_and_the_fix(tmp_path, monkeypatch
     monkeypatch.setitem(sys.modules, "ncu_report", None)  # not installed
     with pytest.raises(TraceError, match=r"install NVIDIA's reader \(pip install 'pytest-gpuprof\[ncu\]'"):
         read_ncu_report(tmp_path / "x.ncu-rep")
+
+
+# --- a test's kernels profiled under ncu (run/ncu.py), with a stand-in for ncu ----------
+
+FAKE_NCU = """#!{python}
+# Stands in for ncu: `ncu --import REPORT ...` prints the committed report's CSV page;
+# `ncu ... -o NAME COMMAND...` logs its arguments, runs COMMAND as ncu would and writes NAME.ncu-rep,
+# or says what a machine without counter permission says.
+import os, subprocess, sys
+args = sys.argv[1:]
+if args[0] == "--import":
+    sys.stdout.write(open(os.environ["NCU_FAKE_CSV"]).read())
+    sys.exit(0)
+with open(os.environ["NCU_FAKE_LOG"], "w") as log:
+    log.write("\\n".join(args))
+if os.environ.get("NCU_FAKE_DENY"):
+    print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+    sys.exit(1)
+name = args[args.index("-o") + 1]
+command = args[args.index("-o") + 2:]
+code = subprocess.call(command)
+if not os.environ.get("NCU_FAKE_NONE"):
+    open(name + ".ncu-rep", "w").write("report")
+else:
+    print("==WARNING== No kernels were profiled.")
+sys.exit(code)
+"""
+
+CHILD = """
+import os
+
+def test_under_ncu():
+    with open("child.txt", "w") as fh:
+        fh.write(os.environ.get("GPUPROF_NSYS_INNER", ""))
+"""
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch):
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.parent.mkdir()
+    ncu.write_text(FAKE_NCU.format(python=sys.executable))
+    ncu.chmod(0o755)
+    (tmp_path / "test_child.py").write_text(CHILD)
+    monkeypatch.setenv("NCU_FAKE_CSV", str(CSV))
+    monkeypatch.setenv("NCU_FAKE_LOG", str(tmp_path / "ncu.log"))
+    return ncu
+
+
+HEAVIEST = ["void at::native::elementwise_kernel<128, 2, (lambda)>(int, (lambda))",
+            "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...)>(int, ...)",
+            "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "void at::native::reduce_kernel<512, 1>(...)"]
+
+
+def test_a_tests_heaviest_kernels_of_its_first_step_are_profiled_and_read_back(tmp_path, fake_ncu):
+    from pytest_gpuprof.run.ncu import NcuPlan, profile_kernels
+
+    got = profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path, ["--gpuprof-active=2"],
+                          timeout_s=120)
+    args = (tmp_path / "ncu.log").read_text().splitlines()
+    assert args[:4] == ["--clock-control", "none", "--nvtx", "--nvtx-include"] and args[4] == "gpuprof@step_0/"
+    assert args[args.index("-k") + 1] == "regex:^(elementwise_kernel|vectorized_elementwise_kernel|" \
+                                         "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT)$"  # the 3 heaviest
+    command = args[args.index("-o") + 2:]
+    assert command[1:4] == ["-m", "pytest", "test_child.py::test_under_ncu"]
+    assert "--gpuprof-nsys" in command and "--gpuprof-active=2" in command  # NVTX only, the test's steps
+    assert (tmp_path / "child.txt").read_text().endswith("inner.json")  # it ran, as a session inside a profiler
+    launches = read_ncu_csv(CSV)
+    assert got["memory_bandwidth_utilization"] == memory_bandwidth_utilization(launches)
+    assert got["kernels"] == kernel_counters(launches)
+    assert got["profiled"].startswith("step_0, kernels regex:^(elementwise_kernel|")
+
+
+def test_ncu_without_counter_permission_or_without_a_kernel_says_why(tmp_path, fake_ncu, monkeypatch):
+    from pytest_gpuprof.errors import GpuprofError
+    from pytest_gpuprof.run.ncu import NcuPlan, profile_kernels
+
+    monkeypatch.setenv("NCU_FAKE_DENY", "1")
+    with pytest.raises(GpuprofError, match=r"ERR_NVGPUCTRPERM\): run the tests as root, or let every user read them"):
+        profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path, [], 120)
+    monkeypatch.delenv("NCU_FAKE_DENY")
+    monkeypatch.setenv("NCU_FAKE_NONE", "1")
+    with pytest.raises(GpuprofError, match=r"^ncu profiled no kernel of step_0 \(exit 0\): .*No kernels were profiled"):
+        profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(step=0), fake_ncu, tmp_path, [], 120)
+
+
+def test_kernels_are_chosen_by_function_name_as_ncu_matches_them():
+    from pytest_gpuprof.errors import GpuprofError
+    from pytest_gpuprof.run.ncu import NcuPlan, function_name, kernel_filter
+
+    assert function_name("void (anonymous namespace)::softmax_warp_forward<float, 10>(float*, int)") == \
+        "softmax_warp_forward"
+    assert function_name("ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)") == "ncclDevKernel_SendRecv"
+    assert function_name("_ZN2at6native18elementwise_kernelILi128ELi2EZNS0_22gpu_kernel_impl_nocastIZZZNS0_23direct_"
+                         "copy_kernel_cudaERNS_18TensorIteratorBaseEENKUlvE1_clEvENKUlvE5_clEvEUlfE_EEvS4_RKT_EUliE_"
+                         "EEviT1_") == "elementwise_kernel"  # a mangled name, demangled first
+    # two kernels of one function count once; a plan's own expression wins
+    assert kernel_filter(NcuPlan(top=2), ["void a::k<1>(int)", "void b::k<2>(int)", "z", "y"]) == "regex:^(k|z)$"
+    assert kernel_filter(NcuPlan(kernels="gemm|gelu"), HEAVIEST) == "regex:gemm|gelu"
+    with pytest.raises(GpuprofError, match="no kernel to profile under ncu"):
+        kernel_filter(NcuPlan(), [])
+
+
+def test_the_counters_travel_with_the_result_and_the_terminal_shows_them():
+    from pytest_gpuprof.compare.evaluate import TestResult
+    from pytest_gpuprof.report.terminal import ncu_lines
+
+    launches = read_ncu_csv(CSV)
+    counters = {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
+                "kernels": kernel_counters(launches), "profiled": "step_0, kernels regex:^(a)$", "seconds": 9.5}
+    doc = TestResult("t.py::t", "passed", counters=counters).to_json()
+    assert json.loads(json.dumps(doc))["counters"] == counters
+    assert TestResult.from_json(doc).counters == counters
+    lines = ncu_lines(doc)
+    assert lines[0] == "Nsight Compute (step_0, kernels regex:^(a)$): memory_bandwidth_utilization 0.352334"
+    assert lines[3] == ("  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT: 26.208 us, DRAM 9.59%, SM 70.81%, "
+                        "occupancy 14.14%, 168 registers, 0 B local (1 launch(es))")
+    assert ncu_lines(TestResult("t.py::t", "passed").to_json()) == []
+
+
+def test_the_marker_chooses_the_plan():
+    from pytest_gpuprof.run.ncu import NcuPlan, ncu_plan
+
+    assert ncu_plan({}, every=False) is None and ncu_plan({}, every=True) == NcuPlan()
+    assert ncu_plan({"ncu": False}, every=True) is None  # a test left out of --gpuprof-ncu
+    assert ncu_plan({"ncu": True}, every=False) == NcuPlan()
+    assert ncu_plan({"ncu": {"top": 1, "step": 2}}, every=False) == NcuPlan(top=1, step=2)
+
+
+@pytest.mark.parametrize("bad", [1, "yes", {"top": 0}, {"top": True}, {"kernels": 3}, {"steps": 1}, {"step": -1}])
+def test_a_bad_ncu_marker_argument_names_what_it_takes(bad):
+    from types import SimpleNamespace
+
+    from pytest_gpuprof.capture.profiler import marker_arguments
+    from pytest_gpuprof.errors import ConfigError
+
+    marker = SimpleNamespace(args=(), kwargs={"ncu": bad})
+    item = SimpleNamespace(nodeid="t.py::t", get_closest_marker=lambda name: marker)
+    with pytest.raises(ConfigError, match=r"^@pytest.mark.gpuprof on t.py::t: ncu must be True, False or a dict of top"):
+        marker_arguments(item)
+
+
+def test_a_csv_without_its_id_column_or_with_a_bad_cell_is_a_clear_error(tmp_path):
+    text = CSV.read_text().replace('"ID",', '"Launch",', 1)
+    no_id = tmp_path / "no_id.csv"
+    no_id.write_text(text)
+    with pytest.raises(TraceError, match=r"no 'ID' and 'Kernel Name' columns in its first row"):
+        read_ncu_csv(no_id)
+    assert main(["analyze", str(no_id)]) == 2  # said, not a traceback

@@ -350,7 +350,7 @@ def test_the_session_reruns_under_nsys_with_the_same_outcomes(suite):
     out = done.stdout
     assert "gpuprof: re-running this session under Nsight Systems" in out
     assert "3 passed, 1 skipped" in out  # the inner session's own report, streamed
-    assert "warning" not in out  # none of pytest's: the plugin was imported before it (seen on H200s)
+    assert "PytestAssertRewriteWarning" not in out  # the plugin was imported before pytest (seen on H200s)
     assert "no CUDA GPU available" in out
     assert "gpuprof (nsys backend)" in out
     assert not list((pytester.path / ".gpuprof" / "nsys").iterdir())  # nothing kept unless asked
@@ -421,7 +421,7 @@ def test_a_test_that_left_its_steps_loop_unfinished_is_an_error_as_under_torch(t
     from test_gate import session_settings
 
     settings = session_settings(tmp_path, backend="nsys")
-    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, {"test_a.py::test_broke_out"})
+    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, {"test_a.py::test_broke_out": None})
     session = GpuprofSession(settings, backend)
     result = session.judge("test_a.py::test_broke_out", {}, lambda: backend.trace("test_a.py::test_broke_out"))
     assert (result.status, result.message) == ("error", UNFINISHED_LOOP)
@@ -467,7 +467,8 @@ def test_a_distributed_test_is_handed_to_the_outer_session_with_each_ranks_proce
             {"tests": [{"nodeid": DIST, "marker": {}, "completed": completed}], "pid": pid}))
     outcomes = [RankOutcome(r, "passed", "", folder / f"rank{r}.json") for r in (1, 0)]  # the first to end first
     assert nsys_ranks(DIST, {"world_size": 2}, outcomes) == {
-        "nodeid": DIST, "marker": {"world_size": 2}, "completed": True, "ranks": {"0": 4101, "1": 4102}}
+        "nodeid": DIST, "marker": {"world_size": 2}, "completed": True, "unfinished": [],
+        "ranks": {"0": 4101, "1": 4102}}
     assert not folder.exists()  # read once: the outer session needs only the processes
 
 
@@ -485,4 +486,8 @@ def test_a_rank_that_named_no_process_fails_the_test_naming_the_rank(tmp_path):
     (folder).mkdir()
     (folder / "rank0.json").write_text(json.dumps({"tests": [{"nodeid": DIST, "completed": False}], "pid": 4101}))
     (folder / "rank1.json").write_text(json.dumps({"tests": [{"nodeid": DIST, "completed": True}], "pid": 4102}))
-    assert nsys_ranks(DIST, {}, outcomes)["completed"] is False  # one rank left its loop unfinished
+    assert nsys_ranks(DIST, {}, outcomes)["unfinished"] == [0]  # one rank left its loop unfinished
+    folder.mkdir()
+    (folder / "rank0.json").write_text("{damaged")
+    with pytest.raises(GpuprofError, match=r"^rank 0's results cannot be read: .*rank0\.json: Expecting"):
+        nsys_ranks(DIST, {}, outcomes)

@@ -236,6 +236,8 @@ def test_settings(pytestconfig):
             "gpuprof_active": s.plan.active,
             "gpuprof_flush_l2": s.plan.flush_l2,
             "gpuprof_nsys_path": s.nsys_path,
+            "gpuprof_ncu": s.ncu,
+            "gpuprof_ncu_path": s.ncu_path,
             # report files: --gpuprof-KIND is ini key gpuprof_KIND (dashes as underscores)
             **{"gpuprof_" + kind.replace("-", "_"): None if path is None else str(path)
                for kind, path in s.reports.items()},
@@ -280,7 +282,7 @@ def spellings(pytester, opt, key, kind, variant=0):
         cli = [w for e in exprs for w in (opt, e)]
         ini = f"{key} =\n" + "".join(f"    {e}\n" for e in exprs)
         return cli, ini, f"{key} = {json.dumps(exprs)}", parsed
-    if key in ("gpuprof_nsys_path", "gpuprof_base_python"):
+    if key in ("gpuprof_nsys_path", "gpuprof_ncu_path", "gpuprof_base_python"):
         value = f"/opt/tool{variant}/bin/{key}"
         return [f"{opt}={value}"], f"{key} = {value}", f'{key} = "{value}"', value
     value = NUMBERS[key][variant]
@@ -805,7 +807,7 @@ def test_marker_form_without_fixture_is_judged_under_replay(suite):
 
 @pytest.mark.parametrize("marker, error", [
     ("@pytest.mark.gpuprof(warmup=1, warmpu=2)",
-     "unknown argument(s) warmpu; known: active, flush_l2, thresholds, tolerances, wait, warmup"),
+     "unknown argument(s) warmpu; known: active, flush_l2, ncu, thresholds, tolerances, wait, warmup"),
     ("@pytest.mark.gpuprof(2)", "takes keyword arguments only"),
     ('@pytest.mark.gpuprof(tolerances={"kernel_tim_us": 0.5})', "tolerances names unknown metric 'kernel_tim_us'"),
     ('@pytest.mark.gpuprof(thresholds=["gpu_utilization => 0.9"])', "cannot parse threshold 'gpu_utilization => 0.9'"),

@@ -303,7 +303,7 @@ def test_a_distributed_test_under_nsys_is_judged_from_each_ranks_process(tmp_pat
     report.write_bytes(gzip.decompress((DATA / "ddp.sqlite.gz").read_bytes()))
     pids = with_test_range(report)
     assert sorted(pids) == [0, 1]
-    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, report, set(),
+    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, report, {},
                                 {NODEID: {rank: load_nsys(report, process=pid) for rank, pid in pids.items()}})
     recording = dataclasses.replace(session_settings(tmp_path, backend="nsys"), update_baseline=True)
     session = GpuprofSession(recording, backend)
@@ -327,9 +327,31 @@ def test_a_rank_whose_process_lacks_the_tests_range_is_an_error_naming_the_rank(
     report = tmp_path / "ddp.sqlite"
     report.write_bytes(gzip.decompress((DATA / "ddp.sqlite.gz").read_bytes()))
     pids = {device: pid for pid, device in cuda_processes(report)}  # no test range was pushed
-    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, set(),
+    backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, {},
                                 {NODEID: {rank: load_nsys(report, process=pid) for rank, pid in pids.items()}})
     result = GpuprofSession(session_settings(tmp_path, backend="nsys"), backend).judge_ranks(
         NODEID, {}, lambda: backend.rank_traces(NODEID))
     assert result.status == "error"
     assert result.message == f"{tmp_path / 'session.nsys-rep'}: rank 0: no NVTX range named {NODEID!r} in the report"
+
+
+def test_a_rank_without_its_process_or_its_steps_is_that_tests_error_naming_the_rank(tmp_path):
+    from pytest_gpuprof.run.backends import UNFINISHED_LOOP
+    from pytest_gpuprof.run.nsys_backend import NsysReportBackend, _rank_process
+    from pytest_gpuprof.run.session import GpuprofSession
+    from test_gate import session_settings
+
+    report = tmp_path / "ddp.sqlite"
+    report.write_bytes(gzip.decompress((DATA / "ddp.sqlite.gz").read_bytes()))
+    pids = with_test_range(report)
+    processes = set(pids.values())
+    gone = max(processes) + 1  # a pid nsys never recorded (another pid namespace, say)
+    ranks = {NODEID: {0: _rank_process(report, pids[0], processes), 1: _rank_process(report, gone, processes)}}
+    session = GpuprofSession(session_settings(tmp_path, backend="nsys"), None)
+    lost = NsysReportBackend(tmp_path / "s.nsys-rep", None, None, {}, ranks)
+    result = session.judge_ranks(NODEID, {}, lambda: lost.rank_traces(NODEID))
+    assert (result.status, result.message) == (
+        "error", f"{tmp_path / 's.nsys-rep'}: rank 1: its process {gone} ran no GPU work the report holds")
+    unfinished = NsysReportBackend(tmp_path / "s.nsys-rep", None, None, {NODEID: [1]}, {})
+    result = session.judge_ranks(NODEID, {}, lambda: unfinished.rank_traces(NODEID))
+    assert (result.status, result.message) == ("error", f"rank 1: {UNFINISHED_LOOP}")

@@ -172,12 +172,22 @@ def pytest_unconfigure(config):
 """
 
 
-def test_torchruns_process_group_is_joined_once_and_left_when_the_session_ends(tmp_path):
+JOINED_BY_THE_SUITE = """
+
+@pytest.fixture(scope="session", autouse=True)
+def own_group():
+    dist.init_process_group("gloo", init_method="env://")
+"""
+
+
+@pytest.mark.parametrize("suite_joins", [False, True], ids=["gpuprof joins", "the suite joined"])
+def test_torchruns_process_group_is_joined_once_and_left_when_the_session_ends(tmp_path, suite_joins):
     """torch warns at exit of a process that kept a NCCL group (seen on every rank of a
-    torchrun session on two H200s): the group is left once no test needs it."""
+    torchrun session on two H200s): the group is left once no test needs it; a group the
+    suite joined itself is the suite's, used and left as it is."""
     (tmp_path / "test_group.py").write_text(GROUP_SUITE)
-    (tmp_path / "conftest.py").write_text(GROUP_CONFTEST)
+    (tmp_path / "conftest.py").write_text(GROUP_CONFTEST + (JOINED_BY_THE_SUITE if suite_joins else ""))
     zero, one = launch(tmp_path, 2, ["test_group.py", "-p", "no:cacheprovider", "-q"])
     assert zero.returncode == one.returncode == 0, zero.stdout + one.stdout
     assert "2 passed" in zero.stdout and "2 passed" in one.stdout
-    assert [(tmp_path / f"left{r}").read_text() for r in (0, 1)] == ["False", "False"]
+    assert [(tmp_path / f"left{r}").read_text() for r in (0, 1)] == [str(suite_joins)] * 2

@@ -64,14 +64,18 @@ class StepPlan:
 #: Marker and ``steps()`` arguments that shape the steps: the fields of StepPlan.
 PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan))
 #: Every argument of ``@pytest.mark.gpuprof``.
-MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances", "world_size"}
+MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances", "world_size", "ncu"}
+#: What ``ncu=`` may hold besides True or False: how many of the heaviest kernels' functions,
+#: a regular expression of function names instead, which measured step (``run.ncu.NcuPlan``).
+NCU_KEYS = {"top": int, "kernels": str, "step": int}
 
 
 def marker_arguments(item) -> dict[str, Any]:
     """The keyword arguments of a test's ``@pytest.mark.gpuprof`` (none: an empty dict),
     each of its type: the steps as ``StepPlan`` takes them, ``thresholds`` a string or a
     list of strings (parsed by ``compare.rules``, which also checks the metric names),
-    ``tolerances`` a dict of metric name to a finite number >= 0."""
+    ``tolerances`` a dict of metric name to a finite number >= 0, ``ncu`` a bool or a dict
+    of ``NCU_KEYS``."""
     marker = item.get_closest_marker("gpuprof")
     if marker is None:
         return {}
@@ -96,6 +100,12 @@ def marker_arguments(item) -> dict[str, Any]:
                                             or not all(isinstance(t, str) for t in thresholds)):
         raise ConfigError(f"{origin}: thresholds must be a string or a list of strings such as "
                           f"'gpu_utilization >= 0.85', got {thresholds!r}")
+    ncu = kwargs.get("ncu", False)
+    if not isinstance(ncu, (bool, dict)) or isinstance(ncu, dict) and any(
+            key not in NCU_KEYS or isinstance(value, bool) or not isinstance(value, NCU_KEYS[key])
+            or NCU_KEYS[key] is int and value < (1 if key == "top" else 0) for key, value in ncu.items()):
+        raise ConfigError(f"{origin}: ncu must be True, False or a dict of top (kernels' functions, 1 or more), "
+                          f"kernels (a regular expression of function names) and step (0 or more), got {ncu!r}")
     tolerances = kwargs.get("tolerances", {})
     if not isinstance(tolerances, dict):
         raise ConfigError(f"{origin}: tolerances must be a dict of metric name to tolerance, got {tolerances!r}")

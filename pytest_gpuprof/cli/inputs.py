@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import tempfile
 import zlib
 from contextlib import contextmanager
@@ -69,12 +68,19 @@ def measure_processes(report: str, nsys: str | None) -> dict[int, tuple[str, Mea
 
 def ncu_launches(path: str, ncu: str | None) -> pd.DataFrame:
     """The profiled launches of an Nsight Compute input: its raw page as CSV, or a report,
-    read by NVIDIA's module where it is installed, else printed by ncu."""
+    printed by the ncu given (``--ncu``), else read by NVIDIA's module where it is installed,
+    else printed by an ncu found (``find_ncu``)."""
     if not path.endswith(".ncu-rep"):
         return read_ncu_csv(path)
-    if importlib.util.find_spec("ncu_report") is not None or ncu is None and not shutil.which("ncu"):
-        return read_ncu_report(path)  # without either, its error says how to get one
-    return read_ncu_csv(export_csv(find_ncu(ncu), Path(path)), named=f"{path} (printed by ncu)")
+    if ncu is None and importlib.util.find_spec("ncu_report") is not None:
+        return read_ncu_report(path)
+    try:
+        binary = find_ncu(ncu)
+    except GpuprofError:
+        if ncu is not None:
+            raise
+        return read_ncu_report(path)  # neither: its error says how to get one
+    return read_ncu_csv(export_csv(binary, Path(path)), named=f"{path} (printed by ncu)")
 
 
 def _measured(path: str, trace: Trace) -> Measurement:

@@ -10,16 +10,15 @@ import sys
 from .. import __version__
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
+from ..metrics.counters import kernel_counters, memory_bandwidth_utilization
 from ..metrics.ranks import rank_skew
 from ..numbers import format_number
 from ..options import REPORT_OPTIONS, RULE_OPTIONS, add_report_options, add_rule_options
 from ..report.escaping import terminal_text
-from ..report.terminal import analysis_lines
+from ..report.terminal import analysis_lines, counter_lines
 from ..report.writers import write_reports
-from .diff import diff
-from ..metrics.counters import kernel_counters, memory_bandwidth_utilization
-from ..report.terminal import counter_lines
 from ..trace.formats import is_ncu_input, is_nsys_input
+from .diff import diff
 from .inputs import measure_any, measure_processes, measure_ranks, ncu_launches
 from .merge import merge_status, merged
 
@@ -36,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     analyze.add_argument("trace", help="Kineto trace (.json, .json.gz), nsys report (.sqlite, .nsys-rep), a folder of "
                                        "one distributed run's per-rank Kineto traces, or an Nsight Compute report "
-                                       "(.ncu-rep, or its raw page as CSV: ncu --csv --page raw --print-units base)")
+                                       "(.ncu-rep, or its raw page as CSV: ncu --import REPORT --csv --page raw "
+                                       "--print-units base --print-kernel-base mangled)")
     analyze.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     analyze.add_argument("--range", metavar="NAME",
                          help="nsys report of a pytest session: only the NVTX range NAME (a test's node id)")

@@ -57,6 +57,7 @@ class TestResult:
     confirmation: str = ""  # what re-measuring in fresh processes showed (--gpuprof-confirm)
     alongside: dict[str, Any] | None = None  # the base revision measured alongside (--gpuprof-base; run.alongside)
     ranks: dict[str, "TestResult"] | None = None  # a distributed test's ranks, each judged (compare.ranks)
+    counters: dict[str, Any] | None = None  # its heaviest kernels under Nsight Compute (run.ncu; not judged yet)
 
     @property
     def failed(self) -> bool:
@@ -103,6 +104,7 @@ class TestResult:
             "timeline": self.timeline,
             "baseline_timeline": entry.get("timeline"),
             "ranks": None if self.ranks is None else {r: t.to_json() for r, t in self.ranks.items()},
+            "counters": self.counters,
         }
 
     @classmethod
@@ -132,6 +134,7 @@ class TestResult:
             confirmation=doc.get("confirmation") or "", alongside=doc.get("alongside"),
             ranks=None if doc.get("ranks") is None else {r: cls.from_json(t, backend)
                                                          for r, t in doc["ranks"].items()},
+            counters=doc.get("counters"),
         )
 
 

@@ -45,7 +45,7 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
     if not tests and not doc["skipped"] and not inside_nsys:
         lines.append("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
     for t in tests:  # indented: not a row of the table above
-        lines += [f"  {t['nodeid']}: {line}" for line in health_lines(t)]
+        lines += [f"  {t['nodeid']}: {line}" for line in health_lines(t) + ncu_lines(t)]
     lines += written
     if doc.get("traces_dir") and tests:
         lines.append(f"traces kept in {doc['traces_dir']}")
@@ -169,6 +169,23 @@ def counter_lines(path: str, counters: dict, utilization: float | None) -> list[
         lines.append(" ".join(f"{format_number(k[key]['median']):>10}" for key, _ in COUNTER_COLUMNS)
                      + f" {k['launches']:>8}  {short_name(name)}")
     return [terminal_text(line) for line in lines]
+
+
+def ncu_lines(test: Mapping[str, Any]) -> list[str]:
+    """A test's kernels under Nsight Compute (``counters``), a line for the test and one per kernel
+    (the median of its launches)."""
+    c = test.get("counters")
+    if not c:
+        return []
+    bandwidth = c["memory_bandwidth_utilization"]
+    lines = [f"Nsight Compute ({c['profiled']}): memory_bandwidth_utilization "
+             f"{'n/a' if bandwidth is None else format_number(bandwidth)}"]
+    for name, k in c["kernels"].items():
+        m = {key: format_number(k[key]["median"]) for key in k if key != "launches"}
+        lines.append(f"  {short_name(name, 80)}: {m['time_us']} us, DRAM {m['dram_throughput_pct']}%, SM "
+                     f"{m['sm_throughput_pct']}%, occupancy {m['achieved_occupancy_pct']}%, {m['registers_per_thread']} "
+                     f"registers, {m['local_memory_bytes']} B local ({k['launches']} launch(es))")
+    return lines
 
 
 def _cell_or_blank(value: float | None, width: int, unit: str) -> str:

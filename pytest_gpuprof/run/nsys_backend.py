@@ -62,13 +62,14 @@ class NsysReportBackend:
 
     name, runs_tests, needs_gpu = "nsys", False, False
 
-    def __init__(self, report: Path, trace: Trace | None, kept: Path | None, unfinished: set[str],
-                 ranks: dict[str, dict[int, Trace]] | None = None) -> None:
+    def __init__(self, report: Path, trace: Trace | None, kept: Path | None,
+                 unfinished: dict[str, list[int] | None], ranks: dict[str, dict[int, Trace | str]] | None = None) -> None:
         self.report = report
         self._trace = trace
         self._kept = kept  # the scrubbed export, when kept
-        self._unfinished = unfinished  # tests that passed without finishing their steps() loop
-        self._ranks = ranks or {}  # a distributed test's ranks: each one's process's events
+        # tests that passed without finishing their steps() loop (a distributed test's: on which ranks)
+        self._unfinished = unfinished
+        self._ranks = ranks or {}  # a distributed test's ranks: each one's process's events, or why none
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
@@ -87,10 +88,12 @@ class NsysReportBackend:
     def rank_traces(self, nodeid: str) -> dict[int, tuple[Trace, Path | None]]:
         """Each rank's part of a distributed test: its process's events inside the test's range."""
         if nodeid in self._unfinished:
-            raise GpuprofError(UNFINISHED_LOOP)
+            raise GpuprofError(f"rank {', '.join(map(str, self._unfinished[nodeid] or []))}: {UNFINISHED_LOOP}")
         cut = {}
         for rank, trace in self._ranks[nodeid].items():
             try:
+                if isinstance(trace, str):
+                    raise TraceError(trace)
                 cut[rank] = for_range(trace, nodeid), self._kept
             except TraceError as exc:
                 raise TraceError(f"{self.report}: rank {rank}: {exc}") from None
@@ -130,16 +133,17 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
             # the session's own events where its children (a distributed test's ranks) ran GPU
             # work too: their correlation ids repeat the session's
             others = {pid for pid, _ in cuda_processes(export)}
-            trace = load_nsys(export, process=inner.get("pid") if len(others) > 1 and inner.get("pid") in others
-                              else None)
+            if any(t["completed"] and "ranks" not in t for t in inner["tests"]):
+                trace = load_nsys(export, process=inner.get("pid") if len(others) > 1 and inner.get("pid") in others
+                                  else None)
             # a distributed test's ranks each ran in a process of its own, recorded in the same report
-            ranks = {t["nodeid"]: {int(rank): load_nsys(export, process=pid) for rank, pid in t["ranks"].items()}
+            ranks = {t["nodeid"]: {int(rank): _rank_process(export, pid, others) for rank, pid in t["ranks"].items()}
                      for t in inner["tests"] if t["completed"] and "ranks" in t}
     finally:
         held_file.unlink(missing_ok=True)
         kept = keep_or_delete(report, settings.keep_traces)
-    backend = NsysReportBackend(report, trace, kept, {t["nodeid"] for t in inner["tests"] if not t["completed"]},
-                                ranks)
+    backend = NsysReportBackend(report, trace, kept, {t["nodeid"]: t.get("unfinished") for t in inner["tests"]
+                                                      if not t["completed"]}, ranks)
     session = GpuprofSession(settings, backend)
     session.machine = inner.get("machine")
     session.skipped.update(inner["skipped"])
@@ -152,6 +156,17 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
     if status == 0 and any(r.failed for r in session.results):
         status = 1
     return status, session
+
+
+def _rank_process(export: Path, pid: int, processes: set[int]) -> Trace | str:
+    """A rank's own events in the report, or why there are none (said as that test's error,
+    not the run's)."""
+    if pid not in processes:
+        return f"its process {pid} ran no GPU work the report holds"
+    try:
+        return load_nsys(export, process=pid)
+    except TraceError as exc:
+        return str(exc)
 
 
 def keep_or_delete(report: Path, keep: bool) -> Path | None:

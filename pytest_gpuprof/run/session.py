@@ -48,6 +48,9 @@ from .ranks import PROFILED, RankOutcome, RankProfiling, this_rank
 from .ranks import verdict as rank_verdict
 from .torchrun import Torchrun
 from .confirm import CONFIRMING, confirm, needs_confirmation
+from .ncu import NcuPlan, ncu_plan, profile_kernels
+from ..capture.ncu import find_ncu
+from ..numbers import format_number
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
@@ -69,6 +72,8 @@ class Settings:
     backend: str = default("backend")  # "torch" or "nsys"
     nsys_path: str | None = None
     nsys_inner: Path | None = None  # set inside the session nsys re-executes: where its results go
+    ncu: bool = False  # every profiled test's heaviest kernels also under Nsight Compute (run.ncu)
+    ncu_path: str | None = None  # the ncu binary
     timeline_events: int = default("timeline-events")  # events of the timeline sample kept with results, baselines
     baseline_runs: int = default("baseline-runs")  # recorded runs a baseline entry keeps
     confirm: int = default("confirm")  # fresh re-runs that must reproduce a time or ratio failure
@@ -195,13 +200,13 @@ class GpuprofSession:
         session's capture range, opened now."""
         folder = self.backend.ranks_folder(item.nodeid)
         shutil.rmtree(folder, ignore_errors=True)
-        (folder / "baselines").mkdir(parents=True)
-        args = [f"--gpuprof-baseline-dir={folder / 'baselines'}", "--gpuprof-confirm=0",
-                f"--gpuprof-timeline-events={self.settings.timeline_events}", *self._plan_args()]
-        nsys = isinstance(self.backend, NsysInnerBackend)
-        if nsys:
+        folder.mkdir(parents=True)
+        if isinstance(self.backend, NsysInnerBackend):  # the ranks measure nothing themselves: nsys records
             self.backend.start()
-        return RankProfiling(args, folder, nsys)
+            return RankProfiling(self._plan_args(), folder, nsys=True)
+        (folder / "baselines").mkdir()
+        return RankProfiling([f"--gpuprof-baseline-dir={folder / 'baselines'}", "--gpuprof-confirm=0",
+                              f"--gpuprof-timeline-events={self.settings.timeline_events}", *self._plan_args()], folder)
 
     def judge_ranks(self, nodeid: str, marker_kwargs: dict[str, Any],
                     load: Callable[[], dict[int, tuple[Trace, Path | None]]]) -> TestResult:
@@ -510,8 +515,8 @@ class GpuprofSession:
         if self._spawns_ranks(item):  # its ranks ran it (plugin.pytest_pyfunc_call), each profiled
             outcome = yield
             if isinstance(self.backend, NsysInnerBackend):  # judged by the outer session from each rank's process
-                self.deferred.append(_or_fail(lambda: nsys_ranks(item.nodeid, marker_arguments(item),
-                                                                 item.stash[RANKS])))
+                marker = _or_fail(lambda: marker_arguments(item))
+                self.deferred.append(_or_error(lambda: nsys_ranks(item.nodeid, marker, item.stash[RANKS])))
                 return outcome
             result = self.judge_rank_traces(item, item.stash[RANKS])
             item.user_properties.extend(junit_properties(result))
@@ -538,6 +543,9 @@ class GpuprofSession:
                 and not os.environ.get(CONFIRMING):
             confirm(result, self._confirm_args(), item.config.rootpath, self.settings.confirm,
                     self.settings.confirm_timeout, lambda line: _say(item.config, line))
+        plan = ncu_plan(kwargs, self.settings.ncu)
+        if plan is not None and isinstance(self.backend, TorchBackend) and result.metrics and not measuring_a_side():
+            self._profile_kernels(item, result, plan)
         item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
         if result.status == "error" or result.failed and this_rank() is None:  # a rank's verdicts: its test's
             pytest.fail(failure_message(result), pytrace=False)
@@ -601,6 +609,24 @@ class GpuprofSession:
         result = self.judge_rank_traces(item, outcomes)
         item.user_properties.extend(junit_properties(result))
         return {"failed": result.failed, "message": failure_message(result) if result.failed else ""}
+
+    def _profile_kernels(self, item: pytest.Item, result: TestResult, plan: NcuPlan) -> None:
+        """The test's heaviest kernels under Nsight Compute, in a fresh process (``run.ncu``);
+        what goes wrong there is a note, and the test stays judged as it was."""
+        say = lambda line: _say(item.config, line)  # noqa: E731
+        say(f"gpuprof: {item.nodeid}: profiling its heaviest kernels under Nsight Compute in a fresh process")
+        try:
+            ncu = find_ncu(self.settings.ncu_path, "--gpuprof-ncu-path")
+            result.counters = profile_kernels(item.nodeid, list(result.metrics.get("kernels") or {}), plan, ncu,
+                                              item.config.rootpath, self._plan_args(), self.settings.confirm_timeout)
+        except GpuprofError as exc:
+            result.notes.append(f"Nsight Compute: {exc}")
+            say(f"gpuprof: {item.nodeid}: Nsight Compute: {exc}")
+            return
+        c = result.counters
+        bandwidth = c["memory_bandwidth_utilization"]
+        say(f"gpuprof: {item.nodeid}: Nsight Compute profiled {len(c['kernels'])} kernel(s) of {c['profiled']} in "
+            f"{c['seconds']} s; memory_bandwidth_utilization {'n/a' if bandwidth is None else format_number(bandwidth)}")
 
     def _wrap_benchmark(self, item: pytest.Function) -> bool:
         """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``
@@ -699,19 +725,25 @@ class GpuprofSession:
 def nsys_ranks(nodeid: str, marker: dict[str, Any], outcomes: list[RankOutcome]) -> dict[str, Any]:
     """(inside nsys) A distributed test for the outer session: the process each rank ran in,
     read from its results (``NsysInnerBackend.finish``), whose NVTX ranges and GPU work the
-    report holds; the ranks' folder goes once they are read."""
+    report holds, and the ranks that left their steps loop unfinished; the ranks' folder goes
+    once they are read."""
     try:
-        pids, completed = {}, True
+        pids, unfinished = {}, []
         for o in sorted(outcomes):
-            doc = json.loads(o.results.read_text()) if o.results.is_file() else {}
-            tests = [t for t in doc.get("tests") or [] if t.get("nodeid") == nodeid]
+            try:
+                doc = json.loads(o.results.read_text()) if o.results.is_file() else {}
+            except (OSError, ValueError) as exc:
+                raise GpuprofError(f"rank {o.rank}'s results cannot be read: {o.results}: {exc}") from None
+            tests = [t for t in (doc.get("tests") if isinstance(doc, dict) else None) or []
+                     if isinstance(t, dict) and t.get("nodeid") == nodeid]
             if not tests or not isinstance(doc.get("pid"), int):
                 raise GpuprofError(f"rank {o.rank} measured nothing (no results naming its process): {o.results}")
-            pids[str(o.rank)], completed = doc["pid"], completed and bool(tests[0].get("completed"))
+            pids[str(o.rank)] = doc["pid"]
+            unfinished += [] if tests[0].get("completed") else [o.rank]
     finally:
         if outcomes:
             shutil.rmtree(outcomes[0].results.parent, ignore_errors=True)
-    return {"nodeid": nodeid, "marker": marker, "completed": completed, "ranks": pids}
+    return {"nodeid": nodeid, "marker": marker, "completed": not unfinished, "unfinished": unfinished, "ranks": pids}
 
 
 def _rank_trace(outcome: RankOutcome) -> Path:

@@ -62,22 +62,26 @@ def read_ncu_csv(source: str | Path, named: str | None = None) -> pd.DataFrame:
         text = source if named is not None else Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read {name}: {exc}") from None
-    rows = list(csv.reader(io.StringIO(text)))
-    if len(rows) < 2 or "Kernel Name" not in rows[0]:
-        raise TraceError(f"{name} is not Nsight Compute's raw CSV page (ncu --csv --page raw): no 'Kernel Name' "
-                         "column in its first row")
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    except csv.Error as exc:
+        raise TraceError(f"{name} is not CSV: {exc}") from None
+    if len(rows) < 2 or not {"ID", "Kernel Name"} <= set(rows[0]):
+        raise TraceError(f"{name} is not Nsight Compute's raw CSV page (ncu --csv --page raw): no 'ID' and "
+                         "'Kernel Name' columns in its first row")
     header = rows[0]
     missing = [m for m in COUNTERS.values() if m not in header]
     if missing:
         raise TraceError(f"{name} lacks the metric(s) {', '.join(missing)}: profile with "
                          f"--metrics {METRICS} (or a --set that holds them)")
+    at = {column: header.index(column) for column in ("ID", "Kernel Name", *COUNTERS.values())}
     nvtx = next((i for i, h in enumerate(header) if h.startswith(_NVTX_COLUMN)), None)
     launches = []
     for line, row in enumerate(rows[2:], start=3):  # rows[1] holds the units
         if len(row) != len(header):
             raise TraceError(f"{name}, line {line}: {len(row)} fields, the header has {len(header)}")
-        values = {key: _number(row[header.index(metric)], name, line, metric) for key, metric in COUNTERS.items()}
-        launches.append({"id": int(row[header.index("ID")]), "kernel": row[header.index("Kernel Name")],
+        values = {key: _number(row[at[metric]], name, line, metric) for key, metric in COUNTERS.items()}
+        launches.append({"id": int(_number(row[at["ID"]], name, line, "ID")), "kernel": row[at["Kernel Name"]],
                          "step": _step(row[nvtx]) if nvtx is not None else "", **values})
     return _table(launches, name)
 
@@ -107,7 +111,7 @@ def read_ncu_report(path: str | Path) -> pd.DataFrame:
                 if found is None:
                     raise TraceError(f"{path} lacks the metric {metric} (launch {len(launches)}): profile with "
                                      f"--metrics {METRICS}")
-                values[key] = found.as_double()
+                values[key] = _checked(found.as_double(), str(path), f"launch {len(launches)}", metric)
             launches.append({"id": len(launches), "kernel": action.name(action.NameBase_MANGLED),
                              "step": _report_step(action), **values})
     return _table(launches, str(path))
@@ -125,12 +129,17 @@ def _table(launches: list[dict], name: str) -> pd.DataFrame:
 
 
 def _number(text: str, name: str, line: int, metric: str) -> float:
+    """A CSV cell's number (thousands separators and all)."""
     try:
         value = float(text.replace(",", ""))
     except ValueError:
         raise TraceError(f"{name}, line {line}: {metric} is {text!r}, not a number") from None
+    return _checked(value, name, f"line {line}", metric)
+
+
+def _checked(value: float, name: str, where: str, metric: str) -> float:
     if not math.isfinite(value) or value < 0:
-        raise TraceError(f"{name}, line {line}: {metric} is {text!r}, not a finite number >= 0")
+        raise TraceError(f"{name}, {where}: {metric} is {value!r}, not a finite number >= 0")
     return value
 
 

@@ -1,0 +1,132 @@
+"""Nsight Compute on a test's heaviest kernels: the test runs again in a fresh pytest
+process under ``ncu``, as a session inside a profiler (NVTX ranges only: ncu owns CUPTI, as
+nsys does), and ncu profiles the launches of its first measured step whose function is one
+of the test's heaviest; the report's counters are read back (``trace.ncu``,
+``metrics.counters``).
+
+ncu replays each profiled kernel once per pass its metrics need, so a profiled kernel costs
+far more than its run time: the plan is small by default (the 3 heaviest kernel names of one
+step).  The card's clocks are never changed (``--clock-control none``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..capture.ncu import EXPORT_ARGS
+from ..capture.nsys import INNER_ENV
+from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
+from ..errors import GpuprofError
+from ..metrics.counters import kernel_counters, memory_bandwidth_utilization
+from ..numbers import format_number
+from ..report.names import full_name
+from ..trace.ncu import METRICS, read_ncu_csv
+from .side_plugin import SIDE
+
+#: What ncu prints when the driver lets only administrators read the GPU's counters.
+NO_PERMISSION = "ERR_NVGPUCTRPERM"
+#: The fix for it, in NVIDIA's words' place.
+PERMISSION_FIX = ("ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): run the tests as root, or "
+                  "let every user read them (the NVIDIA driver's option NVreg_RestrictProfilingToAdminUsers=0, "
+                  "https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
+
+
+@dataclass(frozen=True)
+class NcuPlan:
+    """Which launches ncu profiles: those of the measured step ``step`` whose function is one
+    of the ``top`` functions of the test's heaviest kernels (by time a step; kernels of one
+    function, template instances, count once), or matches ``kernels`` (a regular expression
+    on function names) when given."""
+
+    top: int = 3
+    kernels: str | None = None
+    step: int = 0
+
+
+def ncu_plan(marker: dict[str, Any], every: bool) -> NcuPlan | None:
+    """The test's plan: its marker's ``ncu`` (True, or a dict of ``NcuPlan``'s fields; False
+    leaves it out), else the default plan under ``--gpuprof-ncu`` (``every``); None: no ncu."""
+    asked = marker.get("ncu")
+    if asked is False or asked is None and not every:
+        return None
+    return NcuPlan(**asked) if isinstance(asked, dict) else NcuPlan()
+
+
+def function_name(kernel: str) -> str:
+    """A kernel's function name, which ncu's ``-k`` matches by default: its demangled name
+    without return type, scope, template arguments and parameters
+    (``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
+    ``vectorized_elementwise_kernel``)."""
+    kernel = full_name(kernel).replace("(anonymous namespace)", "anonymous")  # a scope, not parameters
+    depth, cut = 0, len(kernel)
+    for i, c in enumerate(kernel):  # the first '<' or '(' outside any brackets ends the qualified name
+        if c in "<(" and depth == 0:
+            cut = i
+            break
+        depth += c in "[{"
+        depth -= c in "]}"
+    qualified = kernel[:cut].split()[-1] if kernel[:cut].split() else kernel
+    return qualified.rsplit("::", 1)[-1]
+
+
+def kernel_filter(plan: NcuPlan, heaviest: list[str]) -> str:
+    """ncu's ``-k`` argument: the plan's expression, or the function names of ``heaviest``
+    (kernel names, the heaviest first) up to the plan's ``top``."""
+    if plan.kernels:
+        return f"regex:{plan.kernels}"
+    names = list(dict.fromkeys(function_name(k) for k in heaviest))[:plan.top]
+    if not names:
+        raise GpuprofError("no kernel to profile under ncu: the test's steps ran none")
+    return "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
+
+
+def ncu_command(ncu: Path, report: Path, plan: NcuPlan, heaviest: list[str], pytest: list[str]) -> list[str]:
+    """``ncu`` profiling the plan's launches of ``pytest`` (a command), writing ``report``."""
+    return [str(ncu), "--clock-control", "none", "--nvtx", "--nvtx-include",
+            f"{NVTX_DOMAIN}@{STEP_RANGE_PREFIX}{plan.step}/", "-k", kernel_filter(plan, heaviest),
+            "--metrics", METRICS, "-f", "-o", str(report.with_suffix("")), *pytest]
+
+
+def profile_kernels(nodeid: str, heaviest: list[str], plan: NcuPlan, ncu: Path, rootdir: Path,
+                    options: list[str], timeout_s: float) -> dict[str, Any]:
+    """Run the test under ncu (``ncu_command``) in a fresh pytest process from ``rootdir`` with
+    gpuprof's ``options`` (its steps), and read its counters: ``memory_bandwidth_utilization``,
+    ``kernels`` (``metrics.counters``), what was profiled and how long it took.  An error names
+    what went wrong and its fix."""
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="gpuprof-ncu-") as tmp:
+        folder = Path(tmp)
+        report = folder / "test.ncu-rep"
+        pytest = [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-q", "--rootdir", str(rootdir),
+                  "--gpuprof-nsys", "--gpuprof-confirm=0", f"--gpuprof-baseline-dir={folder}", *options]
+        env = {INNER_ENV: str(folder / "inner.json"), SIDE: "ncu"}
+        command = ncu_command(ncu, report, plan, heaviest, pytest)
+        try:
+            done = subprocess.run(command, cwd=rootdir, env={**os.environ, **env}, capture_output=True, text=True,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise GpuprofError(f"ncu ran over {format_number(timeout_s)} s (--gpuprof-confirm-timeout) and was "
+                               "stopped") from None
+        said = done.stdout + done.stderr
+        if NO_PERMISSION in said:
+            raise GpuprofError(PERMISSION_FIX)
+        if not report.is_file():
+            last = [line for line in said.splitlines() if line.startswith("==ERROR==")] or said.splitlines()[-3:]
+            raise GpuprofError(f"ncu profiled no kernel of {STEP_RANGE_PREFIX}{plan.step} (exit {done.returncode}): "
+                               + " / ".join(last))
+        printed = subprocess.run([str(ncu), "--import", str(report), *EXPORT_ARGS], capture_output=True, text=True)
+        if printed.returncode != 0:
+            raise GpuprofError(f"ncu could not print its report (exit {printed.returncode}): {printed.stderr.strip()}")
+        launches = read_ncu_csv(printed.stdout, named="ncu's report of the test")
+    return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
+            "kernels": kernel_counters(launches),
+            "profiled": f"{STEP_RANGE_PREFIX}{plan.step}, kernels {kernel_filter(plan, heaviest)}",
+            "seconds": round(time.monotonic() - started, 1)}
