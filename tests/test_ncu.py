@@ -173,9 +173,13 @@ def fake_ncu(tmp_path, monkeypatch):
     return ncu
 
 
-HEAVIEST = ["void at::native::elementwise_kernel<128, 2, (lambda)>(int, (lambda))",
-            "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...)>(int, ...)",
-            "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "void at::native::reduce_kernel<512, 1>(...)"]
+# a test's metrics' kernels, as measure() keeps them (not by time): the heaviest are the copy,
+# the GeLU and the GEMM
+HEAVIEST = {"void at::native::reduce_kernel<512, 1>(...)": {"count": 10, "time_us": 50.0},
+            "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT": {"count": 10, "time_us": 262.1},
+            "void at::native::elementwise_kernel<128, 2, (lambda)>(int, (lambda))": {"count": 10, "time_us": 1389.4},
+            "void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(...)>(int, ...)":
+                {"count": 10, "time_us": 417.0}}
 
 
 def test_a_tests_heaviest_kernels_of_its_first_step_are_profiled_and_read_back(tmp_path, fake_ncu):
@@ -221,10 +225,12 @@ def test_kernels_are_chosen_by_function_name_as_ncu_matches_them():
                          "copy_kernel_cudaERNS_18TensorIteratorBaseEENKUlvE1_clEvENKUlvE5_clEvEUlfE_EEvS4_RKT_EUliE_"
                          "EEviT1_") == "elementwise_kernel"  # a mangled name, demangled first
     # two kernels of one function count once; a plan's own expression wins
-    assert kernel_filter(NcuPlan(top=2), ["void a::k<1>(int)", "void b::k<2>(int)", "z", "y"]) == "regex:^(k|z)$"
+    by_time = {"y": {"time_us": 1.0}, "void a::k<1>(int)": {"time_us": 9.0}, "z": {"time_us": 5.0},
+               "void b::k<2>(int)": {"time_us": 7.0}}
+    assert kernel_filter(NcuPlan(top=2), by_time) == "regex:^(k|z)$"
     assert kernel_filter(NcuPlan(kernels="gemm|gelu"), HEAVIEST) == "regex:gemm|gelu"
     with pytest.raises(GpuprofError, match="no kernel to profile under ncu"):
-        kernel_filter(NcuPlan(), [])
+        kernel_filter(NcuPlan(), {})
 
 
 def test_the_counters_travel_with_the_result_and_the_terminal_shows_them():

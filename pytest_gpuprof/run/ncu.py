@@ -19,7 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ..capture.ncu import EXPORT_ARGS
 from ..capture.nsys import INNER_ENV
@@ -77,25 +77,28 @@ def function_name(kernel: str) -> str:
     return qualified.rsplit("::", 1)[-1]
 
 
-def kernel_filter(plan: NcuPlan, heaviest: list[str]) -> str:
-    """ncu's ``-k`` argument: the plan's expression, or the function names of ``heaviest``
-    (kernel names, the heaviest first) up to the plan's ``top``."""
+def kernel_filter(plan: NcuPlan, kernels: Mapping[str, Mapping[str, Any]]) -> str:
+    """ncu's ``-k`` argument: the plan's expression, or the function names of the test's
+    ``kernels`` (its metrics' ``kernels``: per name its ``time_us``), the heaviest first, up
+    to the plan's ``top``."""
     if plan.kernels:
         return f"regex:{plan.kernels}"
+    heaviest = sorted(kernels, key=lambda name: -kernels[name]["time_us"])
     names = list(dict.fromkeys(function_name(k) for k in heaviest))[:plan.top]
     if not names:
         raise GpuprofError("no kernel to profile under ncu: the test's steps ran none")
     return "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
 
 
-def ncu_command(ncu: Path, report: Path, plan: NcuPlan, heaviest: list[str], pytest: list[str]) -> list[str]:
+def ncu_command(ncu: Path, report: Path, plan: NcuPlan, kernels: Mapping[str, Mapping[str, Any]],
+                pytest: list[str]) -> list[str]:
     """``ncu`` profiling the plan's launches of ``pytest`` (a command), writing ``report``."""
     return [str(ncu), "--clock-control", "none", "--nvtx", "--nvtx-include",
-            f"{NVTX_DOMAIN}@{STEP_RANGE_PREFIX}{plan.step}/", "-k", kernel_filter(plan, heaviest),
+            f"{NVTX_DOMAIN}@{STEP_RANGE_PREFIX}{plan.step}/", "-k", kernel_filter(plan, kernels),
             "--metrics", METRICS, "-f", "-o", str(report.with_suffix("")), *pytest]
 
 
-def profile_kernels(nodeid: str, heaviest: list[str], plan: NcuPlan, ncu: Path, rootdir: Path,
+def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan: NcuPlan, ncu: Path, rootdir: Path,
                     options: list[str], timeout_s: float) -> dict[str, Any]:
     """Run the test under ncu (``ncu_command``) in a fresh pytest process from ``rootdir`` with
     gpuprof's ``options`` (its steps), and read its counters: ``memory_bandwidth_utilization``,
@@ -108,7 +111,7 @@ def profile_kernels(nodeid: str, heaviest: list[str], plan: NcuPlan, ncu: Path, 
         pytest = [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-q", "--rootdir", str(rootdir),
                   "--gpuprof-nsys", "--gpuprof-confirm=0", f"--gpuprof-baseline-dir={folder}", *options]
         env = {INNER_ENV: str(folder / "inner.json"), SIDE: "ncu"}
-        command = ncu_command(ncu, report, plan, heaviest, pytest)
+        command = ncu_command(ncu, report, plan, kernels, pytest)
         try:
             done = subprocess.run(command, cwd=rootdir, env={**os.environ, **env}, capture_output=True, text=True,
                                   timeout=timeout_s)
@@ -128,5 +131,5 @@ def profile_kernels(nodeid: str, heaviest: list[str], plan: NcuPlan, ncu: Path, 
         launches = read_ncu_csv(printed.stdout, named="ncu's report of the test")
     return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
             "kernels": kernel_counters(launches),
-            "profiled": f"{STEP_RANGE_PREFIX}{plan.step}, kernels {kernel_filter(plan, heaviest)}",
+            "profiled": f"{STEP_RANGE_PREFIX}{plan.step}, kernels {kernel_filter(plan, kernels)}",
             "seconds": round(time.monotonic() - started, 1)}

@@ -617,7 +617,7 @@ class GpuprofSession:
         say(f"gpuprof: {item.nodeid}: profiling its heaviest kernels under Nsight Compute in a fresh process")
         try:
             ncu = find_ncu(self.settings.ncu_path, "--gpuprof-ncu-path")
-            result.counters = profile_kernels(item.nodeid, list(result.metrics.get("kernels") or {}), plan, ncu,
+            result.counters = profile_kernels(item.nodeid, result.metrics.get("kernels") or {}, plan, ncu,
                                               item.config.rootpath, self._plan_args(), self.settings.confirm_timeout)
         except GpuprofError as exc:
             result.notes.append(f"Nsight Compute: {exc}")
