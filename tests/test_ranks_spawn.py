@@ -127,3 +127,28 @@ def test_a_bad_world_size_is_said(suite):
     result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_dist.py::test_no_ranks")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*world_size must be a whole number of ranks, 1 or more, got 0*"])
+
+
+class _Ending:
+    """A rank's process as _wait polls it: running for ``polls`` looks, then ended (exit 1)."""
+
+    def __init__(self, polls: int) -> None:
+        self.polls = polls
+
+    def poll(self):
+        self.polls -= 1
+        return None if self.polls >= 0 else 1
+
+
+def test_the_first_rank_to_fail_is_named_even_when_its_process_ends_last(tmp_path):
+    """Seen in CI under load: rank 1 failed, then tore down its process group, and rank 0,
+    whose collective lost its peer, failed later but ended first."""
+    import json
+
+    from pytest_gpuprof.run.ranks import _wait
+
+    for rank, when in ((0, 200.0), (1, 100.0)):  # each rank's own clock of its failure
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(
+            {"ended": {"t.py::t": "failed"}, "failed_at": {"t.py::t": when}}))
+    stopped, first = _wait([_Ending(0), _Ending(3)], tmp_path, "t.py::t", timeout_s=60)
+    assert (stopped, first) == ({}, 1)

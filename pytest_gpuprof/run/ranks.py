@@ -176,22 +176,26 @@ def _start(rank: int, world_size: int, folder: Path, item_path: Path, nodeid: st
 def _wait(processes: list[subprocess.Popen], folder: Path, nodeid: str,
           timeout_s: float) -> tuple[dict[int, str], int | None]:
     """Poll the ranks; the ones to stop, each with why (``hung`` past the timeout, ``stopped``
-    once another rank failed and the grace ran out), and the first rank seen to fail: the
-    others' failures are often its consequence (a peer that closed its connection)."""
+    once another rank failed and the grace ran out), and the rank that failed first by its own
+    clock, among every rank that failed by then: the others' failures are often its consequence
+    (a peer that closed its connection), and the consequence's process may end first (the
+    failing rank still tearing down its process group)."""
     deadline = time.monotonic() + timeout_s
-    failed_at = first = None
+    failed: dict[int, float] = {}  # rank -> when it failed, once it ended so
+    grace_from = None
     while True:
         running = [r for r, p in enumerate(processes) if p.poll() is None]
         now = time.monotonic()
-        if first is None:
-            failed = {r: when for r, p in enumerate(processes) if (when := _failed(r, p, folder, nodeid)) is not None}
-            first = min(failed, key=failed.get) if failed else None  # both may have ended between two looks
-            failed_at = now if first is not None else None
+        for r, p in enumerate(processes):
+            if r not in failed and (when := _failed(r, p, folder, nodeid)) is not None:
+                failed[r] = when
+        grace_from = now if failed and grace_from is None else grace_from
+        first = min(failed, key=failed.get) if failed else None
         if not running:
             return {}, first
         if now >= deadline:
             return {r: "hung" for r in running}, first
-        if failed_at is not None and now - failed_at >= GRACE_S:
+        if grace_from is not None and now - grace_from >= GRACE_S:
             return {r: "stopped" for r in running}, first
         time.sleep(0.05)
 
