@@ -153,11 +153,15 @@ sys.exit(code)
 """
 
 CHILD = """
-import os
+import os, time
 
 def test_under_ncu():
     with open("child.txt", "w") as fh:
         fh.write(os.environ.get("GPUPROF_NSYS_INNER", ""))
+    if os.environ.get("CHILD_HANGS"):
+        with open("child.pid", "w") as fh:
+            fh.write(str(os.getpid()))
+        time.sleep(600)
 """
 
 
@@ -191,6 +195,7 @@ def test_a_tests_heaviest_kernels_of_its_first_step_are_profiled_and_read_back(t
     assert args[:4] == ["--clock-control", "none", "--nvtx", "--nvtx-include"] and args[4] == "gpuprof@step_0/"
     assert args[args.index("-k") + 1] == "regex:^(elementwise_kernel|vectorized_elementwise_kernel|" \
                                          "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT)$"  # the 3 heaviest
+    assert args[args.index("--launch-count") + 1] == "50"
     command = args[args.index("-o") + 2:]
     assert command[1:4] == ["-m", "pytest", "test_child.py::test_under_ncu"]
     assert "--gpuprof-nsys" in command and "--gpuprof-active=2" in command  # NVTX only, the test's steps
@@ -199,6 +204,8 @@ def test_a_tests_heaviest_kernels_of_its_first_step_are_profiled_and_read_back(t
     assert got["memory_bandwidth_utilization"] == memory_bandwidth_utilization(launches)
     assert got["kernels"] == kernel_counters(launches)
     assert got["profiled"].startswith("step_0, kernels regex:^(elementwise_kernel|")
+    assert got["profiled"].endswith(", 3 launch(es)")
+    assert "-n0" not in command and "--junitxml" in " ".join(command)  # no xdist here; its own JUnit file
 
 
 def test_ncu_without_counter_permission_or_without_a_kernel_says_why(tmp_path, fake_ncu, monkeypatch):
@@ -210,7 +217,7 @@ def test_ncu_without_counter_permission_or_without_a_kernel_says_why(tmp_path, f
         profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path, [], 120)
     monkeypatch.delenv("NCU_FAKE_DENY")
     monkeypatch.setenv("NCU_FAKE_NONE", "1")
-    with pytest.raises(GpuprofError, match=r"^ncu profiled no kernel of step_0 \(exit 0\): .*No kernels were profiled"):
+    with pytest.raises(GpuprofError, match=r"^ncu profiled no kernel of step_0: ==WARNING== No kernels were profiled\.$"):
         profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(step=0), fake_ncu, tmp_path, [], 120)
 
 
@@ -256,10 +263,11 @@ def test_the_marker_chooses_the_plan():
     assert ncu_plan({}, every=False) is None and ncu_plan({}, every=True) == NcuPlan()
     assert ncu_plan({"ncu": False}, every=True) is None  # a test left out of --gpuprof-ncu
     assert ncu_plan({"ncu": True}, every=False) == NcuPlan()
-    assert ncu_plan({"ncu": {"top": 1, "step": 2}}, every=False) == NcuPlan(top=1, step=2)
+    assert ncu_plan({"ncu": {"top": 1, "step": 2, "launches": 5}}, every=False) == NcuPlan(top=1, step=2, launches=5)
 
 
-@pytest.mark.parametrize("bad", [1, "yes", {"top": 0}, {"top": True}, {"kernels": 3}, {"steps": 1}, {"step": -1}])
+@pytest.mark.parametrize("bad", [1, "yes", {"top": 0}, {"top": True}, {"kernels": 3}, {"kernels": " "}, {"steps": 1},
+                                 {"step": -1}, {"launches": 0}])
 def test_a_bad_ncu_marker_argument_names_what_it_takes(bad):
     from types import SimpleNamespace
 
@@ -279,3 +287,49 @@ def test_a_csv_without_its_id_column_or_with_a_bad_cell_is_a_clear_error(tmp_pat
     with pytest.raises(TraceError, match=r"no 'ID' and 'Kernel Name' columns in its first row"):
         read_ncu_csv(no_id)
     assert main(["analyze", str(no_id)]) == 2  # said, not a traceback
+
+
+def test_ncu_past_its_time_is_stopped_with_the_test_under_it(tmp_path, fake_ncu, monkeypatch):
+    import os
+    import time
+
+    from pytest_gpuprof.errors import GpuprofError
+    from pytest_gpuprof.run.ncu import NcuPlan, profile_kernels
+
+    monkeypatch.setenv("CHILD_HANGS", "1")
+    with pytest.raises(GpuprofError, match=r"^ncu ran over 5 s \(--gpuprof-confirm-timeout\) and was stopped, with the "
+                                           r"test under it$"):
+        profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path, [], timeout_s=5)
+    child = int((tmp_path / "child.pid").read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the test's process {child} outlived ncu's timeout")
+
+
+def test_a_workers_result_goes_to_the_controller_as_it_is_when_the_test_ends(tmp_path):
+    """Under pytest-xdist: the counters are set after the test is judged (and sent)."""
+    from types import SimpleNamespace
+
+    from pytest_gpuprof.compare.evaluate import TestResult
+    from pytest_gpuprof.run.session import GpuprofSession
+    from test_gate import session_settings
+
+    worker = GpuprofSession(session_settings(tmp_path), None)
+    worker.worker = True
+    result = TestResult("t.py::t", "passed")
+    worker._add_result(result)
+    result.counters = {"memory_bandwidth_utilization": 0.5, "kernels": {}, "profiled": "step_0", "seconds": 1.0}
+    hook = worker.pytest_runtest_makereport(None, None)
+    next(hook)
+    report = SimpleNamespace()
+    with pytest.raises(StopIteration):
+        hook.send(report)
+    controller = GpuprofSession(session_settings(tmp_path), None)
+    controller._receive(report.gpuprof)
+    assert controller.results[0].counters == result.counters

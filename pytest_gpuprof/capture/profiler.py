@@ -66,8 +66,9 @@ PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan))
 #: Every argument of ``@pytest.mark.gpuprof``.
 MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances", "world_size", "ncu"}
 #: What ``ncu=`` may hold besides True or False: how many of the heaviest kernels' functions,
-#: a regular expression of function names instead, which measured step (``run.ncu.NcuPlan``).
-NCU_KEYS = {"top": int, "kernels": str, "step": int}
+#: a regular expression of function names instead, which measured step, at most how many
+#: launches (``run.ncu.NcuPlan``).
+NCU_KEYS = {"top": int, "kernels": str, "step": int, "launches": int}
 
 
 def marker_arguments(item) -> dict[str, Any]:
@@ -103,9 +104,11 @@ def marker_arguments(item) -> dict[str, Any]:
     ncu = kwargs.get("ncu", False)
     if not isinstance(ncu, (bool, dict)) or isinstance(ncu, dict) and any(
             key not in NCU_KEYS or isinstance(value, bool) or not isinstance(value, NCU_KEYS[key])
-            or NCU_KEYS[key] is int and value < (1 if key == "top" else 0) for key, value in ncu.items()):
+            or NCU_KEYS[key] is int and value < (0 if key == "step" else 1)
+            or key == "kernels" and not value.strip() for key, value in ncu.items()):
         raise ConfigError(f"{origin}: ncu must be True, False or a dict of top (kernels' functions, 1 or more), "
-                          f"kernels (a regular expression of function names) and step (0 or more), got {ncu!r}")
+                          "kernels (a regular expression of function names), step (0 or more) and launches "
+                          f"(1 or more), got {ncu!r}")
     tolerances = kwargs.get("tolerances", {})
     if not isinstance(tolerances, dict):
         raise ConfigError(f"{origin}: tolerances must be a dict of metric name to tolerance, got {tolerances!r}")

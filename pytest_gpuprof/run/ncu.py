@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,11 +45,12 @@ class NcuPlan:
     """Which launches ncu profiles: those of the measured step ``step`` whose function is one
     of the ``top`` functions of the test's heaviest kernels (by time a step; kernels of one
     function, template instances, count once), or matches ``kernels`` (a regular expression
-    on function names) when given."""
+    on function names) when given; the first ``launches`` of them."""
 
     top: int = 3
     kernels: str | None = None
     step: int = 0
+    launches: int = 50  # at most this many launches profiled (ncu --launch-count): a kernel of every layer adds up
 
 
 def ncu_plan(marker: dict[str, Any], every: bool) -> NcuPlan | None:
@@ -95,41 +97,62 @@ def ncu_command(ncu: Path, report: Path, plan: NcuPlan, kernels: Mapping[str, Ma
     """``ncu`` profiling the plan's launches of ``pytest`` (a command), writing ``report``."""
     return [str(ncu), "--clock-control", "none", "--nvtx", "--nvtx-include",
             f"{NVTX_DOMAIN}@{STEP_RANGE_PREFIX}{plan.step}/", "-k", kernel_filter(plan, kernels),
-            "--metrics", METRICS, "-f", "-o", str(report.with_suffix("")), *pytest]
+            "--launch-count", str(plan.launches), "--metrics", METRICS, "-f", "-o", str(report.with_suffix("")), *pytest]
 
 
 def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan: NcuPlan, ncu: Path, rootdir: Path,
-                    options: list[str], timeout_s: float) -> dict[str, Any]:
+                    options: list[str], timeout_s: float, xdist: bool = False) -> dict[str, Any]:
     """Run the test under ncu (``ncu_command``) in a fresh pytest process from ``rootdir`` with
     gpuprof's ``options`` (its steps), and read its counters: ``memory_bandwidth_utilization``,
-    ``kernels`` (``metrics.counters``), what was profiled and how long it took.  An error names
-    what went wrong and its fix."""
+    ``kernels`` (``metrics.counters``), what was profiled and how long it took.  The process
+    keeps out of the user's files (its own cache folder and JUnit file, one process under
+    pytest-xdist: ``xdist``) and is stopped, with all it started, past ``timeout_s``.  An error
+    names what went wrong and its fix."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpuprof-ncu-") as tmp:
         folder = Path(tmp)
         report = folder / "test.ncu-rep"
-        pytest = [sys.executable, "-m", "pytest", nodeid, "-p", "no:cacheprovider", "-q", "--rootdir", str(rootdir),
-                  "--gpuprof-nsys", "--gpuprof-confirm=0", f"--gpuprof-baseline-dir={folder}", *options]
-        env = {INNER_ENV: str(folder / "inner.json"), SIDE: "ncu"}
+        pytest = [sys.executable, "-m", "pytest", nodeid, "-q", "--rootdir", str(rootdir),
+                  "-o", f"cache_dir={folder / 'cache'}", f"--junitxml={folder / 'junit.xml'}",
+                  *(["-n0"] if xdist else []), "--gpuprof-nsys", "--gpuprof-confirm=0",
+                  f"--gpuprof-baseline-dir={folder}", *options]
+        env = {**os.environ, INNER_ENV: str(folder / "inner.json"), SIDE: "ncu"}
         command = ncu_command(ncu, report, plan, kernels, pytest)
-        try:
-            done = subprocess.run(command, cwd=rootdir, env={**os.environ, **env}, capture_output=True, text=True,
-                                  timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise GpuprofError(f"ncu ran over {format_number(timeout_s)} s (--gpuprof-confirm-timeout) and was "
-                               "stopped") from None
-        said = done.stdout + done.stderr
+        said = _run(command, rootdir, env, timeout_s)
         if NO_PERMISSION in said:
             raise GpuprofError(PERMISSION_FIX)
         if not report.is_file():
-            last = [line for line in said.splitlines() if line.startswith("==ERROR==")] or said.splitlines()[-3:]
-            raise GpuprofError(f"ncu profiled no kernel of {STEP_RANGE_PREFIX}{plan.step} (exit {done.returncode}): "
-                               + " / ".join(last))
-        printed = subprocess.run([str(ncu), "--import", str(report), *EXPORT_ARGS], capture_output=True, text=True)
+            last = [line for line in said.splitlines() if line.startswith(("==ERROR==", "==WARNING=="))] \
+                or said.splitlines()[-3:]  # ncu's own words, else the test's last
+            raise GpuprofError(f"ncu profiled no kernel of {STEP_RANGE_PREFIX}{plan.step}: " + " / ".join(last))
+        try:
+            printed = subprocess.run([str(ncu), "--import", str(report), *EXPORT_ARGS], capture_output=True, text=True,
+                                     errors="replace", timeout=timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise GpuprofError(f"ncu could not print its report: {exc}") from None
         if printed.returncode != 0:
             raise GpuprofError(f"ncu could not print its report (exit {printed.returncode}): {printed.stderr.strip()}")
         launches = read_ncu_csv(printed.stdout, named="ncu's report of the test")
+    capped = f" (the first {plan.launches}: --launch-count)" if len(launches) >= plan.launches else ""
     return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
             "kernels": kernel_counters(launches),
-            "profiled": f"{STEP_RANGE_PREFIX}{plan.step}, kernels {kernel_filter(plan, kernels)}",
+            "profiled": f"{STEP_RANGE_PREFIX}{plan.step}, kernels {kernel_filter(plan, kernels)}, "
+                        f"{len(launches)} launch(es){capped}",
             "seconds": round(time.monotonic() - started, 1)}
+
+
+def _run(command: list[str], where: Path, env: dict[str, str], timeout_s: float) -> str:
+    """ncu and the test under it, in a process group of their own, stopped whole past
+    ``timeout_s``; what they said."""
+    try:
+        process = subprocess.Popen(command, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise GpuprofError(f"ncu could not be started: {exc}") from None
+    try:
+        return process.communicate(timeout=timeout_s)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise GpuprofError(f"ncu ran over {format_number(timeout_s)} s (--gpuprof-confirm-timeout) and was stopped, "
+                           "with the test under it") from None

@@ -115,7 +115,7 @@ class GpuprofSession:
         self.machine: dict[str, Any] | None = None  # this machine's probes, taken before the first profiled test
         self._probed_again = 0  # how many times the probes were read again (_probe_again)
         self.worker = False  # a pytest-xdist worker: sends what it finds to the controller, writes nothing
-        self._outbox: list[dict[str, Any]] = []  # (worker) what it found since its last test report
+        self._outbox: list[tuple[str, Callable[[], Any]]] = []  # (worker) what it found since its last test report
         self._profiled: list[str] = []  # the profiled tests collected, in order
         self._base_pass: SideRun | None = None  # the base revision's fresh process for tests judged against it
         self.config: pytest.Config | None = None  # the run's, from pytest_sessionstart
@@ -350,9 +350,11 @@ class GpuprofSession:
         self.skipped[nodeid] = reason
 
     def _send(self, kind: str, content: Callable[[], Any]) -> None:
-        """(worker) Queue a part for the controller; it goes with the next test report."""
+        """(worker) Queue a part for the controller; it goes with the next test report, made
+        then (``content()``): a result is still changed after it is judged (confirmed,
+        measured against the base, its kernels under Nsight Compute)."""
         if self.worker:
-            self._outbox.append({"kind": kind, "content": content()})
+            self._outbox.append((kind, content))
 
     def _receive(self, message: str) -> None:
         """(controller) What a worker sent with a test report."""
@@ -432,7 +434,7 @@ class GpuprofSession:
         """(worker) What this test's phase found goes to the controller with its report."""
         report = yield
         if self._outbox:
-            report.gpuprof = json.dumps(self._outbox)
+            report.gpuprof = json.dumps([{"kind": kind, "content": content()} for kind, content in self._outbox])
             self._outbox = []
         return report
 
@@ -544,7 +546,8 @@ class GpuprofSession:
             confirm(result, self._confirm_args(), item.config.rootpath, self.settings.confirm,
                     self.settings.confirm_timeout, lambda line: _say(item.config, line))
         plan = ncu_plan(kwargs, self.settings.ncu)
-        if plan is not None and isinstance(self.backend, TorchBackend) and result.metrics and not measuring_a_side():
+        if plan is not None and isinstance(self.backend, TorchBackend) and result.metrics and not (
+                measuring_a_side() or os.environ.get(CONFIRMING) or recording_again()):  # the first process only
             self._profile_kernels(item, result, plan)
         item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
         if result.status == "error" or result.failed and this_rank() is None:  # a rank's verdicts: its test's
@@ -616,9 +619,13 @@ class GpuprofSession:
         say = lambda line: _say(item.config, line)  # noqa: E731
         say(f"gpuprof: {item.nodeid}: profiling its heaviest kernels under Nsight Compute in a fresh process")
         try:
+            steps = result.metrics.get("step_count") or 0
+            if plan.step >= steps:
+                raise GpuprofError(f"ncu's step {plan.step} is not a measured step (the test measured {steps})")
             ncu = find_ncu(self.settings.ncu_path, "--gpuprof-ncu-path")
             result.counters = profile_kernels(item.nodeid, result.metrics.get("kernels") or {}, plan, ncu,
-                                              item.config.rootpath, self._plan_args(), self.settings.confirm_timeout)
+                                              item.config.rootpath, self._plan_args(), self.settings.confirm_timeout,
+                                              item.config.pluginmanager.has_plugin("xdist"))
         except GpuprofError as exc:
             result.notes.append(f"Nsight Compute: {exc}")
             say(f"gpuprof: {item.nodeid}: Nsight Compute: {exc}")
