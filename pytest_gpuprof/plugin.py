@@ -208,7 +208,7 @@ def _resolve_settings(config: pytest.Config):
             backend=backend,
             nsys_path=opts["nsys-path"],
             nsys_inner=inner_results_path() if backend == "nsys" else None,
-            ncu=bool(opts["ncu"]) and not measuring_a_side(),
+            ncu=bool(opts["ncu"]),
             ncu_path=opts["ncu-path"],
             timeline_events=opts["timeline-events"],
             baseline_runs=opts["baseline-runs"],

@@ -223,7 +223,8 @@ def test_ncu_without_counter_permission_or_without_a_kernel_says_why(tmp_path, f
 
 def test_kernels_are_chosen_by_function_name_as_ncu_matches_them():
     from pytest_gpuprof.errors import GpuprofError
-    from pytest_gpuprof.run.ncu import NcuPlan, function_name, kernel_filter
+    from pytest_gpuprof.report.names import function_name
+    from pytest_gpuprof.run.ncu import NcuPlan, kernel_filter
 
     assert function_name("void (anonymous namespace)::softmax_warp_forward<float, 10>(float*, int)") == \
         "softmax_warp_forward"

@@ -20,9 +20,13 @@ def find_ncu(explicit: str | None, option: str = "--ncu") -> Path:
     return find_tool("ncu", "Nsight Compute", ((option, explicit),), INSTALL_GLOBS)
 
 
-def export_csv(ncu: Path, report: Path) -> str:
+def export_csv(ncu: Path, report: Path, timeout_s: float | None = None) -> str:
     """The report's raw page, as gpuprof prints it (``EXPORT_ARGS``)."""
-    done = subprocess.run([str(ncu), "--import", str(report), *EXPORT_ARGS], capture_output=True, text=True)
+    try:
+        done = subprocess.run([str(ncu), "--import", str(report), *EXPORT_ARGS], capture_output=True, text=True,
+                              errors="replace", timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GpuprofError(f"ncu could not read {report}: {exc}") from None
     if done.returncode != 0:
         raise GpuprofError(f"ncu could not read {report} (exit {done.returncode}):\n{done.stdout}{done.stderr}")
     return done.stdout

@@ -65,6 +65,20 @@ def short_name(name: str, width: int = SHORT_WIDTH) -> str:
     return text[:head] + _FOLD + text[len(text) - (width - 1 - head):]
 
 
+def function_name(name: str) -> str:
+    """A kernel's function alone, as ncu's ``-k`` matches it by default: the demangled name
+    without return type, scope, template arguments and parameters
+    (``void at::native::k<4, F>(int, F)`` -> ``k``); a name whose brackets do not balance as it is."""
+    text = full_name(name)
+    depths = _depths(text)
+    if depths is None:
+        return text
+    text, depths = _function_only(text, depths)
+    end = next((i for i, (c, d) in enumerate(zip(text, depths)) if c == "<" and d == 0), len(text))
+    scopes = [i + 2 for i in range(end - 1) if text[i:i + 2] == "::" and depths[i] == 0]
+    return text[scopes[-1] if scopes else 0:end]
+
+
 def in_metric(metric: str, show: Callable[[str], str] = short_name) -> str:
     """A per-kernel metric, ``kernels[NAME].count``, with NAME as ``show`` gives it; any
     other metric as it is (names may hold brackets and dots)."""

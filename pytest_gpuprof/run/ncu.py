@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..capture.ncu import EXPORT_ARGS
+from ..capture.ncu import export_csv
 from ..capture.nsys import INNER_ENV
 from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
 from ..errors import GpuprofError
 from ..metrics.counters import kernel_counters, memory_bandwidth_utilization
 from ..numbers import format_number
-from ..report.names import full_name
+from ..report.names import function_name
 from ..trace.ncu import METRICS, read_ncu_csv
 from .side_plugin import SIDE
 
@@ -60,23 +60,6 @@ def ncu_plan(marker: dict[str, Any], every: bool) -> NcuPlan | None:
     if asked is False or asked is None and not every:
         return None
     return NcuPlan(**asked) if isinstance(asked, dict) else NcuPlan()
-
-
-def function_name(kernel: str) -> str:
-    """A kernel's function name, which ncu's ``-k`` matches by default: its demangled name
-    without return type, scope, template arguments and parameters
-    (``void at::native::vectorized_elementwise_kernel<4, ...>(int, ...)`` ->
-    ``vectorized_elementwise_kernel``)."""
-    kernel = full_name(kernel).replace("(anonymous namespace)", "anonymous")  # a scope, not parameters
-    depth, cut = 0, len(kernel)
-    for i, c in enumerate(kernel):  # the first '<' or '(' outside any brackets ends the qualified name
-        if c in "<(" and depth == 0:
-            cut = i
-            break
-        depth += c in "[{"
-        depth -= c in "]}"
-    qualified = kernel[:cut].split()[-1] if kernel[:cut].split() else kernel
-    return qualified.rsplit("::", 1)[-1]
 
 
 def kernel_filter(plan: NcuPlan, kernels: Mapping[str, Mapping[str, Any]]) -> str:
@@ -125,14 +108,7 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
             last = [line for line in said.splitlines() if line.startswith(("==ERROR==", "==WARNING=="))] \
                 or said.splitlines()[-3:]  # ncu's own words, else the test's last
             raise GpuprofError(f"ncu profiled no kernel of {STEP_RANGE_PREFIX}{plan.step}: " + " / ".join(last))
-        try:
-            printed = subprocess.run([str(ncu), "--import", str(report), *EXPORT_ARGS], capture_output=True, text=True,
-                                     errors="replace", timeout=timeout_s)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise GpuprofError(f"ncu could not print its report: {exc}") from None
-        if printed.returncode != 0:
-            raise GpuprofError(f"ncu could not print its report (exit {printed.returncode}): {printed.stderr.strip()}")
-        launches = read_ncu_csv(printed.stdout, named="ncu's report of the test")
+        launches = read_ncu_csv(export_csv(ncu, report, timeout_s), named="ncu's report of the test")
     capped = f" (the first {plan.launches}: --launch-count)" if len(launches) >= plan.launches else ""
     return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
             "kernels": kernel_counters(launches),

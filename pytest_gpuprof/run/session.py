@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from ..capture.ncu import find_ncu
 from ..capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
 from ..capture.ranges import nvtx_range
 from ..compare import baseline
@@ -31,6 +32,7 @@ from ..compare.rules import Rules, Threshold, parse_threshold
 from ..errors import ConfigError, GpuprofError
 from ..metrics.measure import measure
 from ..metrics.ranks import metric_spec, rank_skew
+from ..numbers import format_number
 from ..options import default
 from ..report.document import results_document
 from ..report.escaping import terminal_text
@@ -49,13 +51,10 @@ from .ranks import verdict as rank_verdict
 from .torchrun import Torchrun
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .ncu import NcuPlan, ncu_plan, profile_kernels
-from ..capture.ncu import find_ncu
-from ..numbers import format_number
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
 NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
-#: Why a distributed test is among the profiled tests not measured.
 
 @dataclass(frozen=True)
 class Settings:
@@ -72,7 +71,7 @@ class Settings:
     backend: str = default("backend")  # "torch" or "nsys"
     nsys_path: str | None = None
     nsys_inner: Path | None = None  # set inside the session nsys re-executes: where its results go
-    ncu: bool = False  # every profiled test's heaviest kernels also under Nsight Compute (run.ncu)
+    ncu: bool = False  # every profiled test's heaviest kernels also under Nsight Compute (run.ncu; not in a side)
     ncu_path: str | None = None  # the ncu binary
     timeline_events: int = default("timeline-events")  # events of the timeline sample kept with results, baselines
     baseline_runs: int = default("baseline-runs")  # recorded runs a baseline entry keeps
