@@ -202,6 +202,9 @@ def test_a_tests_heaviest_kernels_of_its_first_step_are_profiled_and_read_back(t
     assert (tmp_path / "child.txt").read_text().endswith("inner.json")  # it ran, as a session inside a profiler
     launches = read_ncu_csv(CSV)
     assert got["memory_bandwidth_utilization"] == memory_bandwidth_utilization(launches)
+    functions = {name[:12]: row.pop("function") for name, row in got["kernels"].items()}
+    assert functions == {"nvjet_sm90_t": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT",  # as ncu -k matches them
+                         "void at::vec": "vectorized_elementwise_kernel", "void at::ele": "elementwise_kernel"}
     assert got["kernels"] == kernel_counters(launches)
     assert got["profiled"].startswith("step_0, kernels regex:^(elementwise_kernel|")
     assert got["profiled"].endswith(", 3 launch(es)")

@@ -192,11 +192,21 @@ def test_missing_nsys_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("GPUPROF_NSYS", raising=False)
     with pytest.raises(GpuprofError) as err:
-        find_nsys(str(tmp_path / "nope"))
+        find_nsys(None)
     text = str(err.value)
-    for place in ("--gpuprof-nsys-path=", "$GPUPROF_NSYS (not set)", "PATH", "/opt/nvidia/nsight-systems/*/bin/nsys",
+    for place in ("--gpuprof-nsys-path (not set)", "$GPUPROF_NSYS (not set)", "PATH", "/opt/nvidia/nsight-systems/*/bin/nsys",
                   "/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys"):
         assert place in text
+
+
+def test_a_path_given_that_is_no_executable_is_an_error_naming_it(tmp_path, monkeypatch):
+    """Not another nsys found instead: the one asked for would silently not be the one run."""
+    monkeypatch.setenv("PATH", str(executable(tmp_path / "path" / "nsys").parent))
+    monkeypatch.setenv("GPUPROF_NSYS", str(tmp_path / "typo"))
+    with pytest.raises(GpuprofError, match=rf"^--gpuprof-nsys-path={tmp_path}/nope: not an executable file"):
+        find_nsys(str(tmp_path / "nope"))
+    with pytest.raises(GpuprofError, match=rf"^\$GPUPROF_NSYS={tmp_path}/typo: not an executable file"):
+        find_nsys(None)
 
 
 def test_a_capture_left_as_qdstrm_reports_the_importers_words(tmp_path):
@@ -480,7 +490,7 @@ def test_a_rank_that_named_no_process_fails_the_test_naming_the_rank(tmp_path):
     folder.mkdir()
     (folder / "rank0.json").write_text(json.dumps({"tests": [{"nodeid": DIST, "completed": False}], "pid": 4101}))
     outcomes = [RankOutcome(r, "passed", "", folder / f"rank{r}.json") for r in (0, 1)]
-    with pytest.raises(GpuprofError, match=rf"^rank 1 measured nothing \(no results naming its process\): .*rank1\.json$"):
+    with pytest.raises(GpuprofError, match=rf"^rank 1 measured nothing \(no results document\): .*rank1\.json$"):
         nsys_ranks(DIST, {}, outcomes)
     assert not folder.exists()
     (folder).mkdir()

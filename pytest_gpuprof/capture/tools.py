@@ -12,17 +12,17 @@ from ..errors import GpuprofError
 
 
 def find_tool(name: str, title: str, given: Sequence[tuple[str, str | None]], globs: Sequence[str]) -> Path:
-    """The binary ``name`` as an absolute path (sessions run it from other directories): each
-    value ``given`` (an option's, a variable's, by what names it), then PATH, then ``globs``
-    (the newest version folder first); an error saying where it looked."""
+    """The binary ``name`` as an absolute path (sessions run it from other directories): the
+    first value ``given`` that is set (an option's, a variable's, by what names it), which must
+    be an executable file (another binary found instead would run unasked), else PATH, then
+    ``globs`` (the newest version folder first); an error saying where it looked."""
     looked: list[str] = []
     for origin, candidate in given:
         if candidate:
             if _runnable(Path(candidate)):
                 return Path(candidate).absolute()
-            looked.append(f"{origin}={candidate} (not an executable file)")
-        else:
-            looked.append(f"{origin} (not set)")
+            raise GpuprofError(f"{origin}={candidate}: not an executable file ({title}, {name})")
+        looked.append(f"{origin} (not set)")
     on_path = shutil.which(name)
     if on_path:
         return Path(on_path).absolute()

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import BaselineError
 from ..files import recover, write_all_atomic
+from ..metrics.counters import COUNTER_SPECS
 from ..metrics.measure import METRICS, RECORDED_SINCE
 from ..metrics.timeline import KINDS, events, ranges
 from ..trace.model import COPY_KINDS, INT64_MAX
@@ -219,6 +220,33 @@ def check_entry(entry: dict[str, Any]) -> None:
     _need(isinstance(entry.get("step_source", ""), str), "step_source", "a string", entry.get("step_source"))
     if entry.get("timeline"):
         _check_timeline(entry["timeline"])
+    if "counters" in entry:
+        _check_counters(entry["counters"])
+
+
+def _check_counters(counters: Any) -> None:
+    """Nsight Compute's counters (``metrics.counters``): per kernel every counter of
+    ``COUNTER_SPECS`` as its launches' median, min and max, and the test's
+    ``memory_bandwidth_utilization`` (a number, or null)."""
+    _need(isinstance(counters, dict), "counters", "an object", counters)
+    bandwidth = counters.get("memory_bandwidth_utilization")
+    _need(bandwidth is None or _number(bandwidth), "counters.memory_bandwidth_utilization", f"{_NUMBER} or null",
+          bandwidth)
+    kernels = counters.get("kernels")
+    _need(isinstance(kernels, dict), "counters.kernels", "an object of kernel name to counters", kernels)
+    for name, row in kernels.items():
+        where = f"counters.kernels[{name}]"
+        _need(isinstance(row, dict), where, "an object", row)
+        _need(_integer(row.get("launches")) and row["launches"] > 0, f"{where}.launches", "a positive integer",
+              row.get("launches"))
+        _need(isinstance(row.get("function", ""), str), f"{where}.function", "a string", row.get("function"))
+        for counter in COUNTER_SPECS:
+            stats = row.get(counter)
+            _need(isinstance(stats, dict), f"{where}.{counter}", "an object (median, min, max)", stats)
+            for key in ("min", "median", "max"):
+                _need(_number(stats.get(key)), f"{where}.{counter}.{key}", _NUMBER, stats.get(key))
+            ordered = [stats[k] for k in ("min", "median", "max")]
+            _need(ordered == sorted(ordered), f"{where}.{counter}", "ordered min <= median <= max", ordered)
 
 
 def _check_distributed(entry: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..metrics import health
+from ..metrics.counters import counter_spec
 from ..metrics.measure import Measurement
 from ..metrics.ranks import metric_spec
 from ..metrics.timeline import sample
@@ -57,7 +58,7 @@ class TestResult:
     confirmation: str = ""  # what re-measuring in fresh processes showed (--gpuprof-confirm)
     alongside: dict[str, Any] | None = None  # the base revision measured alongside (--gpuprof-base; run.alongside)
     ranks: dict[str, "TestResult"] | None = None  # a distributed test's ranks, each judged (compare.ranks)
-    counters: dict[str, Any] | None = None  # its heaviest kernels under Nsight Compute (run.ncu; not judged yet)
+    counters: dict[str, Any] | None = None  # its heaviest kernels under Nsight Compute (run.ncu; compare.counters)
 
     @property
     def failed(self) -> bool:
@@ -105,6 +106,7 @@ class TestResult:
             "baseline_timeline": entry.get("timeline"),
             "ranks": None if self.ranks is None else {r: t.to_json() for r, t in self.ranks.items()},
             "counters": self.counters,
+            "baseline_counters": entry.get("counters"),
         }
 
     @classmethod
@@ -114,7 +116,7 @@ class TestResult:
         ``slower_machine`` were told apart (until 2026-11-23) has only ``unstable``: its
         machine probes' sentences are read as ``slower_machine``, the rest as health."""
         entry = {key: doc.get(f"baseline_{key}") for key in
-                 ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs")}
+                 ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs", "counters")}
         if doc.get("ranks") is not None:  # a distributed test's entries are its ranks'
             entry = {}
         unstable = [] if "health" in doc or "slower_machine" in doc else list(doc.get("unstable") or [])
@@ -139,11 +141,11 @@ class TestResult:
 
 
 def _verdict(doc: Mapping[str, Any]) -> Verdict:
-    spec = metric_spec(doc["metric"])
+    spec = metric_spec(doc["metric"]) or counter_spec(doc["metric"])
     threshold = doc.get("threshold")
     return Verdict(
         doc["metric"], doc["status"], doc.get("baseline"), doc.get("current"), doc.get("rule", ""),
-        relative=not (spec is not None and spec.kind == "ratio"), evidence=doc.get("evidence", ""),
+        relative=not (spec is not None and spec.kind in ("ratio", "percent")), evidence=doc.get("evidence", ""),
         threshold=None if threshold is None else Threshold(doc["metric"], threshold["op"], threshold["value"],
                                                            doc.get("rule", "")),
         rank=doc.get("rank"),
@@ -286,4 +288,8 @@ def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, k
     }
     if result.timeline is not None:
         entry["timeline"] = result.timeline
+    kept = (previous or {}).get("counters") if len(runs) > 1 else None  # the same program's, with its runs
+    counters = result.counters or kept  # Nsight Compute's: the first process of a recording profiles (run.ncu)
+    if counters:
+        entry["counters"] = counters
     return entry, how

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..errors import ConfigError
+from ..metrics.counters import COUNTER_SPECS, counter_spec, kernel_counter
 from ..metrics.measure import METRICS, MetricSpec
 from ..metrics.ranks import TEST_METRICS, metric_spec
 from ..numbers import format_number
@@ -23,7 +24,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
 }
 _THRESHOLD = re.compile(
-    r"^\s*(?P<metric>[a-z_]+)\s*(?P<op>>=|<=|==|!=|>|<)\s*"
+    r"^\s*(?P<metric>[a-z_]+|kernels\[[^\]]+\]\.[a-z_]+)\s*(?P<op>>=|<=|==|!=|>|<)\s*"
     r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<pct>%?)\s*$"
 )
 
@@ -41,19 +42,29 @@ class Threshold:
 
 
 def parse_threshold(text: str, origin: str) -> Threshold:
-    """Parse ``METRIC OP NUMBER[%]``; ``origin`` names the option or marker in errors."""
+    """Parse ``METRIC OP NUMBER[%]``; ``origin`` names the option or marker in errors.  METRIC
+    may be an Nsight Compute counter: ``memory_bandwidth_utilization``, or
+    ``kernels[PATTERN].COUNTER`` (PATTERN a regular expression searched in each profiled
+    kernel's function name; a ``_pct`` counter is in percent already: ``80`` and ``80%`` alike)."""
     m = _THRESHOLD.match(text) if isinstance(text, str) else None
     if not m:
         raise ConfigError(
             f"{origin}: cannot parse threshold {text!r}; expected METRIC OP NUMBER, "
-            f"e.g. 'gpu_utilization >= 0.85' (OP one of {', '.join(_OPS)})"
+            f"e.g. 'gpu_utilization >= 0.85' or 'kernels[gemm].dram_throughput_pct >= 80' (OP one of {', '.join(_OPS)})"
         )
     metric = m["metric"]
-    spec = metric_spec(metric)
-    if spec is None or spec.kind == "info" and metric != "peak_memory_allocated_bytes":
-        known = ", ".join(n for n, s in (METRICS | TEST_METRICS).items() if s.kind != "info")
+    spec = metric_spec(metric) or counter_spec(metric)
+    if spec is None or spec.kind == "info" and metric != "peak_memory_allocated_bytes" and not kernel_counter(metric):
+        known = ", ".join([n for n, s in (METRICS | TEST_METRICS).items() if s.kind != "info"]
+                          + ["memory_bandwidth_utilization", f"kernels[PATTERN].({'|'.join(COUNTER_SPECS)})"])
         raise ConfigError(f"{origin}: unknown metric {metric!r} in threshold {text!r}; known: {known}")
-    value = float(m["value"]) / (100 if m["pct"] else 1)
+    pattern = (kernel_counter(metric) or ("",))[0]
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{origin}: the kernel pattern {pattern!r} in threshold {text!r} is no regular "
+                          f"expression: {exc}") from None
+    value = float(m["value"]) / (100 if m["pct"] and spec.unit != "%" else 1)
     return Threshold(metric, m["op"], value, f"{metric} {m['op']} {format_number(value)}")
 
 

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, NamedTuple
 
+from ..metrics.counters import counter_spec
 from ..metrics.measure import METRICS, RECORDED_SINCE, MetricSpec
 from ..numbers import format_change, format_number
 from . import host
@@ -206,7 +207,7 @@ def judge(
         window = _compare_samples(METRICS["window_us"], *paired["window_us"], rules, family, None, host_pair)
     by_host = _moved_by_the_host(window, speeds)
     verdicts = [check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
-                for t in rules.thresholds]
+                for t in rules.thresholds if counter_spec(t.metric) is None]  # counters': compare.counters
     if baseline is None:
         return verdicts
     judged_now, now = now, compared_values(current)  # the medians shown where a series is not compared

@@ -4,14 +4,55 @@ launches, and the share of the card's DRAM bandwidth the profiled kernels used
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pandas as pd
+
+from .measure import MetricSpec
 
 #: Each kernel's counters (docs/metrics.md): the median of its launches, with their min and max.
 KERNEL_COUNTERS = ("time_us", "sm_throughput_pct", "memory_throughput_pct", "dram_throughput_pct", "dram_bytes",
                    "achieved_occupancy_pct", "registers_per_thread", "local_memory_bytes", "l1_hit_rate_pct",
                    "l2_hit_rate_pct", "tensor_pipe_pct")
+
+
+def _counter_specs() -> dict[str, MetricSpec]:
+    """How each counter is judged (``compare.counters``): a register count is exact (a changed
+    count is a changed kernel), local memory exact with fewer bytes better (spills), a
+    percentage of peak higher-is-better within an absolute tolerance; times and DRAM bytes
+    reported (the timeline judges times)."""
+    specs = {name: MetricSpec(name, "percent", "higher", False, "%") for name in KERNEL_COUNTERS
+             if name.endswith("_pct")}
+    specs |= {"time_us": MetricSpec("time_us", "info", None, False, "us"),
+              "dram_bytes": MetricSpec("dram_bytes", "info", None, False, "B"),
+              "registers_per_thread": MetricSpec("registers_per_thread", "count", None, False),
+              "local_memory_bytes": MetricSpec("local_memory_bytes", "bytes", "lower", False, "B")}
+    return {name: specs[name] for name in KERNEL_COUNTERS}
+
+
+#: Each kernel counter's spec, in ``KERNEL_COUNTERS`` order.
+COUNTER_SPECS: dict[str, MetricSpec] = _counter_specs()
+#: The test's own counter: a ratio, higher is better, judged within the ratio tolerance.
+BANDWIDTH = MetricSpec("memory_bandwidth_utilization", "ratio", "higher", False)
+#: ``kernels[NAME].COUNTER``: a kernel's counter in verdicts, a pattern's in thresholds.
+_KERNEL_COUNTER = re.compile(r"^kernels\[(?P<kernel>.+)\]\.(?P<counter>[a-z_]+)$")
+
+
+def kernel_counter(metric: str) -> tuple[str, str] | None:
+    """(kernel or pattern, counter) of a ``kernels[NAME].COUNTER`` name whose counter is one of
+    ``KERNEL_COUNTERS``; None for any other name."""
+    m = _KERNEL_COUNTER.match(metric)
+    return (m["kernel"], m["counter"]) if m and m["counter"] in COUNTER_SPECS else None
+
+
+def counter_spec(metric: str) -> MetricSpec | None:
+    """The spec of ``memory_bandwidth_utilization`` or of a kernel's counter (named as a
+    ``kernels[NAME].COUNTER``); None for any other name."""
+    if metric == BANDWIDTH.name:
+        return BANDWIDTH
+    found = kernel_counter(metric)
+    return None if found is None else COUNTER_SPECS[found[1]]
 
 
 def kernel_counters(launches: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -8,7 +8,7 @@ from ..compare.evaluate import TestResult
 from ..metrics.measure import METRICS
 from ..numbers import format_number
 from .values import shown_values
-from .words import broken_verdicts, verdict_line
+from .words import broken_verdicts, ncu_lines, verdict_line
 
 
 def junit_properties(result: TestResult) -> list[tuple[str, Any]]:
@@ -26,5 +26,6 @@ def junit_properties(result: TestResult) -> list[tuple[str, Any]]:
         shown = shown_values(result.to_json())
         props += [(f"gpuprof.{name}", format_number(shown[name].current)) for name in METRICS
                   if shown[name].current is not None]
+    props += [("gpuprof_ncu", line.strip()) for line in ncu_lines(result.to_json())]
     props += [("gpuprof_broken", verdict_line(v)) for v in broken_verdicts(v.to_json() for v in result.verdicts)]
     return props

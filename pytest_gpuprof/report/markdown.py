@@ -23,6 +23,7 @@ from .words import (
     broken_header,
     broken_verdicts,
     health_lines,
+    ncu_lines,
     skipped_line,
     verdict_line,
     verdict_name,
@@ -53,6 +54,13 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
         lines += ["### Failures", ""]
     for t in failing:
         lines += _failure(t)
+    profiled = [t for t in tests if t.get("counters")]
+    if profiled:
+        lines += ["### Inside the kernels (Nsight Compute)", ""]
+    for t in profiled:
+        first, *kernels = ncu_lines(t)
+        lines += [f"- {markdown_code(t['nodeid'])}: {markdown_text(first)}"]
+        lines += [f"  - {markdown_text(line.strip())}" for line in kernels] + [""]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 

@@ -12,7 +12,7 @@ from ..trace.model import COPY_KINDS
 from .escaping import terminal_text
 from .names import short_name
 from .values import AS_JUDGED, VALUES_NOTE, Shown, rank_sections, shown_values
-from .words import BACKEND_NAMES, SUMMARY_COLUMNS, health_lines, skipped_line
+from .words import BACKEND_NAMES, COUNTER_COLUMNS, SUMMARY_COLUMNS, health_lines, ncu_lines, skipped_line
 
 
 def header_line(version: str, backend: str, baseline_dir: Path, replay_dir: Path | None, gpu: str | None) -> str:
@@ -149,14 +149,6 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     return [terminal_text(line) for line in lines]
 
 
-#: The per-kernel counters ``gpuprof analyze`` prints of an Nsight Compute report, with their
-#: column heads: time and the percentages of peak, then what explains them.
-COUNTER_COLUMNS = (("time_us", "time us"), ("sm_throughput_pct", "SM %"), ("memory_throughput_pct", "mem %"),
-                   ("dram_throughput_pct", "DRAM %"), ("achieved_occupancy_pct", "occup %"),
-                   ("tensor_pipe_pct", "tensor %"), ("l1_hit_rate_pct", "L1 hit %"), ("l2_hit_rate_pct", "L2 hit %"),
-                   ("registers_per_thread", "regs"), ("local_memory_bytes", "local B"), ("dram_bytes", "DRAM B"))
-
-
 def counter_lines(path: str, counters: dict, utilization: float | None) -> list[str]:
     """``gpuprof analyze`` of an Nsight Compute report: the bandwidth the profiled kernels
     drew, then each kernel's counters (the median of its launches), heaviest first."""
@@ -169,23 +161,6 @@ def counter_lines(path: str, counters: dict, utilization: float | None) -> list[
         lines.append(" ".join(f"{format_number(k[key]['median']):>10}" for key, _ in COUNTER_COLUMNS)
                      + f" {k['launches']:>8}  {short_name(name)}")
     return [terminal_text(line) for line in lines]
-
-
-def ncu_lines(test: Mapping[str, Any]) -> list[str]:
-    """A test's kernels under Nsight Compute (``counters``), a line for the test and one per kernel
-    (the median of its launches)."""
-    c = test.get("counters")
-    if not c:
-        return []
-    bandwidth = c["memory_bandwidth_utilization"]
-    lines = [f"Nsight Compute ({c['profiled']}): memory_bandwidth_utilization "
-             f"{'n/a' if bandwidth is None else format_number(bandwidth)}"]
-    for name, k in c["kernels"].items():
-        m = {key: format_number(k[key]["median"]) for key in k if key != "launches"}
-        lines.append(f"  {short_name(name, 80)}: {m['time_us']} us, DRAM {m['dram_throughput_pct']}%, SM "
-                     f"{m['sm_throughput_pct']}%, occupancy {m['achieved_occupancy_pct']}%, {m['registers_per_thread']} "
-                     f"registers, {m['local_memory_bytes']} B local ({k['launches']} launch(es))")
-    return lines
 
 
 def _cell_or_blank(value: float | None, width: int, unit: str) -> str:

@@ -16,7 +16,7 @@ from ..compare.verdicts import BROKEN
 from ..metrics.measure import METRICS
 from ..numbers import format_change, format_number
 from .escaping import terminal_text
-from .names import full_name, in_metric
+from .names import full_name, in_metric, short_name
 
 #: How reports name the capture backends.
 BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
@@ -164,3 +164,29 @@ def change(metric: str, now: float, before: float) -> str:
     """Change of a compared value: in percent, or as a difference for ratios and from zero."""
     return format_change(now, before, METRICS[metric].kind != "ratio")
 
+
+#: The per-kernel counters ``gpuprof analyze`` prints of an Nsight Compute report, with their
+#: column heads: time and the percentages of peak, then what explains them.
+COUNTER_COLUMNS = (("time_us", "time us"), ("sm_throughput_pct", "SM %"), ("memory_throughput_pct", "mem %"),
+                   ("dram_throughput_pct", "DRAM %"), ("achieved_occupancy_pct", "occup %"),
+                   ("tensor_pipe_pct", "tensor %"), ("l1_hit_rate_pct", "L1 hit %"), ("l2_hit_rate_pct", "L2 hit %"),
+                   ("registers_per_thread", "regs"), ("local_memory_bytes", "local B"), ("dram_bytes", "DRAM B"))
+
+
+def ncu_lines(test: Mapping[str, Any]) -> list[str]:
+    """A test's kernels under Nsight Compute (``counters``), a line for the test and one per kernel
+    (the median of its launches): the terminal's, the Markdown summary's and the JUnit file's."""
+    c = test.get("counters")
+    if not c:
+        return []
+    bandwidth = c["memory_bandwidth_utilization"]
+    stored = (test.get("baseline_counters") or {}).get("memory_bandwidth_utilization")
+    lines = [f"Nsight Compute ({c['profiled']}): memory_bandwidth_utilization "
+             f"{'n/a' if bandwidth is None else format_number(bandwidth)}"
+             + ("" if stored is None else f" (baseline {format_number(stored)})")]
+    for name, k in c["kernels"].items():
+        m = {key: format_number(k[key]["median"]) for key, _ in COUNTER_COLUMNS}
+        lines.append(f"  {short_name(name, 80)}: {m['time_us']} us, DRAM {m['dram_throughput_pct']}%, SM "
+                     f"{m['sm_throughput_pct']}%, occupancy {m['achieved_occupancy_pct']}%, {m['registers_per_thread']} "
+                     f"registers, {m['local_memory_bytes']} B local ({k['launches']} launch(es))")
+    return lines

@@ -87,7 +87,8 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
                     options: list[str], timeout_s: float, xdist: bool = False) -> dict[str, Any]:
     """Run the test under ncu (``ncu_command``) in a fresh pytest process from ``rootdir`` with
     gpuprof's ``options`` (its steps), and read its counters: ``memory_bandwidth_utilization``,
-    ``kernels`` (``metrics.counters``), what was profiled and how long it took.  The process
+    ``kernels`` (``metrics.counters``, each with its ``function`` as ncu's ``-k`` and the
+    thresholds' patterns match it), what was profiled and how long it took.  The process
     keeps out of the user's files (its own cache folder and JUnit file, one process under
     pytest-xdist: ``xdist``) and is stopped, with all it started, past ``timeout_s``.  An error
     names what went wrong and its fix."""
@@ -111,7 +112,7 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
         launches = read_ncu_csv(export_csv(ncu, report, timeout_s), named="ncu's report of the test")
     capped = f" (the first {plan.launches}: --launch-count)" if len(launches) >= plan.launches else ""
     return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
-            "kernels": kernel_counters(launches),
+            "kernels": {k: {"function": function_name(k), **row} for k, row in kernel_counters(launches).items()},
             "profiled": f"{STEP_RANGE_PREFIX}{plan.step}, kernels {kernel_filter(plan, kernels)}, "
                         f"{len(launches)} launch(es){capped}",
             "seconds": round(time.monotonic() - started, 1)}

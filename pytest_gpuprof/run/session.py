@@ -45,6 +45,7 @@ from ..trace.model import Trace
 from .backends import UNFINISHED_LOOP, Backend, NsysInnerBackend, ReplayBackend, TorchBackend, unique_trace_name
 from .bench import GpuBenchmark
 from ..compare.alongside import base_entry
+from ..compare.counters import judge_counters
 from .alongside import Sides, SideRun, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
 from .ranks import PROFILED, RankOutcome, RankProfiling, this_rank
 from .ranks import verdict as rank_verdict
@@ -266,7 +267,7 @@ class GpuprofSession:
             t = self.settings.torchrun
             size = marker_arguments(item).get("world_size", 1) if t is None else t.world_size
             return {rank: self.backend.path(rank_nodeid(item.nodeid, rank)) for rank in range(size)}
-        traces = {o.rank: _rank_trace(o) for o in sorted(outcomes)}
+        traces = {o.rank: _rank_trace(o, item.nodeid) for o in sorted(outcomes)}
         if not self.settings.keep_traces:
             return traces
         return {rank: path.replace(self.backend.folder / unique_trace_name(rank_nodeid(item.nodeid, rank)))
@@ -548,6 +549,8 @@ class GpuprofSession:
         if plan is not None and isinstance(self.backend, TorchBackend) and result.metrics and not (
                 measuring_a_side() or os.environ.get(CONFIRMING) or recording_again()):  # the first process only
             self._profile_kernels(item, result, plan)
+        if result.metrics and not measuring_a_side():
+            judge_counters(result, self.rules_for(item.nodeid, kwargs), self.settings.update_baseline)
         item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
         if result.status == "error" or result.failed and this_rank() is None:  # a rank's verdicts: its test's
             pytest.fail(failure_message(result), pytrace=False)
@@ -566,7 +569,7 @@ class GpuprofSession:
             self.share_ending(key, _ended_as(exc), item)
             raise
         prof = _or_fail(lambda: self.profiler_of(item))
-        traces = [{"trace": str(prof.trace_path) if prof.completed else None,
+        traces = [{"nodeid": key, "trace": str(prof.trace_path) if prof.completed else None,
                    "message": "" if prof.completed else UNFINISHED_LOOP}] if isinstance(self.backend, TorchBackend) \
             else []
         t.share(key, {"ended": "passed", "tests": traces})
@@ -630,6 +633,8 @@ class GpuprofSession:
             say(f"gpuprof: {item.nodeid}: Nsight Compute: {exc}")
             return
         c = result.counters
+        if self.settings.update_baseline:  # the entry judge() made for this test, written at the session's end
+            self._pending[result.baseline_file][item.nodeid][result.gpu]["counters"] = c
         bandwidth = c["memory_bandwidth_utilization"]
         say(f"gpuprof: {item.nodeid}: Nsight Compute profiled {len(c['kernels'])} kernel(s) of {c['profiled']} in "
             f"{c['seconds']} s; memory_bandwidth_utilization {'n/a' if bandwidth is None else format_number(bandwidth)}")
@@ -736,33 +741,40 @@ def nsys_ranks(nodeid: str, marker: dict[str, Any], outcomes: list[RankOutcome])
     try:
         pids, unfinished = {}, []
         for o in sorted(outcomes):
-            try:
-                doc = json.loads(o.results.read_text()) if o.results.is_file() else {}
-            except (OSError, ValueError) as exc:
-                raise GpuprofError(f"rank {o.rank}'s results cannot be read: {o.results}: {exc}") from None
-            tests = [t for t in (doc.get("tests") if isinstance(doc, dict) else None) or []
-                     if isinstance(t, dict) and t.get("nodeid") == nodeid]
-            if not tests or not isinstance(doc.get("pid"), int):
+            doc, test = _rank_result(o, nodeid)
+            if not isinstance(doc.get("pid"), int):
                 raise GpuprofError(f"rank {o.rank} measured nothing (no results naming its process): {o.results}")
             pids[str(o.rank)] = doc["pid"]
-            unfinished += [] if tests[0].get("completed") else [o.rank]
+            unfinished += [] if test.get("completed") else [o.rank]
     finally:
         if outcomes:
             shutil.rmtree(outcomes[0].results.parent, ignore_errors=True)
     return {"nodeid": nodeid, "marker": marker, "completed": not unfinished, "unfinished": unfinished, "ranks": pids}
 
 
-def _rank_trace(outcome: RankOutcome) -> Path:
-    """The trace a profiled rank kept, from its results document; an error naming the rank
-    when it measured nothing."""
-    doc = json.loads(outcome.results.read_text()) if outcome.results.is_file() else {}
-    tests = doc.get("tests") or []
-    trace = tests[0].get("trace") if len(tests) == 1 else None
+def _rank_trace(outcome: RankOutcome, nodeid: str) -> Path:
+    """The trace a profiled rank kept; an error naming the rank when it kept none."""
+    _, test = _rank_result(outcome, nodeid)
+    trace = test.get("trace")
     if trace is None or not Path(trace).is_file():
-        why = tests[0].get("message") if len(tests) == 1 else (
-            f"its results document lists {len(tests)} tests" if outcome.results.is_file() else "no results document")
-        raise GpuprofError(f"rank {outcome.rank} measured nothing ({why or 'no trace kept'}): {outcome.results}")
+        raise GpuprofError(f"rank {outcome.rank} measured nothing ({test.get('message') or 'no trace kept'}): "
+                           f"{outcome.results}")
     return Path(trace)
+
+
+def _rank_result(outcome: RankOutcome, nodeid: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A profiled rank's results document and its test ``nodeid`` in it; an error naming the
+    rank and the file when it cannot be read or holds no such test."""
+    try:
+        doc = json.loads(outcome.results.read_text()) if outcome.results.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise GpuprofError(f"rank {outcome.rank}'s results cannot be read: {outcome.results}: {exc}") from None
+    tests = [t for t in (doc.get("tests") if isinstance(doc, dict) else None) or []
+             if isinstance(t, dict) and t.get("nodeid") == nodeid]
+    if not tests:
+        why = "no results document" if not outcome.results.is_file() else f"its results hold no test {nodeid}"
+        raise GpuprofError(f"rank {outcome.rank} measured nothing ({why}): {outcome.results}")
+    return doc, tests[0]
 
 
 def _say(config: pytest.Config, line: str) -> None:

@@ -34,11 +34,12 @@ from ...compare.rules import same
 from ...compare.verdicts import BROKEN, compared_values
 from ...files import write_atomic
 from ...metrics import timeline
+from ...metrics.counters import kernel_counter
 from ...metrics.measure import METRICS, is_comm_kernel
 from ...numbers import format_number
 from ..names import full_name, short_name
 from ..values import Shown, rank_sections, shown_values
-from ..words import change, health_lines, verdict_line
+from ..words import COUNTER_COLUMNS, change, health_lines, verdict_line
 
 #: Colours of test statuses and verdicts (the failure colour is the one tests look for).
 STATUS_COLORS = {
@@ -191,6 +192,7 @@ def _test(i: int, t: dict[str, Any], folder: Path | None) -> dict[str, Any]:
         "timeline": _timeline(t) if m is not None else None,
         "metrics": _metric_rows(t) if m is not None else None,
         "kernels": _kernel_diff(t) if m is not None else None,
+        "counters": _counters(t),
         "perfetto": _trace_link(t.get("trace"), folder),
     }
 
@@ -268,10 +270,43 @@ def _kernel_verdict_words(v: dict[str, Any]) -> str:
         return f"new kernel, {format_number(c)} per step"
     if s == "vanished":
         return f"vanished kernel, was {format_number(b)} per step"
+    counter = kernel_counter(v["metric"])
+    if counter is not None and s == "threshold":
+        return f"{counter[1]} {format_number(c)} violates {v['rule']}"
+    moved = f" ({v['change']})" if v.get("change") else ""
+    if counter is not None:  # Nsight Compute's (compare.counters), the median of its launches
+        return f"{counter[1]} {format_number(b)} → {format_number(c)}{moved} [{s}]"
     what = "time per step" if v["metric"].endswith(".time_us") else "count per step"
     unit = " us" if what.startswith("time") else ""
-    moved = f" ({v['change']})" if v.get("change") else ""
     return f"{what} {format_number(b)}{unit} → {format_number(c)}{unit}{moved} [{s}]"
+
+
+def _counters(t: dict[str, Any]) -> dict[str, Any] | None:
+    """Nsight Compute's counters of the profiled kernels (``counters``), the baseline's beside
+    them where it stored some, each cell coloured by its verdict (``compare.counters``)."""
+    now = t.get("counters")
+    if not now:
+        return None
+    before = t.get("baseline_counters") or {}
+    statuses: dict[str, str] = {}
+    for v in t.get("verdicts") or []:  # a threshold's and the baseline's verdict on one counter: the worse
+        if not _failing(statuses.get(v["metric"], "ok")):
+            statuses[v["metric"]] = v["status"]
+
+    def cell(metric: str, b: Any, c: Any) -> dict[str, str]:
+        text = format_number(c) if b is None else f"{format_number(b)} → {format_number(c)}"
+        return {"text": text, "class": _verdict_class(statuses.get(metric))}
+
+    rows = []
+    for name, k in now["kernels"].items():
+        old = (before.get("kernels") or {}).get(name) or {}
+        rows.append({"name": name, "launches": k["launches"],
+                     "cells": [cell(f"kernels[{name}].{key}", (old.get(key) or {}).get("median"), k[key]["median"])
+                               for key, _ in COUNTER_COLUMNS]})
+    bandwidth = cell("memory_bandwidth_utilization", before.get("memory_bandwidth_utilization"),
+                     now["memory_bandwidth_utilization"])
+    return {"profiled": now["profiled"], "seconds": now["seconds"], "bandwidth": bandwidth,
+            "heads": [head for _, head in COUNTER_COLUMNS], "rows": rows}
 
 
 # --- timeline --------------------------------------------------------------------

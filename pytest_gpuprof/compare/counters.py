@@ -1,0 +1,127 @@
+"""Nsight Compute's counters judged (docs/metrics.md, "Inside the kernels"): a test's counters
+(``run.ncu``) against the thresholds that name them and against the counters its baseline
+stored.  ncu profiles a test after it was measured and judged, so ``judge_counters`` adds
+these verdicts to its others then; each decision is a small function of the two sides.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any, Mapping
+
+from ..metrics.counters import BANDWIDTH, COUNTER_SPECS, counter_spec, kernel_counter
+from ..metrics.measure import MetricSpec
+from ..numbers import format_number
+from .evaluate import TestResult
+from .rules import Rules, Threshold, same
+from .verdicts import BROKEN, Verdict, check_threshold
+
+#: Why a threshold on counters was not checked.
+NOT_PROFILED = "not checked: Nsight Compute did not profile this test (--gpuprof-ncu, or the marker's ncu=)"
+#: Why the counters were not compared with the baseline.
+NOT_STORED = ("counters not compared: the baseline holds none (record it with --gpuprof-update-baseline "
+              "--gpuprof-ncu)")
+
+
+def judge_counters(result: TestResult, rules: Rules, recording: bool) -> None:
+    """Add the counters' verdicts to ``result`` (a ``TestResult`` judged without them): the
+    thresholds naming counters, then (not while recording) each counter against the
+    baseline's; a broken one fails the test.  Without counters the thresholds on them are a
+    note: the rest of the test stands as judged."""
+    thresholds = [t for t in rules.thresholds if counter_spec(t.metric) is not None]
+    if result.counters is None:
+        result.notes += [f"{t.text}: {NOT_PROFILED}" for t in thresholds]
+        return
+    verdicts = [v for t in thresholds for v in threshold_verdicts(t, result.counters)]
+    stored = (result.baseline_entry or {}).get("counters")
+    if not recording and stored:
+        verdicts += baseline_verdicts(stored, result.counters, rules)
+    elif not recording and result.baseline_entry:
+        result.notes.append(NOT_STORED)
+    result.verdicts += verdicts
+    if result.status != "error" and any(v.status in BROKEN for v in verdicts):
+        result.status = "failed"
+    elif result.status == "passed" and any(v.status == "improved" for v in verdicts):
+        result.status = "improved"
+
+
+def threshold_verdicts(t: Threshold, counters: Mapping[str, Any]) -> list[Verdict]:
+    """``memory_bandwidth_utilization``'s threshold on the test's value; a kernel threshold
+    on the median of each profiled kernel whose function name the pattern matches, every one
+    of which must hold it (none matching breaks it: the gate would check nothing)."""
+    found = kernel_counter(t.metric)
+    if found is None:
+        return [check_threshold(t, counters.get(BANDWIDTH.name))]
+    pattern, counter = found
+    kernels = counters.get("kernels") or {}
+    matched = [k for k, row in kernels.items() if re.search(pattern, row.get("function") or k)]
+    if not matched:
+        profiled = ", ".join(sorted({row.get("function") or k for k, row in kernels.items()})) or "none"
+        return [Verdict(t.metric, "threshold", None, None, t.text, relative=False, threshold=t, evidence=(
+            f"no profiled kernel's function matches {pattern!r} (profiled: {profiled}; choose them with the "
+            "marker's ncu={'kernels': PATTERN})"))]
+    return [replace(check_threshold(t, kernels[k][counter]["median"]), metric=f"kernels[{k}].{counter}",
+                    relative=False) for k in matched]
+
+
+def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: Rules) -> list[Verdict]:
+    """Each judged counter of each kernel profiled in both runs, then the test's
+    ``memory_bandwidth_utilization``; a kernel profiled in one run only is not compared (ncu
+    profiles the heaviest: a kernel new or vanished is the timeline's verdict)."""
+    out = []
+    kernels = now.get("kernels") or {}
+    for kernel, row in kernels.items():
+        stored = (before.get("kernels") or {}).get(kernel)
+        if stored is None:
+            continue
+        for counter, spec in COUNTER_SPECS.items():
+            if spec.kind == "info" or counter not in stored or counter not in row:
+                continue
+            metric = f"kernels[{kernel}].{counter}"
+            if spec.kind == "percent":
+                out.append(percent_verdict(metric, stored[counter], row[counter], percent_tolerance(counter, rules)))
+            else:
+                out.append(exact_verdict(metric, spec, stored[counter]["median"], row[counter]["median"]))
+    out.append(bandwidth_verdict(before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
+                                 rules.tolerances.get(BANDWIDTH.name, rules.ratio_tolerance)))
+    return out
+
+
+def percent_tolerance(counter: str, rules: Rules) -> float:
+    """A percentage's tolerance in points: the ratio tolerance (0.05: 5 points), or the
+    counter's own (``tolerances={"dram_throughput_pct": 0.02}``)."""
+    return 100 * rules.tolerances.get(counter, rules.ratio_tolerance)
+
+
+def percent_verdict(metric: str, before: Mapping[str, float], now: Mapping[str, float], points: float) -> Verdict:
+    """Worse when this run's median over its launches lies below the smallest of the
+    baseline's launches by more than ``points``; improved when above their largest by more;
+    launches that spread wide move the edge with them."""
+    b, c = before["median"], now["median"]
+    rule = (f"within {format_number(points)} points of the baseline's launches "
+            f"({format_number(before['min'])}-{format_number(before['max'])}%), higher is better")
+    status = "regressed" if c < before["min"] - points else "improved" if c > before["max"] + points else "ok"
+    return Verdict(metric, status, b, c, rule, relative=False)
+
+
+def exact_verdict(metric: str, spec: MetricSpec, before: float, now: float) -> Verdict:
+    """A register count must match (a changed count is a changed kernel); local memory too,
+    fewer bytes better (a spill gone)."""
+    rule = "must match exactly" + (" (lower is better)" if spec.better == "lower" else "")
+    if same(before, now):
+        return Verdict(metric, "ok", before, now, rule)
+    if spec.better == "lower":
+        return Verdict(metric, "improved" if now < before else "regressed", before, now, rule)
+    return Verdict(metric, "changed", before, now, rule)
+
+
+def bandwidth_verdict(before: float | None, now: float | None, tolerance: float) -> Verdict:
+    """The share of peak DRAM bandwidth the profiled kernels drew: worse when it drops by more
+    than ``tolerance`` (a ratio's)."""
+    name = BANDWIDTH.name
+    if before is None or now is None:
+        return Verdict(name, "ok", before, now, "not compared: no value in one of the runs", relative=False)
+    rule = f"within {format_number(tolerance)} (higher is better)"
+    status = "regressed" if now < before - tolerance else "improved" if now > before + tolerance else "ok"
+    return Verdict(name, status, before, now, rule, relative=False)

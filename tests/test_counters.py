@@ -1,0 +1,228 @@
+"""Nsight Compute's counters judged (compare/counters.py) without a GPU: the counters of a real
+H100 report (tests/data/ncu, recorded by tests/data/record_ncu.py) against thresholds and
+against a baseline holding the same counters with one thing changed, each expected value
+read from ncu's CSV cells here."""
+
+import copy
+import dataclasses
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_gpuprof.compare.baseline import check_entry
+from pytest_gpuprof.compare.counters import NOT_PROFILED, NOT_STORED, judge_counters
+from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry
+from pytest_gpuprof.compare.rules import Rules, parse_threshold
+from pytest_gpuprof.errors import ConfigError
+from pytest_gpuprof.metrics.counters import kernel_counters, memory_bandwidth_utilization
+from pytest_gpuprof.report.names import function_name
+from pytest_gpuprof.trace.ncu import read_ncu_csv
+
+CSV = Path(__file__).parent / "data" / "ncu" / "small.raw.csv"
+GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
+
+
+def cell(kernel_prefix: str, metric: str) -> float:
+    """One number of ncu's CSV page, for the launch whose kernel name starts with the prefix."""
+    rows = list(csv.reader(CSV.open()))
+    row = next(dict(zip(rows[0], r)) for r in rows[2:] if r[rows[0].index("Kernel Name")].startswith(kernel_prefix))
+    return float(row[metric].replace(",", ""))
+
+
+def counters() -> dict:
+    """The counters as run/ncu.py attaches them to a test's result."""
+    launches = read_ncu_csv(CSV)
+    return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
+            "kernels": {k: {"function": function_name(k), **row} for k, row in kernel_counters(launches).items()},
+            "profiled": "step_0, kernels regex:^(a)$, 3 launch(es)", "seconds": 12.5}
+
+
+def kernel(c: dict, prefix: str) -> dict:
+    return next(row for name, row in c["kernels"].items() if name.startswith(prefix))
+
+
+def judged(now: dict | None, stored: dict | None, *thresholds: str, recording: bool = False,
+           status: str = "passed") -> TestResult:
+    result = TestResult("t.py::t", status, "NVIDIA H100 80GB HBM3", {"step_count": 2},
+                        baseline_entry=None if stored is False else {"metrics": {}, "counters": stored},
+                        counters=now)
+    rules = Rules(thresholds=tuple(parse_threshold(t, "--gpuprof-threshold") for t in thresholds))
+    judge_counters(result, rules, recording)
+    return result
+
+
+def broken(result: TestResult) -> list[tuple[str, str]]:
+    return [(v.metric.split("].")[-1] if v.metric.startswith("kernels[") else v.metric, v.status)
+            for v in result.verdicts if v.failed or v.status in ("new", "vanished")]
+
+
+def test_unchanged_counters_pass_and_every_judged_counter_is_compared():
+    result = judged(counters(), counters())
+    assert result.status == "passed" and broken(result) == []
+    # 3 kernels x 9 judged counters (time and DRAM bytes are reported only), then the bandwidth
+    assert len(result.verdicts) == 3 * 9 + 1
+    assert {v.status for v in result.verdicts} == {"ok"}
+
+
+def test_a_changed_register_count_is_a_changed_kernel_and_a_spill_a_regression():
+    now = counters()
+    regs = cell(GEMM, "launch__registers_per_thread")
+    assert regs == 168
+    kernel(now, GEMM)["registers_per_thread"] = {"median": 200, "min": 200, "max": 200}
+    result = judged(now, counters())
+    assert result.status == "failed" and broken(result) == [("registers_per_thread", "changed")]
+    v = next(v for v in result.verdicts if v.failed)
+    assert (v.baseline, v.current, v.rule) == (168, 200, "must match exactly")
+    spilled = counters()
+    kernel(spilled, "void at::vec")["local_memory_bytes"] = {"median": 4096, "min": 4096, "max": 4096}
+    assert broken(judged(spilled, counters())) == [("local_memory_bytes", "regressed")]
+    assert judged(counters(), spilled).status == "improved"  # the spill gone
+
+
+def test_a_percentage_fails_past_the_tolerance_below_the_baselines_launches():
+    dram = cell("void at::vec", "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+    assert dram == 81.43
+    for drop, status in ((4.9, "ok"), (5.2, "regressed")):  # the ratio tolerance 0.05: 5 points
+        now = counters()
+        kernel(now, "void at::vec")["dram_throughput_pct"] = {s: dram - drop for s in ("median", "min", "max")}
+        got = [v for v in judged(now, counters()).verdicts if v.metric.endswith("].dram_throughput_pct")
+               and v.metric.startswith("kernels[void at::vec")]
+        assert [v.status for v in got] == [status], drop
+    # launches that spread: the baseline's slowest launch is the edge
+    stored = counters()
+    kernel(stored, "void at::vec")["dram_throughput_pct"] = {"median": dram, "min": 70.0, "max": 85.0}
+    now = counters()
+    kernel(now, "void at::vec")["dram_throughput_pct"] = {"median": 66.0, "min": 66.0, "max": 66.0}
+    assert broken(judged(now, stored)) == []  # 4 points under the slowest launch
+    assert judged(now, stored, "kernels[vectorized].dram_throughput_pct >= 60").status == "passed"
+    # a tolerance of the counter's own
+    rules = Rules(tolerances={"dram_throughput_pct": 0.02})
+    result = TestResult("t.py::t", "passed", metrics={"step_count": 2}, baseline_entry={"metrics": {}, "counters": stored},
+                        counters=now)
+    judge_counters(result, rules, False)
+    assert broken(result) == [("dram_throughput_pct", "regressed")]
+
+
+def test_thresholds_name_a_kernel_by_its_function_or_the_tests_bandwidth():
+    gelu_dram = cell("void at::vec", "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+    result = judged(counters(), False, "kernels[^vectorized_elementwise].dram_throughput_pct >= 80")
+    (v,) = result.verdicts
+    assert result.status == "passed" and v.current == gelu_dram and v.metric.startswith("kernels[void at::vectorized")
+    result = judged(counters(), False, "kernels[elementwise].dram_throughput_pct >= 80%")  # two functions match
+    assert sorted(v.status for v in result.verdicts) == ["ok", "threshold"]
+    assert result.status == "failed"
+    low = next(v for v in result.verdicts if v.status == "threshold")
+    assert low.current == cell("void at::ele", "dram__throughput.avg.pct_of_peak_sustained_elapsed") == 26.22
+    # a pattern no profiled kernel's function matches checks nothing: it breaks, saying so
+    result = judged(counters(), False, "kernels[softmax].registers_per_thread <= 64")
+    (v,) = result.verdicts
+    assert v.status == "threshold" and "no profiled kernel's function matches 'softmax'" in v.evidence
+    assert "elementwise_kernel, nvjet_sm90" in v.evidence and "ncu={'kernels': PATTERN}" in v.evidence
+    # the bandwidth: DRAM bytes over the peak times the kernels' time, 0.3523 for this report
+    assert judged(counters(), False, "memory_bandwidth_utilization >= 0.35").status == "passed"
+    assert judged(counters(), False, "memory_bandwidth_utilization >= 80%").status == "failed"
+
+
+def test_without_counters_a_threshold_on_them_is_a_note_and_the_test_stands():
+    result = judged(None, False, "memory_bandwidth_utilization >= 0.8", "gpu_utilization >= 0.5", status="improved")
+    assert result.status == "improved" and result.verdicts == []
+    assert result.notes == [f"memory_bandwidth_utilization >= 0.8: {NOT_PROFILED}"]
+    # a baseline recorded without counters: a note, nothing compared
+    result = judged(counters(), None)
+    assert result.status == "passed" and result.verdicts == [] and result.notes == [NOT_STORED]
+    # recording checks thresholds only
+    result = judged(counters(), None, "kernels[nvjet].tensor_pipe_pct > 90", recording=True, status="updated")
+    assert result.status == "failed" and broken(result) == [("tensor_pipe_pct", "threshold")]
+
+
+def test_a_bad_counter_threshold_names_the_option():
+    with pytest.raises(ConfigError, match=r"^--gpuprof-threshold: the kernel pattern '\(gemm' in threshold"):
+        parse_threshold("kernels[(gemm].dram_throughput_pct >= 80", "--gpuprof-threshold")
+    with pytest.raises(ConfigError, match=r"unknown metric 'kernels\[gemm\].dram_pct'.*kernels\[PATTERN\]\.\(time_us\|"):
+        parse_threshold("kernels[gemm].dram_pct >= 80", "--gpuprof-threshold")
+    t = parse_threshold("kernels[gemm|gelu].achieved_occupancy_pct>=50%", "x")
+    assert (t.metric, t.op, t.value) == ("kernels[gemm|gelu].achieved_occupancy_pct", ">=", 50.0)  # in percent already
+    assert parse_threshold("memory_bandwidth_utilization >= 80%", "x").value == 0.8
+
+
+def test_the_baseline_keeps_the_counters_of_the_first_recording_process_and_checks_them():
+    first = TestResult("t.py::t", "updated", "H100", {"kernels": {}, "step_count": 2, "kernel_count": 2},
+                       per_step={"kernels": {}}, distribution={}, counters=counters())
+    entry, _ = new_baseline_entry(first, None, 3)
+    assert entry["counters"] == counters()
+    later = copy.deepcopy(first)
+    later.counters = None  # a later recording process runs no ncu
+    again, how = new_baseline_entry(later, entry, 3)
+    assert how == "run 2 of at most 3 recorded" and again["counters"] == counters()
+    replaced, _ = new_baseline_entry(later, entry, 1)  # one run kept: this run's, without counters
+    assert "counters" not in replaced
+    stored = shipped_entry() | {"counters": counters()}
+    check_entry(stored)
+    del kernel(stored["counters"], GEMM)["l2_hit_rate_pct"]
+    with pytest.raises(ValueError, match=rf"^counters.kernels\[{GEMM}\].l2_hit_rate_pct must be an object"):
+        check_entry(stored)
+    stored = shipped_entry() | {"counters": counters()}
+    kernel(stored["counters"], GEMM)["registers_per_thread"]["min"] = 300
+    with pytest.raises(ValueError, match=r"registers_per_thread must be ordered min <= median <= max"):
+        check_entry(stored)
+
+
+def shipped_entry() -> dict:
+    """A real entry: the example suite's CNN on an H200, as the repository ships it."""
+    path = Path(__file__).parent.parent / "baselines" / "example_suite" / "test_cnn.json"
+    (entry,) = json.loads(path.read_text())["tests"]["example_suite/test_cnn.py::test_cnn_train_step"].values()
+    return entry
+
+
+def test_every_report_shows_the_counters_and_what_broke(tmp_path):
+    from pytest_gpuprof.report.document import results_document
+    from pytest_gpuprof.report.html.page import render_html
+    from pytest_gpuprof.report.junit import junit_properties
+    from pytest_gpuprof.report.markdown import summary_markdown
+    from pytest_gpuprof.report.words import failure_message
+
+    now = counters()
+    kernel(now, GEMM)["registers_per_thread"] = {"median": 200, "min": 200, "max": 200}
+    result = judged(now, counters())
+    result.baseline_file = tmp_path / "b.json"
+    line = f"kernels[{GEMM}].registers_per_thread: baseline 168, current 200 (+19.0%) [changed; rule: must match exactly]"
+    assert line in failure_message(result).splitlines()[1]
+    doc = json.loads(json.dumps(results_document([result], {}, "torch", tmp_path)))
+    assert TestResult.from_json(doc["tests"][0]).baseline_entry["counters"] == counters()  # baseline_counters
+    md = summary_markdown(doc)
+    assert "### Inside the kernels (Nsight Compute)" in md
+    assert "memory\\_bandwidth\\_utilization 0.352334 (baseline 0.352334)" in md
+    assert "200 registers" in md
+    props = junit_properties(result)
+    assert ("gpuprof_broken", line) in props
+    assert props[[p[0] for p in props].index("gpuprof_ncu")][1].startswith("Nsight Compute (step_0")
+    page = render_html(doc)
+    at = page.index("Inside the kernels (Nsight Compute: step_0")
+    assert '<td class="num m-fail">168 → 200</td>' in page[at:]
+    assert "registers_per_thread 168 → 200 (+19.0%) [changed]" in page
+
+
+def test_a_recording_session_stores_the_counters_ncu_read_with_the_tests_entry(tmp_path, monkeypatch):
+    """The entry is made when the test is judged; ncu runs after: its counters join that entry."""
+    from types import SimpleNamespace
+
+    from pytest_gpuprof.run import session as session_module
+    from pytest_gpuprof.run.ncu import NcuPlan
+    from test_gate import session_settings
+
+    session = session_module.GpuprofSession(dataclasses.replace(session_settings(tmp_path), update_baseline=True), None)
+    result = TestResult("t.py::t", "updated", "H100", {"step_count": 2, "kernels": {GEMM: {"time_us": 9.0}}},
+                        baseline_file=tmp_path / "t.json")
+    session._add_entry(str(result.baseline_file), "t.py::t", "H100", {"metrics": {}}, "first run recorded")
+    monkeypatch.setattr(session_module, "find_ncu", lambda path, option: Path("/usr/bin/ncu"))
+    monkeypatch.setattr(session_module, "profile_kernels", lambda *args: counters())
+    lines = []
+    monkeypatch.setattr(session_module, "_say", lambda config, line: lines.append(line))
+    item = SimpleNamespace(nodeid="t.py::t", config=SimpleNamespace(
+        rootpath=tmp_path, pluginmanager=SimpleNamespace(has_plugin=lambda name: False)))
+    session._profile_kernels(item, result, NcuPlan())
+    assert session._pending[tmp_path / "t.json"]["t.py::t"]["H100"]["counters"] == counters() == result.counters
+    assert lines[-1] == ("gpuprof: t.py::t: Nsight Compute profiled 3 kernel(s) of step_0, kernels regex:^(a)$, "
+                         "3 launch(es) in 12.5 s; memory_bandwidth_utilization 0.352334")
