@@ -16,7 +16,7 @@ from pytest_gpuprof.compare.counters import NOT_PROFILED, NOT_STORED, judge_coun
 from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.errors import ConfigError
-from pytest_gpuprof.metrics.counters import kernel_counters, memory_bandwidth_utilization
+from pytest_gpuprof.metrics.counters import ncu_counters
 from pytest_gpuprof.report.names import function_name
 from pytest_gpuprof.trace.ncu import read_ncu_csv
 
@@ -33,10 +33,8 @@ def cell(kernel_prefix: str, metric: str) -> float:
 
 def counters() -> dict:
     """The counters as run/ncu.py attaches them to a test's result."""
-    launches = read_ncu_csv(CSV)
-    return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
-            "kernels": {k: {"function": function_name(k), **row} for k, row in kernel_counters(launches).items()},
-            "profiled": "step_0, kernels regex:^(a)$, 3 launch(es)", "seconds": 12.5}
+    return {**ncu_counters(read_ncu_csv(CSV), function_name), "profiled": "step_0, kernels regex:^(a)$, 3 launch(es)",
+            "seconds": 12.5}
 
 
 def kernel(c: dict, prefix: str) -> dict:
@@ -226,3 +224,24 @@ def test_a_recording_session_stores_the_counters_ncu_read_with_the_tests_entry(t
     assert session._pending[tmp_path / "t.json"]["t.py::t"]["H100"]["counters"] == counters() == result.counters
     assert lines[-1] == ("gpuprof: t.py::t: Nsight Compute profiled 3 kernel(s) of step_0, kernels regex:^(a)$, "
                          "3 launch(es) in 12.5 s; memory_bandwidth_utilization 0.352334")
+
+
+def test_gpuprof_diff_compares_two_nsight_compute_reports_counter_by_counter(tmp_path, capsys):
+    from pytest_gpuprof.cli.main import main
+
+    header, units, *launches = CSV.read_text().splitlines()
+    at = next(csv.reader([header])).index("launch__registers_per_thread")
+    gemm = next(csv.reader([launches[0]]))
+    assert gemm[at] == "168"
+    gemm[at] = "200"  # the GEMM built with more registers
+    changed = tmp_path / "changed.csv"
+    changed.write_text("\n".join([header, units, ",".join(f'"{c}"' for c in gemm), *launches[1:]]) + "\n")
+    assert main(["diff", str(CSV), str(CSV)]) == 0
+    assert "no metric broke or improved (28 compared)" in capsys.readouterr().out
+    assert main(["diff", str(CSV), str(changed), "--threshold", "memory_bandwidth_utilization >= 0.3"]) == 1
+    out = capsys.readouterr().out
+    assert f"  kernels[{GEMM}].registers_per_thread: baseline 168, current 200 (+19.0%) [changed; rule: must " \
+           "match exactly]" in out.splitlines()
+    assert "(Nsight Compute report, 3 kernel(s))" in out
+    assert main(["diff", str(CSV), str(Path(__file__).parent / "data" / "ab" / "same_base0.pt.trace.json.gz")]) == 2
+    assert "small.raw.csv is an Nsight Compute report: it compares with another one" in capsys.readouterr().err

@@ -1,9 +1,11 @@
 """``gpuprof diff A B``: what changed from run A (the baseline) to run B (the current run).
 
 Each side is a trace (Kineto ``.json``/``.json.gz``, nsys ``.sqlite``/``.nsys-rep``),
-a results file written by ``--gpuprof-json``, or a distributed run (a folder of per-rank
-Kineto traces, an nsys report of several processes); two results files are compared
-test by test, matched by node id, two distributed runs rank by rank.  The verdicts come from ``compare.judge`` with
+a results file written by ``--gpuprof-json``, a distributed run (a folder of per-rank
+Kineto traces, an nsys report of several processes), or an Nsight Compute report
+(``.ncu-rep``, or its raw page as CSV); two results files are compared test by test,
+matched by node id, two distributed runs rank by rank, two Nsight Compute reports (or two
+tests' ``counters``) counter by counter (``compare.counters``).  The verdicts come from ``compare.judge`` with
 the plugin's default rules (or the tolerances given), and are printed in the
 words of the plugin's failure message, then a per-kernel table: new and vanished
 kernels, changed counts and times, biggest time change first.
@@ -19,19 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..compare.counters import counter_verdicts
 from ..compare.evaluate import TestResult, of_measurement
 from ..compare.kernels import kernel_changes
 from ..compare.rules import Rules
 from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
 from ..numbers import format_number
+from ..metrics.counters import ncu_counters
 from ..report.escaping import terminal_text
-from ..report.names import short_name
+from ..report.names import function_name, short_name
 from ..report.values import rank_sections
 from ..report.words import BACKEND_NAMES, broken_header, is_broken, verdict_line
-from ..trace.formats import is_nsys_input
+from ..trace.formats import is_ncu_input, is_nsys_input
 from ..metrics.measure import Measurement
-from .inputs import measure_any, measure_processes, measure_ranks, read_results
+from .inputs import measure_any, measure_processes, measure_ranks, ncu_launches, read_results
 
 
 @dataclass
@@ -41,7 +45,7 @@ class Side:
     several processes)."""
 
     path: str
-    kind: str  # "trace" | "results" | "ranks"
+    kind: str  # "trace" | "results" | "ranks" | "counters"
     runs: dict[str | None, TestResult]
 
 
@@ -53,6 +57,9 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
         return _ranks(path, measure_ranks(path), "torch")
     if not p.is_file():
         raise GpuprofError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
+    if is_ncu_input(path):
+        counters = ncu_counters(ncu_launches(path, None), function_name)
+        return Side(path, "counters", {None: TestResult(None, "", counters=counters)})
     nsys_input = is_nsys_input(path)
     if not nsys_input:
         doc = read_results(p)
@@ -101,7 +108,7 @@ def _runs(path: str, doc: dict[str, Any]) -> dict[str | None, TestResult]:
 def pairs(a: Side, b: Side, test: str | None) -> list[tuple[str | None, TestResult | None, TestResult | None]]:
     """(node id, run of A, run of B) to compare; a trace pairs with one test of a results file."""
     def pick(side: Side) -> TestResult:
-        if side.kind == "trace":
+        if side.kind in ("trace", "counters"):
             return side.runs[None]
         if test is not None:
             if test not in side.runs:
@@ -112,6 +119,9 @@ def pairs(a: Side, b: Side, test: str | None) -> list[tuple[str | None, TestResu
                                f"name it with --test NODEID")
         return next(iter(side.runs.values()))
 
+    if (a.kind == "counters") != (b.kind == "counters"):
+        raise GpuprofError(f"{a.path if a.kind == 'counters' else b.path} is an Nsight Compute report: it compares "
+                           "with another one")
     if (a.kind == "ranks") != (b.kind == "ranks"):
         raise GpuprofError(f"{a.path if a.kind == 'ranks' else b.path} is a distributed run of several ranks: it "
                            "compares with another one (a folder of per-rank traces, an nsys report of several "
@@ -135,7 +145,7 @@ def diff(a_path: str, b_path: str, rules: Rules, top: int = 20, test: str | None
     compared = []
     for nodeid, ra, rb in pairs(a, b, test):
         status, out = _compare(a.path, ra, b.path, rb, rules, top)
-        if a.kind != "trace" or b.kind != "trace":
+        if a.kind in ("results", "ranks") or b.kind in ("results", "ranks"):
             out.insert(0, f"=== {nodeid} ===")
         compared.append((status, out))
     compared.sort(key=lambda c: -c[0])  # regressions first, then in the files' order
@@ -149,12 +159,14 @@ def diff(a_path: str, b_path: str, rules: Rules, top: int = 20, test: str | None
 
 
 def _describe(side: Side) -> str:
-    if side.kind != "trace":
+    if side.kind in ("results", "ranks"):
         gpus = sorted({r.gpu for r in side.runs.values() if r.gpu})
         what = "results file" if side.kind == "results" else "distributed run"
         count = f"{len(side.runs)} {'test' if side.kind == 'results' else 'rank'}(s)"
         return f"{side.path} ({what}, {count}{', ' + ', '.join(gpus) if gpus else ''})"
     r = side.runs[None]
+    if side.kind == "counters":
+        return f"{side.path} (Nsight Compute report, {len(r.counters['kernels'])} kernel(s))"
     return (f"{side.path} ({r.gpu or 'unknown GPU'}, {BACKEND_NAMES[r.backend]}, "
             f"{r.metrics['step_count']} step(s))")
 
@@ -165,6 +177,8 @@ def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | N
         return 0, [f"only in A: not in {b_path}"]
     if ra is None:
         return 0, [f"only in B: not in {a_path}"]
+    if ra.metrics is None and rb.metrics is None and ra.counters and rb.counters:  # two Nsight Compute reports
+        return _verdict_lines(counter_verdicts(ra.counters, rb.counters, rules), rb.gpu, a_path)
     if rb.metrics is None:
         return 1, [f"B has no metrics ({rb.status}): gpuprof: {rb.message}"]
     if ra.metrics is None:
@@ -180,10 +194,23 @@ def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | N
     # as the plugin does: time metrics on their per-step samples where both runs have them
     verdicts = judge(rb.metrics, ra.metrics, rules, same_backend, (rb.per_step, ra.per_step),
                      (rb.distribution, ra.distribution))
+    if rb.counters:  # both tests profiled under Nsight Compute: their counters too
+        verdicts += counter_verdicts(ra.counters, rb.counters, rules)
+    status, out = _verdict_lines(verdicts, rb.gpu, a_path)
+    lines += out
+    if same_backend:
+        lines += kernel_table(ra.metrics, rb.metrics, rules, top, (ra.distribution, rb.distribution))
+    return status, lines
+
+
+def _verdict_lines(verdicts: list, gpu: str | None, a_path: str) -> tuple[int, list[str]]:
+    """The broken verdicts in the failure message's words, then the improved and the others;
+    1 when one broke."""
+    lines = []
     as_json = [v.to_json() for v in verdicts]
     broken = [v for v in as_json if is_broken(v)]
     if broken:
-        lines.append(f"{broken_header(len(broken), rb.gpu, f'baseline {a_path}')}:")
+        lines.append(f"{broken_header(len(broken), gpu, f'baseline {a_path}')}:")
         lines += [f"  {verdict_line(v)}" for v in broken]
     others: dict[str, list[dict[str, Any]]] = {}  # improved, and e.g. undecided: never a failure
     for v in as_json:
@@ -195,8 +222,6 @@ def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | N
     if not broken and not others:
         compared = sum(1 for v in verdicts if v.baseline is not None or v.current is not None)
         lines.append(f"no metric broke or improved ({compared} compared)")
-    if same_backend:
-        lines += kernel_table(ra.metrics, rb.metrics, rules, top, (ra.distribution, rb.distribution))
     return (1 if test_status(verdicts, True) == "failed" else 0), lines
 
 

@@ -10,11 +10,12 @@ import sys
 from .. import __version__
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
-from ..metrics.counters import kernel_counters, memory_bandwidth_utilization
+from ..metrics.counters import ncu_counters
 from ..metrics.ranks import rank_skew
 from ..numbers import format_number
 from ..options import REPORT_OPTIONS, RULE_OPTIONS, add_report_options, add_rule_options
 from ..report.escaping import terminal_text
+from ..report.names import function_name
 from ..report.terminal import analysis_lines, counter_lines
 from ..report.writers import write_reports
 from ..trace.formats import is_ncu_input, is_nsys_input
@@ -107,12 +108,10 @@ def _merge(args: argparse.Namespace) -> tuple[int, list[str]]:
 def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None,
              ncu: str | None = None) -> tuple[int, list[str]]:
     if is_ncu_input(path):
-        launches = ncu_launches(path, ncu)
-        counters, utilization = kernel_counters(launches), memory_bandwidth_utilization(launches)
+        counters = ncu_counters(ncu_launches(path, ncu), function_name)
         if as_json:
-            return 0, [json.dumps({"report": path, "memory_bandwidth_utilization": utilization,
-                                   "kernels": counters}, indent=2)]
-        return 0, counter_lines(path, counters, utilization)
+            return 0, [json.dumps({"report": path, **counters}, indent=2)]
+        return 0, counter_lines(path, counters["kernels"], counters["memory_bandwidth_utilization"])
     if os.path.isdir(path):
         return 0, _rank_lines(path, measure_ranks(path), as_json)
     if is_nsys_input(path) and not test_range:

@@ -29,21 +29,25 @@ def judge_counters(result: TestResult, rules: Rules, recording: bool) -> None:
     thresholds naming counters, then (not while recording) each counter against the
     baseline's; a broken one fails the test.  Without counters the thresholds on them are a
     note: the rest of the test stands as judged."""
-    thresholds = [t for t in rules.thresholds if counter_spec(t.metric) is not None]
     if result.counters is None:
-        result.notes += [f"{t.text}: {NOT_PROFILED}" for t in thresholds]
+        result.notes += [f"{t.text}: {NOT_PROFILED}" for t in rules.thresholds if counter_spec(t.metric)]
         return
-    verdicts = [v for t in thresholds for v in threshold_verdicts(t, result.counters)]
-    stored = (result.baseline_entry or {}).get("counters")
-    if not recording and stored:
-        verdicts += baseline_verdicts(stored, result.counters, rules)
-    elif not recording and result.baseline_entry:
+    stored = None if recording else (result.baseline_entry or {}).get("counters")
+    if not recording and not stored and result.baseline_entry:
         result.notes.append(NOT_STORED)
+    verdicts = counter_verdicts(stored, result.counters, rules)
     result.verdicts += verdicts
     if result.status != "error" and any(v.status in BROKEN for v in verdicts):
         result.status = "failed"
     elif result.status == "passed" and any(v.status == "improved" for v in verdicts):
         result.status = "improved"
+
+
+def counter_verdicts(before: Mapping[str, Any] | None, now: Mapping[str, Any], rules: Rules) -> list[Verdict]:
+    """The thresholds naming counters on ``now``, then ``now`` against ``before`` where there
+    are counters to compare with (the plugin's and ``gpuprof diff``'s one judgment)."""
+    out = [v for t in rules.thresholds if counter_spec(t.metric) for v in threshold_verdicts(t, now)]
+    return out + (baseline_verdicts(before, now, rules) if before else [])
 
 
 def threshold_verdicts(t: Threshold, counters: Mapping[str, Any]) -> list[Verdict]:

@@ -5,7 +5,7 @@ launches, and the share of the card's DRAM bandwidth the profiled kernels used
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -53,6 +53,14 @@ def counter_spec(metric: str) -> MetricSpec | None:
         return BANDWIDTH
     found = kernel_counter(metric)
     return None if found is None else COUNTER_SPECS[found[1]]
+
+
+def ncu_counters(launches: pd.DataFrame, function: Callable[[str], str]) -> dict[str, Any]:
+    """A report's counters as results, baselines and ``gpuprof diff`` hold them:
+    ``memory_bandwidth_utilization`` and ``kernels``, each kernel with its ``function``
+    (``function(name)``: the name ncu's ``-k`` and a threshold's ``kernels[PATTERN]`` match)."""
+    return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
+            "kernels": {name: {"function": function(name), **row} for name, row in kernel_counters(launches).items()}}
 
 
 def kernel_counters(launches: pd.DataFrame) -> dict[str, dict[str, Any]]:

@@ -26,7 +26,7 @@ from ..capture.ncu import export_csv
 from ..capture.nsys import INNER_ENV
 from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
 from ..errors import GpuprofError
-from ..metrics.counters import kernel_counters, memory_bandwidth_utilization
+from ..metrics.counters import ncu_counters
 from ..numbers import format_number
 from ..report.names import function_name
 from ..trace.ncu import METRICS, read_ncu_csv
@@ -86,12 +86,10 @@ def ncu_command(ncu: Path, report: Path, plan: NcuPlan, kernels: Mapping[str, Ma
 def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan: NcuPlan, ncu: Path, rootdir: Path,
                     options: list[str], timeout_s: float, xdist: bool = False) -> dict[str, Any]:
     """Run the test under ncu (``ncu_command``) in a fresh pytest process from ``rootdir`` with
-    gpuprof's ``options`` (its steps), and read its counters: ``memory_bandwidth_utilization``,
-    ``kernels`` (``metrics.counters``, each with its ``function`` as ncu's ``-k`` and the
-    thresholds' patterns match it), what was profiled and how long it took.  The process
-    keeps out of the user's files (its own cache folder and JUnit file, one process under
-    pytest-xdist: ``xdist``) and is stopped, with all it started, past ``timeout_s``.  An error
-    names what went wrong and its fix."""
+    gpuprof's ``options`` (its steps), and read its counters (``metrics.counters.ncu_counters``),
+    what was profiled and how long it took.  The process keeps out of the user's files (its own
+    cache folder and JUnit file, one process under pytest-xdist: ``xdist``) and is stopped, with
+    all it started, past ``timeout_s``.  An error names what went wrong and its fix."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gpuprof-ncu-") as tmp:
         folder = Path(tmp)
@@ -111,8 +109,7 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
             raise GpuprofError(f"ncu profiled no kernel of {STEP_RANGE_PREFIX}{plan.step}: " + " / ".join(last))
         launches = read_ncu_csv(export_csv(ncu, report, timeout_s), named="ncu's report of the test")
     capped = f" (the first {plan.launches}: --launch-count)" if len(launches) >= plan.launches else ""
-    return {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
-            "kernels": {k: {"function": function_name(k), **row} for k, row in kernel_counters(launches).items()},
+    return {**ncu_counters(launches, function_name),
             "profiled": f"{STEP_RANGE_PREFIX}{plan.step}, kernels {kernel_filter(plan, kernels)}, "
                         f"{len(launches)} launch(es){capped}",
             "seconds": round(time.monotonic() - started, 1)}
