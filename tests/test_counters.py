@@ -103,6 +103,15 @@ def test_a_percentage_fails_past_the_tolerance_below_the_baselines_launches():
     assert broken(result) == [("dram_throughput_pct", "regressed")]
 
 
+def test_a_hit_rates_change_is_in_points_after_the_results_document():
+    now = counters()
+    kernel(now, GEMM)["l2_hit_rate_pct"] = {"median": 10.0, "min": 10.0, "max": 10.0}
+    result = judged(now, counters())
+    doc = json.loads(json.dumps(result.to_json()))
+    (v,) = [v for v in TestResult.from_json(doc).verdicts if v.failed]
+    assert v.metric == f"kernels[{GEMM}].l2_hit_rate_pct" and v.change() == "-73.79"
+
+
 def test_thresholds_name_a_kernel_by_its_function_or_the_tests_bandwidth():
     gelu_dram = cell("void at::vec", "dram__throughput.avg.pct_of_peak_sustained_elapsed")
     result = judged(counters(), False, "kernels[^vectorized_elementwise].dram_throughput_pct >= 80")
@@ -135,11 +144,46 @@ def test_without_counters_a_threshold_on_them_is_a_note_and_the_test_stands():
     assert result.status == "failed" and broken(result) == [("tensor_pipe_pct", "threshold")]
 
 
+def test_the_bandwidth_is_compared_over_the_same_kernels_only():
+    now = counters()
+    now["memory_bandwidth_utilization"] = 0.2  # from 0.352334: beyond 0.05
+    assert broken(judged(now, counters())) == [("memory_bandwidth_utilization", "regressed")]
+    del now["kernels"][GEMM]  # ncu picked other kernels: their share is another number
+    (v,) = [v for v in judged(now, counters()).verdicts if v.metric == "memory_bandwidth_utilization"]
+    assert v.status == "ok" and v.rule == "not compared: ncu profiled other kernels than the baseline's"
+
+
+def test_a_counters_tolerance_is_set_per_test_by_its_name(tmp_path):
+    from pytest_gpuprof.run.session import GpuprofSession
+    from test_gate import session_settings
+
+    session = GpuprofSession(session_settings(tmp_path), None)
+    rules = session.rules_for("t.py::t", {"tolerances": {"dram_throughput_pct": 0.02,
+                                                         "memory_bandwidth_utilization": 0.2}})
+    assert dict(rules.tolerances) == {"dram_throughput_pct": 0.02, "memory_bandwidth_utilization": 0.2}
+    with pytest.raises(ConfigError, match="tolerances names unknown metric 'time_us'"):
+        session.rules_for("t.py::t", {"tolerances": {"time_us": 0.1}})
+
+
+def test_a_threshold_that_matched_no_kernel_says_why_in_every_report():
+    from pytest_gpuprof.report.words import verdict_line
+
+    (v,) = judged(counters(), False, "kernels[softmax].l2_hit_rate_pct >= 50").verdicts
+    line = verdict_line(v.to_json())
+    assert line.startswith("kernels[softmax].l2_hit_rate_pct: current n/a violates threshold "
+                           "kernels[softmax].l2_hit_rate_pct >= 50 (no profiled kernel's function matches 'softmax' "
+                           "(profiled: elementwise_kernel, nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT, "
+                           "vectorized_elementwise_kernel;")
+
+
 def test_a_bad_counter_threshold_names_the_option():
     with pytest.raises(ConfigError, match=r"^--gpuprof-threshold: the kernel pattern '\(gemm' in threshold"):
         parse_threshold("kernels[(gemm].dram_throughput_pct >= 80", "--gpuprof-threshold")
-    with pytest.raises(ConfigError, match=r"unknown metric 'kernels\[gemm\].dram_pct'.*kernels\[PATTERN\]\.\(time_us\|"):
+    with pytest.raises(ConfigError, match=r"unknown metric 'kernels\[gemm\].dram_pct'.*kernels\[PATTERN\]\.\(sm_throughput_pct\|"):
         parse_threshold("kernels[gemm].dram_pct >= 80", "--gpuprof-threshold")
+    with pytest.raises(ConfigError, match=r"unknown metric 'kernels\[gemm\].time_us'"):  # the timeline's
+        parse_threshold("kernels[gemm].time_us < 10", "--gpuprof-threshold")
+    assert parse_threshold("kernels[gemm].l1_hit_rate_pct >= 50", "x").metric == "kernels[gemm].l1_hit_rate_pct"
     t = parse_threshold("kernels[gemm|gelu].achieved_occupancy_pct>=50%", "x")
     assert (t.metric, t.op, t.value) == ("kernels[gemm|gelu].achieved_occupancy_pct", ">=", 50.0)  # in percent already
     assert parse_threshold("memory_bandwidth_utilization >= 80%", "x").value == 0.8
@@ -151,11 +195,13 @@ def test_the_baseline_keeps_the_counters_of_the_first_recording_process_and_chec
     entry, _ = new_baseline_entry(first, None, 3)
     assert entry["counters"] == counters()
     later = copy.deepcopy(first)
-    later.counters = None  # a later recording process runs no ncu
-    again, how = new_baseline_entry(later, entry, 3)
+    later.counters = None  # a later process of the recording runs no ncu
+    again, how = new_baseline_entry(later, entry, 3, keep_counters=True)
     assert how == "run 2 of at most 3 recorded" and again["counters"] == counters()
-    replaced, _ = new_baseline_entry(later, entry, 1)  # one run kept: this run's, without counters
+    replaced, _ = new_baseline_entry(later, entry, 1, keep_counters=True)  # one run kept: this one's
     assert "counters" not in replaced
+    refreshed, how = new_baseline_entry(later, entry, 3)  # a refresh without --gpuprof-ncu: no stale counters
+    assert how == "run 2 of at most 3 recorded" and "counters" not in refreshed
     stored = shipped_entry() | {"counters": counters()}
     check_entry(stored)
     del kernel(stored["counters"], GEMM)["l2_hit_rate_pct"]
@@ -243,5 +289,9 @@ def test_gpuprof_diff_compares_two_nsight_compute_reports_counter_by_counter(tmp
     assert f"  kernels[{GEMM}].registers_per_thread: baseline 168, current 200 (+19.0%) [changed; rule: must " \
            "match exactly]" in out.splitlines()
     assert "(Nsight Compute report, 3 kernel(s))" in out
-    assert main(["diff", str(CSV), str(Path(__file__).parent / "data" / "ab" / "same_base0.pt.trace.json.gz")]) == 2
+    trace = Path(__file__).parent / "data" / "ab" / "same_base0.pt.trace.json.gz"
+    assert main(["diff", str(trace), str(trace), "--threshold", "memory_bandwidth_utilization >= 0.9"]) == 0
+    assert "note: memory_bandwidth_utilization >= 0.9: not checked: B holds no Nsight Compute counters" in \
+        capsys.readouterr().out
+    assert main(["diff", str(CSV), str(trace)]) == 2
     assert "small.raw.csv is an Nsight Compute report: it compares with another one" in capsys.readouterr().err

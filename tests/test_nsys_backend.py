@@ -207,6 +207,8 @@ def test_a_path_given_that_is_no_executable_is_an_error_naming_it(tmp_path, monk
         find_nsys(str(tmp_path / "nope"))
     with pytest.raises(GpuprofError, match=rf"^\$GPUPROF_NSYS={tmp_path}/typo: not an executable file"):
         find_nsys(None)
+    monkeypatch.setenv("GPUPROF_NSYS", "nsys")  # a command name: found on PATH
+    assert find_nsys(None) == tmp_path / "path" / "nsys"
 
 
 def test_a_capture_left_as_qdstrm_reports_the_importers_words(tmp_path):

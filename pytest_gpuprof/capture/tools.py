@@ -13,14 +13,16 @@ from ..errors import GpuprofError
 
 def find_tool(name: str, title: str, given: Sequence[tuple[str, str | None]], globs: Sequence[str]) -> Path:
     """The binary ``name`` as an absolute path (sessions run it from other directories): the
-    first value ``given`` that is set (an option's, a variable's, by what names it), which must
-    be an executable file (another binary found instead would run unasked), else PATH, then
+    first value ``given`` that is set (an option's, a variable's, by what names it: a path, or a
+    command name on PATH), which must be an executable file (another binary found instead would
+    run unasked), else PATH, then
     ``globs`` (the newest version folder first); an error saying where it looked."""
     looked: list[str] = []
     for origin, candidate in given:
         if candidate:
-            if _runnable(Path(candidate)):
-                return Path(candidate).absolute()
+            found = candidate if os.sep in candidate else shutil.which(candidate)  # a bare name: on PATH
+            if found and _runnable(Path(found)):
+                return Path(found).absolute()
             raise GpuprofError(f"{origin}={candidate}: not an executable file ({title}, {name})")
         looked.append(f"{origin} (not set)")
     on_path = shutil.which(name)

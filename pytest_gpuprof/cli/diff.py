@@ -28,7 +28,7 @@ from ..compare.rules import Rules
 from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
 from ..numbers import format_number
-from ..metrics.counters import ncu_counters
+from ..metrics.counters import counter_spec, ncu_counters
 from ..report.escaping import terminal_text
 from ..report.names import function_name, short_name
 from ..report.values import rank_sections
@@ -194,8 +194,11 @@ def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | N
     # as the plugin does: time metrics on their per-step samples where both runs have them
     verdicts = judge(rb.metrics, ra.metrics, rules, same_backend, (rb.per_step, ra.per_step),
                      (rb.distribution, ra.distribution))
-    if rb.counters:  # both tests profiled under Nsight Compute: their counters too
+    if rb.counters:  # profiled under Nsight Compute: its counters too
         verdicts += counter_verdicts(ra.counters, rb.counters, rules)
+    else:
+        lines += [f"note: {t.text}: not checked: B holds no Nsight Compute counters" for t in rules.thresholds
+                  if counter_spec(t.metric)]
     status, out = _verdict_lines(verdicts, rb.gpu, a_path)
     lines += out
     if same_backend:

@@ -33,7 +33,7 @@ def judge_counters(result: TestResult, rules: Rules, recording: bool) -> None:
         result.notes += [f"{t.text}: {NOT_PROFILED}" for t in rules.thresholds if counter_spec(t.metric)]
         return
     stored = None if recording else (result.baseline_entry or {}).get("counters")
-    if not recording and not stored and result.baseline_entry:
+    if not recording and not stored and result.baseline_entry and (result.alongside or {}).get("against") != "base":
         result.notes.append(NOT_STORED)
     verdicts = counter_verdicts(stored, result.counters, rules)
     result.verdicts += verdicts
@@ -71,8 +71,9 @@ def threshold_verdicts(t: Threshold, counters: Mapping[str, Any]) -> list[Verdic
 
 def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: Rules) -> list[Verdict]:
     """Each judged counter of each kernel profiled in both runs, then the test's
-    ``memory_bandwidth_utilization``; a kernel profiled in one run only is not compared (ncu
-    profiles the heaviest: a kernel new or vanished is the timeline's verdict)."""
+    ``memory_bandwidth_utilization`` where both runs profiled the same kernels (a share of
+    other kernels' time is another number); a kernel profiled in one run only is not compared
+    (ncu profiles the heaviest: a kernel new or vanished is the timeline's verdict)."""
     out = []
     kernels = now.get("kernels") or {}
     for kernel, row in kernels.items():
@@ -87,9 +88,11 @@ def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: 
                 out.append(percent_verdict(metric, stored[counter], row[counter], percent_tolerance(counter, rules)))
             else:
                 out.append(exact_verdict(metric, spec, stored[counter]["median"], row[counter]["median"]))
-    out.append(bandwidth_verdict(before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
-                                 rules.tolerances.get(BANDWIDTH.name, rules.ratio_tolerance)))
-    return out
+    if set(kernels) != set(before.get("kernels") or {}):
+        return out + [Verdict(BANDWIDTH.name, "ok", before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
+                              "not compared: ncu profiled other kernels than the baseline's", relative=False)]
+    return out + [bandwidth_verdict(before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
+                                    rules.tolerances.get(BANDWIDTH.name, rules.ratio_tolerance))]
 
 
 def percent_tolerance(counter: str, rules: Rules) -> float:

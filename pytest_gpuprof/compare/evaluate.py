@@ -257,12 +257,15 @@ def is_timing(metric: str) -> bool:
     return metric.endswith(".time_us") if spec is None else spec.kind in ("time", "rate", "ratio")
 
 
-def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, keep_runs: int) -> tuple[dict, str]:
+def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, keep_runs: int,
+                       keep_counters: bool = False) -> tuple[dict, str]:
     """The entry ``--gpuprof-update-baseline`` stores for this run, and what it did: this run
     is added to the previous entry's runs (the last ``keep_runs`` kept) when both did the
     same GPU work per step, else it replaces them.  Runs whose kernel samples share no
     kernel name (the previous ones edited by hand) did not: pooled, they would leave the
-    entry no kernel to judge, which ``baseline.check_entry`` refuses."""
+    entry no kernel to judge, which ``baseline.check_entry`` refuses.  A run without Nsight
+    Compute's counters drops the previous ones (a kernel rebuilt under its name would keep its
+    old registers), unless ``keep_counters`` (a later process of one recording)."""
     run = {"per_step": result.per_step, "distribution": result.distribution, "environment": result.environment}
     if result.machine:
         run["machine"] = result.machine
@@ -288,8 +291,10 @@ def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, k
     }
     if result.timeline is not None:
         entry["timeline"] = result.timeline
-    kept = (previous or {}).get("counters") if len(runs) > 1 else None  # the same program's, with its runs
-    counters = result.counters or kept  # Nsight Compute's: the first process of a recording profiles (run.ncu)
+    # Nsight Compute's counters: this run's; in a later process of one recording (``keep_counters``:
+    # the first process alone runs ncu, run.ncu) the previous entry's, while its runs are kept
+    kept = (previous or {}).get("counters") if keep_counters and len(runs) > 1 else None
+    counters = result.counters or kept
     if counters:
         entry["counters"] = counters
     return entry, how

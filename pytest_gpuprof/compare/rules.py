@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from ..errors import ConfigError
-from ..metrics.counters import COUNTER_SPECS, counter_spec, kernel_counter
+from ..metrics.counters import NAMED_COUNTERS, counter_spec, kernel_counter
 from ..metrics.measure import METRICS, MetricSpec
 from ..metrics.ranks import TEST_METRICS, metric_spec
 from ..numbers import format_number
@@ -24,7 +24,7 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
 }
 _THRESHOLD = re.compile(
-    r"^\s*(?P<metric>[a-z_]+|kernels\[[^\]]+\]\.[a-z_]+)\s*(?P<op>>=|<=|==|!=|>|<)\s*"
+    r"^\s*(?P<metric>[a-z_]+|kernels\[[^\]]+\]\.[a-z0-9_]+)\s*(?P<op>>=|<=|==|!=|>|<)\s*"
     r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(?P<pct>%?)\s*$"
 )
 
@@ -44,8 +44,9 @@ class Threshold:
 def parse_threshold(text: str, origin: str) -> Threshold:
     """Parse ``METRIC OP NUMBER[%]``; ``origin`` names the option or marker in errors.  METRIC
     may be an Nsight Compute counter: ``memory_bandwidth_utilization``, or
-    ``kernels[PATTERN].COUNTER`` (PATTERN a regular expression searched in each profiled
-    kernel's function name; a ``_pct`` counter is in percent already: ``80`` and ``80%`` alike)."""
+    ``kernels[PATTERN].COUNTER`` (PATTERN a regular expression, without ``]``, searched in each
+    profiled kernel's function name; a ``_pct`` counter is in percent already: ``80`` and
+    ``80%`` alike)."""
     m = _THRESHOLD.match(text) if isinstance(text, str) else None
     if not m:
         raise ConfigError(
@@ -54,11 +55,12 @@ def parse_threshold(text: str, origin: str) -> Threshold:
         )
     metric = m["metric"]
     spec = metric_spec(metric) or counter_spec(metric)
-    if spec is None or spec.kind == "info" and metric != "peak_memory_allocated_bytes" and not kernel_counter(metric):
+    counter = kernel_counter(metric)
+    if spec is None or spec.kind == "info" and metric != "peak_memory_allocated_bytes" and not counter:
         known = ", ".join([n for n, s in (METRICS | TEST_METRICS).items() if s.kind != "info"]
-                          + ["memory_bandwidth_utilization", f"kernels[PATTERN].({'|'.join(COUNTER_SPECS)})"])
+                          + ["memory_bandwidth_utilization", f"kernels[PATTERN].({'|'.join(NAMED_COUNTERS)})"])
         raise ConfigError(f"{origin}: unknown metric {metric!r} in threshold {text!r}; known: {known}")
-    pattern = (kernel_counter(metric) or ("",))[0]
+    pattern = (counter or ("",))[0]
     try:
         re.compile(pattern)
     except re.error as exc:

@@ -35,15 +35,21 @@ def _counter_specs() -> dict[str, MetricSpec]:
 COUNTER_SPECS: dict[str, MetricSpec] = _counter_specs()
 #: The test's own counter: a ratio, higher is better, judged within the ratio tolerance.
 BANDWIDTH = MetricSpec("memory_bandwidth_utilization", "ratio", "higher", False)
+#: The counters a tolerance may name (``tolerances={"dram_throughput_pct": 0.02}``): the
+#: percentages, in points over 100 as ratios are, and the test's bandwidth.
+TOLERATED_COUNTERS = (*(name for name, spec in COUNTER_SPECS.items() if spec.kind == "percent"), BANDWIDTH.name)
+#: The counters a verdict or a threshold may name as ``kernels[NAME].COUNTER``: all but
+#: ``time_us`` (that name is the timeline's per-kernel time, judged over its steps).
+NAMED_COUNTERS = tuple(name for name in KERNEL_COUNTERS if name != "time_us")
 #: ``kernels[NAME].COUNTER``: a kernel's counter in verdicts, a pattern's in thresholds.
-_KERNEL_COUNTER = re.compile(r"^kernels\[(?P<kernel>.+)\]\.(?P<counter>[a-z_]+)$")
+_KERNEL_COUNTER = re.compile(r"^kernels\[(?P<kernel>.+)\]\.(?P<counter>[a-z0-9_]+)$")
 
 
 def kernel_counter(metric: str) -> tuple[str, str] | None:
     """(kernel or pattern, counter) of a ``kernels[NAME].COUNTER`` name whose counter is one of
-    ``KERNEL_COUNTERS``; None for any other name."""
+    ``NAMED_COUNTERS``; None for any other name (``kernels[NAME].count``, ``.time_us``)."""
     m = _KERNEL_COUNTER.match(metric)
-    return (m["kernel"], m["counter"]) if m and m["counter"] in COUNTER_SPECS else None
+    return (m["kernel"], m["counter"]) if m and m["counter"] in NAMED_COUNTERS else None
 
 
 def counter_spec(metric: str) -> MetricSpec | None:

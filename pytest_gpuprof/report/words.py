@@ -138,7 +138,8 @@ def verdict_line(v: Mapping[str, Any]) -> str:
     can be one, and a failure must name its kernel (the JSON keeps the name as recorded)."""
     status, metric = v["status"], verdict_name(v)
     if status == "threshold":
-        return f"{metric}: current {format_number(v['current'])} violates threshold {v['rule']}"
+        why = f" ({v['evidence'].lstrip('; ')})" if v.get("evidence") else ""
+        return f"{metric}: current {format_number(v['current'])} violates threshold {v['rule']}{why}"
     if status == "new":
         return f"{metric}: new kernel, {format_number(v['current'])} per step (not in the baseline)"
     if status == "vanished":

@@ -30,6 +30,7 @@ from ..compare.evaluate import TestResult, evaluate, fail_unjudged, new_baseline
 from ..compare.ranks import combine, entry_for, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
 from ..compare.rules import Rules, Threshold, parse_threshold
 from ..errors import ConfigError, GpuprofError
+from ..metrics.counters import TOLERATED_COUNTERS
 from ..metrics.measure import measure
 from ..metrics.ranks import metric_spec, rank_skew
 from ..numbers import format_number
@@ -152,7 +153,7 @@ class GpuprofSession:
         thresholds = tuple(t for t in self.settings.rules.thresholds if t.metric not in overridden) + tuple(mine)
         tolerances = dict(self.settings.rules.tolerances)
         for metric, value in (marker_kwargs.get("tolerances") or {}).items():
-            if metric_spec(metric) is None:
+            if metric_spec(metric) is None and metric not in TOLERATED_COUNTERS:
                 raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
             tolerances[metric] = float(value)
         return dataclasses.replace(self.settings.rules, tolerances=tolerances, thresholds=thresholds)
@@ -186,8 +187,10 @@ class GpuprofSession:
             if result.message and (result.alongside or {}).get("note"):  # --gpuprof-strict: say why not against base
                 result.message += f"; {result.alongside['note']}"
             result.notes += [mismatch] if mismatch else []
+            if not isinstance(self.backend, TorchBackend):  # no ncu here: its thresholds noted unchecked
+                judge_counters(result, rules, s.update_baseline)
             if s.update_baseline:
-                new, how = new_baseline_entry(result, entry, s.baseline_runs)
+                new, how = new_baseline_entry(result, entry, s.baseline_runs, keep_counters=recording_again())
                 self._add_entry(str(result.baseline_file), nodeid, result.gpu, new, how)
         except GpuprofError as exc:
             result = TestResult(nodeid, "error", message=str(exc))
@@ -232,6 +235,7 @@ class GpuprofSession:
                          strict=False)
             result = combine(nodeid, ranks, rank_skew(measured), entry, rules, s.update_baseline)
             result.notes += [mismatch] if mismatch else []
+            judge_counters(result, rules, s.update_baseline)  # no ncu for ranks: its thresholds noted unchecked
             if self.sides is not None:
                 result.notes.append("a distributed test is judged against its stored baseline only, not against the "
                                     "base revision measured alongside")
