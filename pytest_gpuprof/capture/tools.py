@@ -15,8 +15,8 @@ def find_tool(name: str, title: str, given: Sequence[tuple[str, str | None]], gl
     """The binary ``name`` as an absolute path (sessions run it from other directories): the
     first value ``given`` that is set (an option's, a variable's, by what names it: a path, or a
     command name on PATH), which must be an executable file (another binary found instead would
-    run unasked), else PATH, then
-    ``globs`` (the newest version folder first); an error saying where it looked."""
+    run unasked), else PATH, then ``globs`` (the newest version folder first); an error saying
+    where it looked."""
     looked: list[str] = []
     for origin, candidate in given:
         if candidate:

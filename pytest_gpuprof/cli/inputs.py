@@ -18,7 +18,7 @@ from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
 from ..report.document import SCHEMA_VERSION
-from ..trace.formats import is_chrome_trace, is_nsys_input, is_sqlite, open_content
+from ..trace.formats import is_chrome_trace, is_ncu_report, is_nsys_input, is_sqlite, open_content
 from ..trace.kineto import load_kineto
 from ..trace.ncu import read_ncu_csv, read_ncu_report
 from ..trace.model import Trace
@@ -70,7 +70,7 @@ def ncu_launches(path: str, ncu: str | None) -> pd.DataFrame:
     """The profiled launches of an Nsight Compute input: its raw page as CSV, or a report,
     printed by the ncu given (``--ncu``), else read by NVIDIA's module where it is installed,
     else printed by an ncu found (``find_ncu``)."""
-    if not path.endswith(".ncu-rep"):
+    if not is_ncu_report(path):
         return read_ncu_csv(path)
     if ncu is None and importlib.util.find_spec("ncu_report") is not None:
         return read_ncu_report(path)

@@ -111,7 +111,7 @@ def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None,
         counters = ncu_counters(ncu_launches(path, ncu), function_name)
         if as_json:
             return 0, [json.dumps({"report": path, **counters}, indent=2)]
-        return 0, counter_lines(path, counters["kernels"], counters["memory_bandwidth_utilization"])
+        return 0, counter_lines(path, counters)
     if os.path.isdir(path):
         return 0, _rank_lines(path, measure_ranks(path), as_json)
     if is_nsys_input(path) and not test_range:

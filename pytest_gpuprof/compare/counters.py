@@ -11,11 +11,10 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from ..metrics.counters import BANDWIDTH, COUNTER_SPECS, counter_spec, kernel_counter
-from ..metrics.measure import MetricSpec
 from ..numbers import format_number
 from .evaluate import TestResult
-from .rules import Rules, Threshold, same
-from .verdicts import BROKEN, Verdict, check_threshold
+from .rules import Rules, Threshold
+from .verdicts import BROKEN, Verdict, check_threshold, compare_value
 
 #: Why a threshold on counters was not checked.
 NOT_PROFILED = "not checked: Nsight Compute did not profile this test (--gpuprof-ncu, or the marker's ncu=)"
@@ -73,7 +72,9 @@ def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: 
     """Each judged counter of each kernel profiled in both runs, then the test's
     ``memory_bandwidth_utilization`` where both runs profiled the same kernels (a share of
     other kernels' time is another number); a kernel profiled in one run only is not compared
-    (ncu profiles the heaviest: a kernel new or vanished is the timeline's verdict)."""
+    (ncu profiles the heaviest: a kernel new or vanished is the timeline's verdict).  Registers
+    and local memory are judged as counts and bytes are, the bandwidth as a ratio
+    (``verdicts.compare_value``)."""
     out = []
     kernels = now.get("kernels") or {}
     for kernel, row in kernels.items():
@@ -85,50 +86,23 @@ def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: 
                 continue
             metric = f"kernels[{kernel}].{counter}"
             if spec.kind == "percent":
-                out.append(percent_verdict(metric, stored[counter], row[counter], percent_tolerance(counter, rules)))
+                out.append(percent_verdict(metric, stored[counter], row[counter], 100 * rules.tolerance(spec)))
             else:
-                out.append(exact_verdict(metric, spec, stored[counter]["median"], row[counter]["median"]))
+                out.append(replace(compare_value(spec, stored[counter]["median"], row[counter]["median"], rules),
+                                   metric=metric))
     if set(kernels) != set(before.get("kernels") or {}):
         return out + [Verdict(BANDWIDTH.name, "ok", before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
                               "not compared: ncu profiled other kernels than the baseline's", relative=False)]
-    return out + [bandwidth_verdict(before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
-                                    rules.tolerances.get(BANDWIDTH.name, rules.ratio_tolerance))]
-
-
-def percent_tolerance(counter: str, rules: Rules) -> float:
-    """A percentage's tolerance in points: the ratio tolerance (0.05: 5 points), or the
-    counter's own (``tolerances={"dram_throughput_pct": 0.02}``)."""
-    return 100 * rules.tolerances.get(counter, rules.ratio_tolerance)
+    return out + [compare_value(BANDWIDTH, before.get(BANDWIDTH.name), now.get(BANDWIDTH.name), rules)]
 
 
 def percent_verdict(metric: str, before: Mapping[str, float], now: Mapping[str, float], points: float) -> Verdict:
     """Worse when this run's median over its launches lies below the smallest of the
-    baseline's launches by more than ``points``; improved when above their largest by more;
-    launches that spread wide move the edge with them."""
+    baseline's launches by more than ``points`` (the ratio tolerance x 100, or the counter's
+    own); improved when above their largest by more; launches that spread wide move the edge
+    with them."""
     b, c = before["median"], now["median"]
     rule = (f"within {format_number(points)} points of the baseline's launches "
             f"({format_number(before['min'])}-{format_number(before['max'])}%), higher is better")
     status = "regressed" if c < before["min"] - points else "improved" if c > before["max"] + points else "ok"
     return Verdict(metric, status, b, c, rule, relative=False)
-
-
-def exact_verdict(metric: str, spec: MetricSpec, before: float, now: float) -> Verdict:
-    """A register count must match (a changed count is a changed kernel); local memory too,
-    fewer bytes better (a spill gone)."""
-    rule = "must match exactly" + (" (lower is better)" if spec.better == "lower" else "")
-    if same(before, now):
-        return Verdict(metric, "ok", before, now, rule)
-    if spec.better == "lower":
-        return Verdict(metric, "improved" if now < before else "regressed", before, now, rule)
-    return Verdict(metric, "changed", before, now, rule)
-
-
-def bandwidth_verdict(before: float | None, now: float | None, tolerance: float) -> Verdict:
-    """The share of peak DRAM bandwidth the profiled kernels drew: worse when it drops by more
-    than ``tolerance`` (a ratio's)."""
-    name = BANDWIDTH.name
-    if before is None or now is None:
-        return Verdict(name, "ok", before, now, "not compared: no value in one of the runs", relative=False)
-    rule = f"within {format_number(tolerance)} (higher is better)"
-    status = "regressed" if now < before - tolerance else "improved" if now > before + tolerance else "ok"
-    return Verdict(name, status, before, now, rule, relative=False)

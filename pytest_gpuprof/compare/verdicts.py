@@ -232,7 +232,7 @@ def judge(
             verdicts.append(_with_the_window(verdict, window, speeds) if by_host and name in host.WINDOW_RATIOS
                             else verdict)
         else:
-            verdicts.append(_compare(spec, before.get(name), now.get(name), rules))
+            verdicts.append(compare_value(spec, before.get(name), now.get(name), rules))
     verdicts += _collective_verdicts(before, now, "collectives" in baseline and "collectives" in current)
     if not same_backend:  # collectives too: both backends count every call (nsys reads no sizes)
         return verdicts
@@ -380,7 +380,9 @@ def check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Serie
     return Verdict(t.metric, "threshold", None, value, t.text, threshold=t)
 
 
-def _compare(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -> Verdict:
+def compare_value(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -> Verdict:
+    """One value against the baseline's by its kind's rule (no samples): counts and bytes exact,
+    times and rates relative, ratios absolute."""
     per = " per step" if spec.per_step else ""
     if b is None or c is None:
         # e.g. overlap_efficiency is null without memcpys; the memcpy counts judge that change

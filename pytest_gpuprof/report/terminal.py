@@ -149,15 +149,17 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     return [terminal_text(line) for line in lines]
 
 
-def counter_lines(path: str, counters: dict, utilization: float | None) -> list[str]:
-    """``gpuprof analyze`` of an Nsight Compute report: the bandwidth the profiled kernels
-    drew, then each kernel's counters (the median of its launches), heaviest first."""
+def counter_lines(path: str, counters: Mapping[str, Any]) -> list[str]:
+    """``gpuprof analyze`` of an Nsight Compute report (its ``metrics.counters.ncu_counters``):
+    the bandwidth the profiled kernels drew, then each kernel's counters (the median of its
+    launches), heaviest first."""
+    utilization, kernels = counters["memory_bandwidth_utilization"], counters["kernels"]
     lines = [f"report: {path}",
              f"memory_bandwidth_utilization {'n/a (no duration)' if utilization is None else _pct(utilization)}: "
              "DRAM bytes over the peak DRAM bandwidth times the profiled kernels' time", "",
-             f"per kernel: the median of its launches ({len(counters)} kernel(s))",
+             f"per kernel: the median of its launches ({len(kernels)} kernel(s))",
              " ".join(f"{head:>10}" for _, head in COUNTER_COLUMNS) + f" {'launches':>8}  kernel"]
-    for name, k in counters.items():
+    for name, k in kernels.items():
         lines.append(" ".join(f"{format_number(k[key]['median']):>10}" for key, _ in COUNTER_COLUMNS)
                      + f" {k['launches']:>8}  {short_name(name)}")
     return [terminal_text(line) for line in lines]

@@ -13,7 +13,8 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
 #: Names of Nsight Compute inputs: its report, and the raw page of one printed as CSV
 #: (``ncu --csv --page raw``).
-NCU_SUFFIXES = (".ncu-rep", ".csv")
+NCU_REPORT = ".ncu-rep"
+NCU_SUFFIXES = (NCU_REPORT, ".csv")
 
 
 def is_nsys_input(path: str | Path) -> bool:
@@ -24,6 +25,11 @@ def is_nsys_input(path: str | Path) -> bool:
 def is_ncu_input(path: str | Path) -> bool:
     """An Nsight Compute report, or its raw page as CSV, by its name."""
     return str(path).endswith(NCU_SUFFIXES)
+
+
+def is_ncu_report(path: str | Path) -> bool:
+    """An Nsight Compute report itself (``.ncu-rep``), not its raw page printed as CSV."""
+    return str(path).endswith(NCU_REPORT)
 
 
 def is_gzipped(path: str | Path) -> bool:
