@@ -96,6 +96,28 @@ def test_nvtx_capture_marks_the_metadata(monkeypatch, no_gpu_needed):
     assert '"peak_memory_allocated_bytes": 12345' in message
 
 
+@pytest.mark.parametrize("process_steps", [False, True])
+def test_under_ncu_each_measured_step_is_also_a_process_wide_range(monkeypatch, no_gpu_needed, process_steps):
+    nvtx = pytest.importorskip("nvtx")
+    events = []
+    monkeypatch.setattr(nvtx, "mark", lambda message, domain=None, **kw: None)
+    monkeypatch.setattr(nvtx, "push_range", lambda message, domain=None, **kw: events.append(("push", message)))
+    monkeypatch.setattr(nvtx, "pop_range", lambda domain=None: events.append(("pop", None)))
+    monkeypatch.setattr(nvtx, "start_range", lambda message, domain=None, **kw: events.append(("start", message, domain))
+                        or (len(events), domain))
+    monkeypatch.setattr(nvtx, "end_range", lambda handle: events.append(("end", handle)))
+    prof = GpuProf(StepPlan(wait=0, warmup=1, active=2), nvtx_only=True, process_steps=process_steps)
+    for i in prof.steps():
+        events.append(("body", i))
+    ranges = [("push", "warmup"), ("body", 0), ("pop", None)]
+    for i in (1, 2):
+        step = f"step_{i - 1}"
+        handle = (len(ranges) + 2, capture.NVTX_DOMAIN)  # start_range's answer: what end_range is given
+        ranges += [("push", step), ("start", step, capture.NVTX_DOMAIN), ("body", i), ("end", handle), ("pop", None)] \
+            if process_steps else [("push", step), ("body", i), ("pop", None)]
+    assert events == ranges
+
+
 def test_a_loop_left_early_is_not_complete(tmp_path, no_gpu_needed):
     prof = GpuProf(StepPlan(wait=0, warmup=1, active=3), tmp_path / "t.json")
     for i in prof.steps():

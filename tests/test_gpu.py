@@ -524,6 +524,15 @@ def test_gemm_and_gelu(gpuprof):
     for _ in gpuprof.steps():
         a @ a
         torch.nn.functional.gelu(x)
+
+
+@pytest.mark.gpuprof(ncu={"kernels": "."}, warmup=1, active=2)
+def test_backward(gpuprof):
+    w = torch.randn(1024, 1024, device="cuda", requires_grad=True)
+    x = torch.randn(1024, 1024, device="cuda", requires_grad=True)
+    for _ in gpuprof.steps():
+        w.grad = x.grad = None
+        (x @ w).square().sum().backward()  # autograd launches the backward kernels from its own thread
 """
 
 
@@ -534,10 +543,13 @@ def test_a_tests_heaviest_kernels_are_profiled_under_nsight_compute(pytester):
         pytest.skip("needs Nsight Compute (ncu) on PATH")
     pytester.makepyfile(test_ncu=NCU)
     done = run(pytester, "--gpuprof", "--gpuprof-json=r.json")
-    done.assert_outcomes(passed=1)
+    done.assert_outcomes(passed=2)
     done.stdout.fnmatch_lines(["*test_gemm_and_gelu: profiling its heaviest kernels under Nsight Compute*",
                                "*Nsight Compute profiled 2 kernel(s) of step_0*memory_bandwidth_utilization*"])
-    (test,) = json.loads((pytester.path / "r.json").read_text())["tests"]
+    test, backward = json.loads((pytester.path / "r.json").read_text())["tests"]
+    # every kernel of a step, autograd's too: as many launches as the timeline's step holds
+    launches = sum(k["launches"] for k in backward["counters"]["kernels"].values())
+    assert launches == backward["metrics"]["kernel_count"] / backward["metrics"]["step_count"] >= 5
     c = test["counters"]
     assert len(c["kernels"]) == 2 and 0 < c["memory_bandwidth_utilization"] <= 1.05
     for k in c["kernels"].values():  # one launch of each in step 0, every counter read
@@ -550,7 +562,7 @@ def test_a_tests_heaviest_kernels_are_profiled_under_nsight_compute(pytester):
     denied = pytester.path / "denied_ncu"
     denied.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - The user does not have permission'\nexit 1\n")
     denied.chmod(0o755)
-    refused = run(pytester, "--gpuprof", f"--gpuprof-ncu-path={denied}", "--gpuprof-json=m.json")
+    refused = run(pytester, "--gpuprof", f"--gpuprof-ncu-path={denied}", "--gpuprof-json=m.json", "-k", "gelu")
     refused.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "m.json").read_text())["tests"]
     assert test["counters"] is None and test["metrics"]["kernel_count"] > 0

@@ -26,7 +26,7 @@ from ..errors import ConfigError
 from ..options import default
 from .environment import gpu_environment
 from .nvml import NvmlSampler, pcie_link
-from .ranges import L2_FLUSH_RANGE, METADATA_MARK, NVTX_DOMAIN, STEP_RANGE_PREFIX, WARMUP_RANGE, nvtx_range
+from .ranges import L2_FLUSH_RANGE, METADATA_MARK, NVTX_DOMAIN, STEP_RANGE_PREFIX, WARMUP_RANGE, nvtx_process_range, nvtx_range
 
 
 @dataclass(frozen=True)
@@ -127,10 +127,12 @@ class GpuProf:
     region of a step in both NVTX and the Kineto trace.
     """
 
-    def __init__(self, plan: StepPlan, trace_path: Path | None = None, nvtx_only: bool = False) -> None:
+    def __init__(self, plan: StepPlan, trace_path: Path | None = None, nvtx_only: bool = False,
+                 process_steps: bool = False) -> None:
         self._plan = plan
         self._trace_path = trace_path  # torch mode: where the Kineto trace goes
         self._nvtx_only = nvtx_only  # nvtx mode: nsys records
+        self._process_steps = process_steps  # each measured step also a process-wide range: ncu selects by it
         self._started = False
         self._steps: Iterator[int] | None = None  # the steps() loop, closed at teardown
         self.completed = False
@@ -247,7 +249,8 @@ class GpuProf:
                     with self.range(L2_FLUSH_RANGE):  # the metrics leave out what runs in this range
                         flush.zero_()
                 if i >= first_measured:
-                    with self.range(f"{STEP_RANGE_PREFIX}{i - first_measured}"):
+                    name = f"{STEP_RANGE_PREFIX}{i - first_measured}"
+                    with self.range(name), nvtx_process_range(name) if self._process_steps else contextlib.nullcontext():
                         yield i
                 else:
                     yield i

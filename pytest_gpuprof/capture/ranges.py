@@ -32,3 +32,17 @@ def nvtx_range(name: str) -> Iterator[None]:
         yield
     finally:
         nvtx.pop_range(domain=NVTX_DOMAIN)
+
+
+@contextlib.contextmanager
+def nvtx_process_range(name: str) -> Iterator[None]:
+    """An NVTX start/end range in the ``gpuprof`` domain.  Unlike a push/pop range it belongs
+    to the process, not to the thread that opened it: ncu's filter ``gpuprof@NAME`` (no
+    slash) holds the kernels every thread launches inside it, autograd's backward pass too."""
+    import nvtx
+
+    handle = nvtx.start_range(name, domain=NVTX_DOMAIN)
+    try:
+        yield
+    finally:
+        nvtx.end_range(handle)

@@ -161,17 +161,20 @@ class NsysInnerBackend:
     cudaProfilerStart/Stop capture range opened before the first profiled test.  A
     distributed test's rank opens none (``owns_capture`` False): nsys records the processes
     the session starts inside its range, and the range ends at the first cudaProfilerStop
-    (``--capture-range-end=stop``), so a rank closing its own would end every rank's."""
+    (``--capture-range-end=stop``), so a rank closing its own would end every rank's.
+    Under ncu (``process_steps``) each measured step is also a process-wide range, which
+    ncu's filter follows into every thread (``run.ncu``)."""
 
     name, runs_tests, needs_gpu = "nsys", True, True
 
-    def __init__(self, results: Path, owns_capture: bool = True) -> None:
+    def __init__(self, results: Path, owns_capture: bool = True, process_steps: bool = False) -> None:
         self._results = results
         self._owns_capture = owns_capture
+        self._process_steps = process_steps
         self._capturing = False
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
-        return GpuProf(plan, nvtx_only=True)
+        return GpuProf(plan, nvtx_only=True, process_steps=self._process_steps)
 
     def start(self) -> None:
         """Open nsys's capture range (cudaProfilerStart) before the first profiled test."""

@@ -52,7 +52,7 @@ from .ranks import PROFILED, RankOutcome, RankProfiling, this_rank
 from .ranks import verdict as rank_verdict
 from .torchrun import Torchrun
 from .confirm import CONFIRMING, confirm, needs_confirmation
-from .ncu import NcuPlan, ncu_plan, profile_kernels
+from .ncu import NcuPlan, ncu_plan, profile_kernels, under_ncu
 from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
 
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
@@ -127,7 +127,8 @@ class GpuprofSession:
             return ReplayBackend(s.replay_dir)
         if s.nsys_inner is not None:
             # a distributed test's rank: its test's session holds the capture range open
-            return NsysInnerBackend(s.nsys_inner, owns_capture=os.environ.get(PROFILED) is None)
+            return NsysInnerBackend(s.nsys_inner, owns_capture=os.environ.get(PROFILED) is None,
+                                    process_steps=under_ncu())
         return TorchBackend(s.output_dir, s.keep_traces)
 
     # --- the gpuprof fixture object and the rules of one test -------------------
