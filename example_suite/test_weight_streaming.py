@@ -54,7 +54,9 @@ class Streamer:
         return x
 
 
-@pytest.mark.gpuprof(thresholds=["overlap_efficiency >= 0.6", "gpu_utilization >= 0.85", "pcie_utilization >= 0.5"])
+# the guide's targets; its heaviest kernels, the GEMMs, keep the tensor cores busy (--gpuprof-ncu)
+@pytest.mark.gpuprof(thresholds=["overlap_efficiency >= 0.6", "gpu_utilization >= 0.85", "pcie_utilization >= 0.5",
+                                 "kernels[nvjet].tensor_pipe_pct >= 70"])
 def test_weight_streaming(gpuprof):
     import torch
 

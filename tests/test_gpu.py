@@ -546,7 +546,8 @@ def test_a_tests_heaviest_kernels_are_profiled_under_nsight_compute(pytester):
     done.assert_outcomes(passed=2)
     done.stdout.fnmatch_lines(["*test_gemm_and_gelu: profiling its heaviest kernels under Nsight Compute*",
                                "*Nsight Compute profiled 2 kernel(s) of step_0*memory_bandwidth_utilization*"])
-    test, backward = json.loads((pytester.path / "r.json").read_text())["tests"]
+    tests = {t["nodeid"]: t for t in json.loads((pytester.path / "r.json").read_text())["tests"]}
+    test, backward = tests["test_ncu.py::test_gemm_and_gelu"], tests["test_ncu.py::test_backward"]
     # every kernel of a step, autograd's too: as many launches as the timeline's step holds
     launches = sum(k["launches"] for k in backward["counters"]["kernels"].values())
     assert launches == backward["metrics"]["kernel_count"] / backward["metrics"]["step_count"] >= 5
