@@ -57,7 +57,7 @@ def test_no_gpu_run_says_why_and_shows_a_real_trace(pytester):
     result = run_example_suite(pytester, "--gpuprof")
     result.assert_outcomes(skipped=8)
     result.stdout.fnmatch_lines([
-        "*7 profiled test(s) skipped: no CUDA GPU available (torch.cuda.is_available() is False)",
+        "*8 profiled test(s) skipped: no CUDA GPU available (torch.cuda.is_available() is False)",
         "*The GPU tests were skipped: this machine has no CUDA GPU*",
         "*total over 10 steps*",
         "kernels  * 71 * 7304.53 us * | * 710 * 73167.954 us",
