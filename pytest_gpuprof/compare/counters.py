@@ -16,6 +16,13 @@ from .evaluate import TestResult
 from .rules import Rules, Threshold
 from .verdicts import BROKEN, Verdict, check_threshold, compare_value
 
+#: Cache hit rates move with where the allocator placed the data, not only with the kernel:
+#: the one launch of the MoE test's scan kernel hit L2 55.1%, 51.9% and 41.3% of the time in
+#: three processes of unchanged code on H200s, while every other percentage of the 17 kernels
+#: profiled in 6 tests stayed within 2 points (docs/benchmarks.md).  They are compared with the
+#: baseline only where the test gives them a tolerance (``tolerances={"l2_hit_rate_pct": 0.1}``);
+#: a threshold on them is judged always.
+PLACEMENT_DEPENDENT = ("l1_hit_rate_pct", "l2_hit_rate_pct")
 #: Why a threshold on counters was not checked.
 NOT_PROFILED = "not checked: Nsight Compute did not profile this test (--gpuprof-ncu, or the marker's ncu=)"
 #: Why the counters were not compared with the baseline.
@@ -74,7 +81,8 @@ def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: 
     other kernels' time is another number); a kernel profiled in one run only is not compared
     (ncu profiles the heaviest: a kernel new or vanished is the timeline's verdict).  Registers
     and local memory are judged as counts and bytes are, the bandwidth as a ratio
-    (``verdicts.compare_value``)."""
+    (``verdicts.compare_value``); hit rates only where the test gives them a tolerance
+    (``PLACEMENT_DEPENDENT``)."""
     out = []
     kernels = now.get("kernels") or {}
     for kernel, row in kernels.items():
@@ -82,7 +90,8 @@ def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: 
         if stored is None:
             continue
         for counter, spec in COUNTER_SPECS.items():
-            if spec.kind == "info" or counter not in stored or counter not in row:
+            if spec.kind == "info" or counter not in stored or counter not in row \
+                    or counter in PLACEMENT_DEPENDENT and counter not in rules.tolerances:
                 continue
             metric = f"kernels[{kernel}].{counter}"
             if spec.kind == "percent":
