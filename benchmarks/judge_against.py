@@ -8,7 +8,9 @@ are judged against the slowdown mode's at 0 (the mode adds copies, so only its o
 baselines do the same GPU work).  Each test's own samples and summaries are judged as
 ``gate_noise.rejudged_regressions`` judges (the run's health and machine probes as it
 recorded them; no confirmation re-runs), with the entry for its GPU in BASELINE_DIR; one
-line per run: each test's failing metrics, or "passed".
+line per run: each test's failing metrics, or "passed".  A test with Nsight Compute
+counters is also judged on them against the entry's (``compare.counters``, the plugin's rules
+without the marker's thresholds): the runs of docs/benchmarks.md's counter sections.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gate_noise import SLOWED, rejudged_regressions  # noqa: E402
 
 from pytest_gpuprof.compare.baseline import baseline_file, lookup, read  # noqa: E402
+from pytest_gpuprof.compare.counters import counter_verdicts  # noqa: E402
 from pytest_gpuprof.compare.evaluate import baseline_runs  # noqa: E402
 from pytest_gpuprof.compare.rules import Rules  # noqa: E402
 from pytest_gpuprof.compare.verdicts import judge  # noqa: E402
@@ -34,7 +37,8 @@ def against(test: dict, baselines: Path) -> dict | None:
     if not entry:
         return None
     return {**test, "baseline_metrics": entry["metrics"], "baseline_per_step": entry["per_step"],
-            "baseline_distribution": entry.get("distribution"), "baseline_runs": baseline_runs(entry)}
+            "baseline_distribution": entry.get("distribution"), "baseline_runs": baseline_runs(entry),
+            "baseline_counters": entry.get("counters")}
 
 
 def failing(test: dict) -> list[str]:
@@ -44,7 +48,9 @@ def failing(test: dict) -> list[str]:
     exact = [v.metric for v in judge(test["metrics"], test["baseline_metrics"], rules)
              if v.status in ("changed", "regressed", "new", "vanished") and v.metric.endswith(("count", "bytes"))
              or v.status in ("new", "vanished")]
-    return exact + rejudged_regressions(test, (rules.kernel_time_tolerance, rules.time_tolerance))
+    counters = [v.metric for v in counter_verdicts(test["baseline_counters"], test["counters"], rules)
+                if v.failed] if test.get("counters") else []
+    return exact + rejudged_regressions(test, (rules.kernel_time_tolerance, rules.time_tolerance)) + counters
 
 
 def main() -> None:
