@@ -39,7 +39,7 @@ for i in $(seq 1 "$reruns"); do
   [ $rc -eq 0 ] || status=1
 done
 [ "$reruns" -gt 0 ] && grep -E '^(GPU: |test  |--|example_suite/)' "$out/rerun$reruns.log" | head -7
-for bug in item compute_stream pageable extra_kernel fp32; do
+for bug in item compute_stream pageable extra_kernel fp32 spill; do
   GPUPROF_EXAMPLE_BUG=$bug "${pytest[@]}" --gpuprof-keep-traces --gpuprof-output-dir "$out/$bug" >"$out/$bug.log" 2>&1
   rc=$?
   echo "bug $bug: exit $rc  ($(grep -E '[0-9]+ (passed|failed)' "$out/$bug.log" | tail -1))"

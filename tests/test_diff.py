@@ -157,7 +157,7 @@ def test_results_files_are_compared_test_by_test(results):
     assert out.returncode == 1, out.stdout + out.stderr
     sections = out.stdout.split("=== ")[1:]
     assert [s.split(" ===")[0] for s in sections][0] == MOE  # the regression first
-    assert len(sections) == 5 + 2 * 2  # the five single-GPU tests, each rank of the two distributed ones
+    assert len(sections) == 6 + 2 * 2  # the six single-GPU tests, each rank of the two distributed ones
     assert SYNC_LINE in sections[0] and DTOH_LINE in sections[0]
     assert all("no metric broke or improved" in s for s in sections[1:])
 
@@ -181,7 +181,7 @@ def test_results_files_judge_times_on_their_samples_as_the_plugin_does(results, 
 
 def test_same_results_file_exits_0(results):
     out = diff(results["item"], results["item"])
-    assert out.returncode == 0 and out.stdout.count("no metric broke or improved") == 5 + 2 * 2
+    assert out.returncode == 0 and out.stdout.count("no metric broke or improved") == 6 + 2 * 2
 
 
 def test_results_file_against_a_trace_needs_one_test(results):

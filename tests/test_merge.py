@@ -34,12 +34,12 @@ def test_two_shards_merged_are_the_whole_run(runs):
     assert done.returncode == 1, done.stdout + done.stderr  # the planted MoE bug fails, as in the whole run
     whole, merged = (json.loads(p.read_text()) for p in (files["whole"], out / "merged.json"))
     shards = [json.loads(files[k].read_text()) for k in SHARDS]
-    assert all(len(s["tests"]) for s in shards) and sum(len(s["tests"]) for s in shards) == len(whole["tests"]) == 7
+    assert all(len(s["tests"]) for s in shards) and sum(len(s["tests"]) for s in shards) == len(whole["tests"]) == 8
     assert [(t["nodeid"], t["status"]) for t in merged["tests"]] == [(t["nodeid"], t["status"]) for t in whole["tests"]]
-    assert merged["counts"] == whole["counts"] == {"failed": 1, "passed": 6, "skipped": 0}
+    assert merged["counts"] == whole["counts"] == {"failed": 1, "passed": 7, "skipped": 0}
     assert [t["verdicts"] for t in merged["tests"]] == [t["verdicts"] for t in whole["tests"]]
-    assert done.stdout.startswith("gpuprof: merged 2 results file(s): 1 failed, 6 passed")
-    assert (out / "merged.md").read_text().startswith("## gpuprof: 1 failed, 6 passed")
+    assert done.stdout.startswith("gpuprof: merged 2 results file(s): 1 failed, 7 passed")
+    assert (out / "merged.md").read_text().startswith("## gpuprof: 1 failed, 7 passed")
 
 
 def test_overlapping_shards_or_a_trace_are_refused_by_name(runs, tmp_path):

@@ -30,6 +30,7 @@ OTHERS = sorted([
     "example_suite/test_cnn.py::test_cnn_train_step",
     "example_suite/test_distributed.py::test_ddp_training",
     "example_suite/test_distributed.py::test_expert_parallel_moe",
+    "example_suite/test_fused_norm.py::test_fused_add_rmsnorm",
     "example_suite/test_launch_bound.py::test_small_batch_decode",
     "example_suite/test_transformer.py::test_transformer_train_step",
     "example_suite/test_weight_streaming.py::test_weight_streaming",
