@@ -17,7 +17,7 @@
                   counters catch it)
 
 ``GPUPROF_EXAMPLE_SLOWDOWN=0.10`` plants a controlled slowdown instead, in every
-workload: its activation kernel (GeLU; ReLU in the CNN) runs over 10% more
+workload but the Triton kernel's (``test_fused_norm.py``): its activation kernel (GeLU; ReLU in the CNN) runs over 10% more
 elements, with the same kernels and launches (see ``activation``).  Record the
 baselines with ``GPUPROF_EXAMPLE_SLOWDOWN=0``: that runs the same code with
 nothing added (benchmarks/gate_noise.py does so).

@@ -16,7 +16,7 @@ from conftest import planted
 
 ROWS, HIDDEN, LAYERS = 4096, 8192, 4
 #: The register cap of the ``spill`` bug: with 16 warps the kernel needs 40 registers a
-#: thread; under 28 ptxas spills 2 of them (under 24, 10, and the kernel is 30% slower).
+#: thread; at a cap of 28 ptxas spills 2 of them (at 24, 10, and the kernel is 30% slower).
 SPILL_REGISTERS = 28
 
 

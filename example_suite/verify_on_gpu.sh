@@ -43,7 +43,7 @@ for bug in item compute_stream pageable extra_kernel fp32 spill; do
   GPUPROF_EXAMPLE_BUG=$bug "${pytest[@]}" --gpuprof-keep-traces --gpuprof-output-dir "$out/$bug" >"$out/$bug.log" 2>&1
   rc=$?
   echo "bug $bug: exit $rc  ($(grep -E '[0-9]+ (passed|failed)' "$out/$bug.log" | tail -1))"
-  grep -E "^(FAILED|  [a-z_]+(\[.*\])?(\.count)?:)" "$out/$bug.log" | cut -c1-150 | head -8
+  grep -E "^(FAILED|  [a-z_]+(\[.*\])?(\.[a-z_]+)?:)" "$out/$bug.log" | cut -c1-150 | head -8
   [ $rc -ne 0 ] || status=1
 done
 exit $status

@@ -290,3 +290,28 @@ def test_fuzz_baselines_smoke_tries_every_probe_without_a_traceback_or_a_wrong_j
     for *_, tried, errors, accepted, tracebacks, wrong in rows:
         assert int(tried) == 3 == int(errors) + int(accepted) and tracebacks == wrong == "0", out
     assert re.search(r"smoke fuzz passed: 51 inputs, \d+ clean errors, 0 tracebacks, 0 silently wrong$", out, re.M), out
+
+
+def test_nsight_compute_figures_follow_from_their_archive(tmp_path):
+    """docs/benchmarks.md, "Nsight Compute: counters recorded on one machine, judged on another":
+    re-judged from the archived results, every unchanged run passes against the baselines
+    recorded on the other machine, and the planted spill fails on exactly its registers and
+    local memory, with the sizes the section gives."""
+    with tarfile.open(BENCHMARKS / "results" / "ncu_2026-11-26c.tar.xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    runs, doc = tmp_path / "ncu_2026-11-26c", doc_text()
+    for model, local in (("h200", 16757952), ("h100", 16770176)):
+        results = [runs / f"ncu_{model}_judge" / f"{name}.json" for name in ("rerun_1", "rerun_2", "spill")]
+        results.append(runs / f"ncu_{model}_judge3" / "rerun_3.json")
+        done = subprocess.run([sys.executable, str(BENCHMARKS / "judge_against.py"), str(runs / f"ncu_{model}_rec" / "B"),
+                               *map(str, results)], capture_output=True, text=True, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [
+            "rerun_1: passed", "rerun_2: passed",
+            "spill: test_fused_add_rmsnorm: kernels[add_rmsnorm_kernel].registers_per_thread, "
+            "kernels[add_rmsnorm_kernel].local_memory_bytes", "rerun_3: passed"], model
+        (spill,) = json.loads((runs / f"ncu_{model}_judge" / "spill.json").read_text())["tests"]
+        (kernel,) = spill["counters"]["kernels"].values()
+        assert kernel["registers_per_thread"]["median"] == 28 and kernel["local_memory_bytes"]["median"] == local
+        assert f"0 -> {local:,}" in doc
+    assert "registers 40 -> 28" in doc and "`.local_memory_bytes` 0 -> 16,757,952 `regressed`" in doc

@@ -337,3 +337,24 @@ def test_a_workers_result_goes_to_the_controller_as_it_is_when_the_test_ends(tmp
     controller = GpuprofSession(session_settings(tmp_path), None)
     controller._receive(report.gpuprof)
     assert controller.results[0].counters == result.counters
+
+
+@pytest.mark.parametrize("side, process_wide", [("ncu", True), ("rank", False), (None, False)])
+def test_only_the_process_ncu_profiles_opens_each_step_as_a_process_wide_range(tmp_path, monkeypatch, side,
+                                                                                process_wide):
+    """ncu's filter gpuprof@step_N (no slash) selects start/end ranges: the child process that
+    profile_kernels starts (GPUPROF_SIDE=ncu) must open them; nsys's inner sessions not."""
+    from pytest_gpuprof.capture.profiler import StepPlan
+    from pytest_gpuprof.compare.rules import Rules
+    from pytest_gpuprof.run.session import GpuprofSession, Settings
+    from pytest_gpuprof.run.side_plugin import SIDE
+
+    if side is None:
+        monkeypatch.delenv(SIDE, raising=False)
+    else:
+        monkeypatch.setenv(SIDE, side)
+    settings = Settings(update_baseline=False, strict=False, baseline_dir=tmp_path, output_dir=tmp_path,
+                        keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules(),
+                        nsys_inner=tmp_path / "inner.json")
+    prof = GpuprofSession._backend(settings).profiler("t.py::t", StepPlan())
+    assert prof._process_steps is process_wide

@@ -250,7 +250,8 @@ class GpuProf:
                         flush.zero_()
                 if i >= first_measured:
                     name = f"{STEP_RANGE_PREFIX}{i - first_measured}"
-                    with self.range(name), nvtx_process_range(name) if self._process_steps else contextlib.nullcontext():
+                    process_range = nvtx_process_range(name) if self._process_steps else contextlib.nullcontext()
+                    with self.range(name), process_range:
                         yield i
                 else:
                     yield i

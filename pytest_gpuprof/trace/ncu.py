@@ -45,7 +45,8 @@ WHOLE = ("time_ns", "dram_bytes", "registers_per_thread", "local_load_bytes", "l
 #: The ncu metrics to collect (``ncu --metrics``): every counter's.
 METRICS = ",".join(COUNTERS.values())
 #: The columns of the table: the launch's order in the report, its kernel, the gpuprof step
-#: range it ran in ("" outside one), then ``COUNTERS``.  The kernel is named as the report
+#: push/pop range it ran in ("" outside one, and for a kernel another thread launched: such a
+#: range is the opening thread's), then ``COUNTERS``.  The kernel is named as the report
 #: names it: mangled (one spelling, whatever demangler shows it: ncu's CLI, its Python
 #: module and CUPTI each demangle templates differently), unless a CSV was printed otherwise.
 COLUMNS = ("id", "kernel", "step", *COUNTERS)
