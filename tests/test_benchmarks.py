@@ -314,4 +314,8 @@ def test_nsight_compute_figures_follow_from_their_archive(tmp_path):
         (kernel,) = spill["counters"]["kernels"].values()
         assert kernel["registers_per_thread"]["median"] == 28 and kernel["local_memory_bytes"]["median"] == local
         assert f"0 -> {local:,}" in doc
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "judge_against.py"), str(runs / "ncu_h200_rec" / "B"),
+                           *(str(runs / "ncu_h200_judge4" / f"rerun_{i}.json") for i in (4, 5))],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.stdout.splitlines() == ["rerun_4: passed", "rerun_5: passed"], done.stderr
     assert "registers 40 -> 28" in doc and "`.local_memory_bytes` 0 -> 16,757,952 `regressed`" in doc
