@@ -244,6 +244,7 @@ def test_every_report_shows_the_counters_and_what_broke(tmp_path):
     assert "### Inside the kernels (Nsight Compute)" in md
     assert "memory\\_bandwidth\\_utilization 0.352334 (baseline 0.352334)" in md
     assert "200 registers" in md
+    assert "| 1 metric(s) broke: 1 kernel(s) (registers_per_thread) |" in md  # a kernel, and what of it broke
     props = junit_properties(result)
     assert ("gpuprof_broken", line) in props
     assert props[[p[0] for p in props].index("gpuprof_ncu")][1].startswith("Nsight Compute (step_0")

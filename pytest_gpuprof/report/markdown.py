@@ -123,10 +123,16 @@ def _outcome(t: Mapping[str, Any]) -> str:
 
 
 def _names(verdicts: list[Mapping[str, Any]]) -> str:
-    """Metric names once each; kernels only counted (their names are long)."""
+    """Metric names once each; kernels only counted (their names are long), with what of
+    them was judged (``count``, ``time_us``, a counter)."""
     names = list(dict.fromkeys(verdict_name(v) for v in verdicts if not v["metric"].startswith("kernels[")))
-    kernels = len({v["metric"] for v in verdicts if v["metric"].startswith("kernels[")})
-    return ", ".join(names + ([f"{kernels} kernel(s)"] if kernels else []))
+    per_kernel = [v["metric"].rpartition("].") if "]." in v["metric"] else (v["metric"], "", "")
+                  for v in verdicts if v["metric"].startswith("kernels[")]
+    if not per_kernel:
+        return ", ".join(names)
+    judged = ", ".join(dict.fromkeys(what for _, _, what in per_kernel if what))
+    kernels = f"{len({kernel for kernel, _, _ in per_kernel})} kernel(s)" + (f" ({judged})" if judged else "")
+    return ", ".join(names + [kernels])
 
 
 def _failure(t: Mapping[str, Any]) -> list[str]:
