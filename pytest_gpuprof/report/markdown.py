@@ -15,6 +15,7 @@ from ..compare.evaluate import FAILED_STATUSES
 from ..files import write_atomic
 from ..numbers import format_number
 from .escaping import markdown_block, markdown_code, markdown_text
+from .names import kernel_metric
 from .values import VALUES_NOTE, Shown, rank_sections, shown_values
 from .words import (
     BACKEND_NAMES,
@@ -125,13 +126,12 @@ def _outcome(t: Mapping[str, Any]) -> str:
 def _names(verdicts: list[Mapping[str, Any]]) -> str:
     """Metric names once each; kernels only counted (their names are long), with what of
     them was judged (``count``, ``time_us``, a counter)."""
-    names = list(dict.fromkeys(verdict_name(v) for v in verdicts if not v["metric"].startswith("kernels[")))
-    per_kernel = [v["metric"].rpartition("].") if "]." in v["metric"] else (v["metric"], "", "")
-                  for v in verdicts if v["metric"].startswith("kernels[")]
+    names = list(dict.fromkeys(verdict_name(v) for v in verdicts if kernel_metric(v["metric"]) is None))
+    per_kernel = [found for v in verdicts if (found := kernel_metric(v["metric"])) is not None]
     if not per_kernel:
         return ", ".join(names)
-    judged = ", ".join(dict.fromkeys(what for _, _, what in per_kernel if what))
-    kernels = f"{len({kernel for kernel, _, _ in per_kernel})} kernel(s)" + (f" ({judged})" if judged else "")
+    judged = ", ".join(dict.fromkeys(rest[2:] for _, rest in per_kernel if rest.startswith("].")))
+    kernels = f"{len({kernel for kernel, _ in per_kernel})} kernel(s)" + (f" ({judged})" if judged else "")
     return ", ".join(names + [kernels])
 
 

@@ -79,13 +79,21 @@ def function_name(name: str) -> str:
     return text[scopes[-1] if scopes else 0:end]
 
 
+def kernel_metric(metric: str) -> tuple[str, str] | None:
+    """(NAME, the rest from its closing bracket: ``].count``, or ``]`` for a kernel new or
+    vanished) of a per-kernel metric ``kernels[NAME]...``; None for any other metric (names
+    may hold brackets and dots: the last ``]`` closes NAME)."""
+    if not metric.startswith("kernels[") or "]" not in metric:
+        return None
+    end = metric.rindex("]")
+    return metric[len("kernels["):end], metric[end:]
+
+
 def in_metric(metric: str, show: Callable[[str], str] = short_name) -> str:
     """A per-kernel metric, ``kernels[NAME].count``, with NAME as ``show`` gives it; any
-    other metric as it is (names may hold brackets and dots)."""
-    if not metric.startswith("kernels[") or "]" not in metric:
-        return metric
-    end = metric.rindex("]")
-    return f"kernels[{show(metric[len('kernels['):end])}{metric[end:]}"
+    other metric as it is."""
+    found = kernel_metric(metric)
+    return metric if found is None else f"kernels[{show(found[0])}{found[1]}"
 
 
 def _depths(text: str) -> list[int] | None:
