@@ -51,12 +51,12 @@ from pytest_gpuprof.capture.profiler import StepPlan
 from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import judged_series
-from pytest_gpuprof.metrics.measure import METRICS, measure
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.metrics.specs import COPY_KINDS, METRICS
 from pytest_gpuprof.report.words import failure_message
 from pytest_gpuprof.run.backends import ReplayBackend, trace_name
 from pytest_gpuprof.run.session import GpuprofSession, Settings
 from pytest_gpuprof.trace.kineto import load_kineto
-from pytest_gpuprof.trace.model import COPY_KINDS
 
 from fuzz_loaders import OUTCOMES, main
 

@@ -42,7 +42,7 @@ from typing import Any, Callable
 from pytest_gpuprof.capture.ranges import METADATA_MARK, NVTX_DOMAIN
 from pytest_gpuprof.cli.inputs import measure_any
 from pytest_gpuprof.errors import GpuprofError
-from pytest_gpuprof.metrics.measure import METRICS
+from pytest_gpuprof.metrics.specs import METRICS
 from pytest_gpuprof.trace import kineto
 
 from make_big_trace import event_spans

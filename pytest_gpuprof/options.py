@@ -35,11 +35,18 @@ class Option:
 
     @property
     def described(self) -> str:
-        """The help text with the default appended, as ``--help`` shows it."""
+        """The help text with the default appended, as ``--help`` shows it; a path option's
+        says where a relative path is taken from (``plugin._get``)."""
+        text = f"{self.help}; {RELATIVE_PATHS}" if self.kind == "path" else self.help
         if self.kind in ("bool", "list") or self.default is None:
-            return self.help
-        return f"{self.help} (default: {self.default:g})" if self.kind == "float" else \
-            f"{self.help} (default: {self.default})"
+            return text
+        if self.kind == "path":
+            return f"{text} (default: {self.default}, under the rootdir)"
+        return f"{text} (default: {self.default:g})" if self.kind == "float" else f"{text} (default: {self.default})"
+
+
+#: Where a relative path given to a path option is taken from.
+RELATIVE_PATHS = "a relative path is taken from the current directory on the command line, from the rootdir in an ini file"
 
 
 #: The options of the rules, shared with ``gpuprof diff``.
@@ -59,8 +66,8 @@ OPTIONS: tuple[Option, ...] = (
            "record or refresh the baselines of the profiled tests that ran (implies --gpuprof)"),
     Option("strict", "bool", False, "fail a profiled test that has no baseline for this GPU model, and the run "
            "when a profiled test was not measured (no GPU, no trace to replay)"),
-    Option("baseline-dir", "path", "baselines", "directory of baseline JSON files (under the rootdir)"),
-    Option("output-dir", "path", ".gpuprof", "directory for kept traces and reports (under the rootdir)"),
+    Option("baseline-dir", "path", "baselines", "directory of baseline JSON files"),
+    Option("output-dir", "path", ".gpuprof", "directory for kept traces and reports"),
     Option("keep-traces", "bool", False, "keep each profiled test's Chrome/Perfetto trace under OUTPUT_DIR/traces"),
     Option("replay", "path", None,
            "judge kept traces from this directory instead of running the profiled tests (implies --gpuprof; "
@@ -90,7 +97,8 @@ OPTIONS: tuple[Option, ...] = (
            "PYTHONPATH either way)"),
     Option("base-only", "bool", False,
            "with --gpuprof-base, judge every profiled test against the base measured alongside, not against "
-           "stored baselines (without --gpuprof-base it does nothing)"),
+           "stored baselines; a test the base cannot measure (missing, failing or skipped there) is an error "
+           "(without --gpuprof-base it does nothing)"),
     Option("base-pairs", "int", 5,
            "at most this many base/head pairs of fresh processes decide a failure; pairs stop as soon as every "
            "metric is decided"),

@@ -8,12 +8,14 @@ as a plugin whose hook methods do the work (imported there, for that reason).
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.config.findpaths import determine_setup  # how pytest chooses the rootdir: no public API says
 
 from .capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
 from .errors import ConfigError
@@ -21,6 +23,8 @@ from .options import BY_NAME, OPTIONS, REPORT_OPTIONS, Option
 
 SETTINGS = pytest.StashKey[Any]()
 SESSION = pytest.StashKey[Any]()
+#: What is wrong with a test's marker, found when it was collected (``pytest_collection_modifyitems``).
+MARKER_MISTAKE = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,8 +72,6 @@ def pytest_configure(config: pytest.Config) -> None:
         "its body in N processes, one per rank (fixture gpuprof_rank)",
     )
     settings = _settings(config)  # (the nsys backend's outer run ended in pytest_cmdline_main)
-    if settings is not None and settings.replay_dir is not None:
-        _warn_replay_taken_for_a_path(config, settings.replay_dir)
     if settings is not None and not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
         from .run.gpus import hand_over
 
@@ -81,21 +83,45 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(session, "gpuprof-session")
 
 
-def _warn_replay_taken_for_a_path(config: pytest.Config, replay_dir: Path) -> None:
-    """pytest chooses the rootdir before it knows plugin options, so in ``--gpuprof-replay DIR``
-    it takes DIR for a test path too: the rootdir, hence node ids, trace names and baseline
-    files, can change.  Warn unless that cannot have happened (``=DIR``, ``--rootdir``, or an
-    ini file above both DIR and the tests)."""
-    args, flag = [str(a) for a in config.invocation_params.args], BY_NAME["replay"].flag
-    if flag not in args[:-1] or config.option.rootdir:
+def _check_rootdir_not_moved(config: pytest.Config) -> None:
+    """pytest chooses the rootdir and ini file, which decide the node ids that name traces and
+    baselines, before it knows plugin options: in ``--gpuprof-base DIR`` it takes DIR for a test
+    path as well.  A gpuprof option's value given so, with a space, that changed its choice is
+    a usage error naming the option and its ``=`` form."""
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller checked the command line
         return
-    if config.inipath is not None and replay_dir.resolve().is_relative_to(config.rootpath):
+    args = [str(a) for a in config.invocation_params.args]
+    flags = {o.flag for o in OPTIONS if o.kind != "bool"}
+    values = {i + 1 for i, a in enumerate(args[:-1]) if a in flags and not args[i + 1].startswith("-")}
+    if not values:
         return
-    value = args[args.index(flag) + 1]
-    config.issue_config_time_warning(pytest.PytestConfigWarning(
-        f"{flag} {value}: given with a space, pytest also took {value} for a test path when it chose "
-        f"the rootdir ({config.rootpath}), which decides the node ids that name traces and baselines; "
-        f"write {flag}={value} or pass --rootdir"), stacklevel=2)
+    tests = set(config.option.file_or_dir or ())
+    taken = _rootdir_and_ini(config, [a for i, a in enumerate(args) if i in values or a in tests])
+    alone = _rootdir_and_ini(config, [a for i, a in enumerate(args) if i not in values and a in tests])
+    if taken == alone:
+        return
+    moved = [(args[i - 1], args[i]) for i in sorted(values)
+             if Path(config.invocation_params.dir, args[i].split("::")[0]).exists()]  # pytest takes existing paths
+    raise pytest.UsageError("; ".join(
+        f"{flag} {value}: given with a space, pytest also took {value} for a test path when it chose the rootdir "
+        f"and ini file ({_where(taken)}; without it {_where(alone)}), which decide the node ids that name traces "
+        f"and baselines: write {flag}={value}" for flag, value in moved))
+
+
+def _rootdir_and_ini(config: pytest.Config, tests: list[str]) -> tuple[Path, Path | None]:
+    """The rootdir and ini file pytest chooses for these test paths, with this run's ``-c``,
+    ``-o`` and ``--rootdir`` (``determine_setup``'s arguments differ between pytest 7.4 and 9)."""
+    given = {"inifile": config.option.inifilename, "override_ini": config.option.override_ini, "args": tests,
+             "rootdir_cmd_arg": config.option.rootdir or None, "invocation_dir": config.invocation_params.dir,
+             "config": config}
+    accepted = inspect.signature(determine_setup).parameters
+    rootdir, inifile = determine_setup(**{k: v for k, v in given.items() if k in accepted})[:2]
+    return rootdir, inifile
+
+
+def _where(choice: tuple[Path, Path | None]) -> str:
+    rootdir, inifile = choice
+    return f"rootdir {rootdir}, " + (f"ini file {inifile}" if inifile else "no ini file")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -118,12 +144,34 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's -m deselects
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses the ``gpuprof`` fixture without the marker gets the marker, so that
-    ``-m gpuprof`` selects every profiled test."""
+    ``-m gpuprof`` selects every profiled test.  Each marker is checked now, in every mode:
+    its arguments, thresholds and tolerances with their metric names (``Rules.with_marker``,
+    which loads no pandas)."""
+    from .compare.rules import Rules
+
     for item in items:
         if "gpuprof" in getattr(item, "fixturenames", ()) and item.get_closest_marker("gpuprof") is None:
             item.add_marker("gpuprof")
+        try:
+            kwargs = marker_arguments(item)
+            if kwargs:
+                Rules().with_marker(kwargs, item.nodeid)
+        except ConfigError as exc:
+            item.stash[MARKER_MISTAKE] = str(exc)
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)  # inside pytest's own wrappers, which tear down what they set up
+def pytest_runtest_setup(item: pytest.Item):
+    """A test whose marker is wrong fails at its set-up, before anything could skip it (no GPU,
+    no trace to replay) and before its fixtures run: a CPU-only run catches the mistake."""
+    mistake = item.stash.get(MARKER_MISTAKE, None)
+    if mistake is not None:
+        pytest.fail(mistake, pytrace=False)
+    return (yield)
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
     """Under gpuprof, one line at the top of the run: version, capture, baselines and, for a
     run that profiles on this machine, its GPU; nothing (and no torch) when gpuprof is off."""
@@ -156,6 +204,7 @@ def _settings(config: pytest.Config):
     """The run's Settings, or None when gpuprof is off, resolved once per run (both
     pytest_cmdline_main and pytest_configure need them).  Bad values are usage errors."""
     if SETTINGS not in config.stash:
+        _check_rootdir_not_moved(config)
         config.stash[SETTINGS] = _resolve_settings(config)
     return config.stash[SETTINGS]
 

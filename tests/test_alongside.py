@@ -443,3 +443,99 @@ def test_a_recorded_host_side_regression_fails_against_its_base():
                                              rel=1e-4)
     assert decision["outcome"] == "worse" and decision["head"] > 1.8 * decision["base"]
     assert failing.status == "failed" and failing.verdicts[0].evidence.endswith(": a regression")
+
+
+# --------------------------------------------------------------------------------------
+# tests the base cannot judge
+
+def _session_against(base: Path, head: Path, strict: bool = False, base_only: bool = False):
+    """A session comparing with the base checkout ``base`` (``--gpuprof-base``), its rootdir ``head``."""
+    from types import SimpleNamespace
+
+    from pytest_gpuprof.capture.profiler import StepPlan
+    from pytest_gpuprof.run.backends import TorchBackend
+    from pytest_gpuprof.run.session import GpuprofSession, Settings
+
+    s = Settings(update_baseline=False, baseline_dir=head / "baselines", output_dir=head / ".gpuprof",
+                 keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules(), strict=strict, base=base,
+                 base_only=base_only)
+    session = GpuprofSession(s, TorchBackend(s.output_dir, False))
+    session.config = SimpleNamespace(rootpath=head, pluginmanager=SimpleNamespace(
+        has_plugin=lambda name: False, get_plugin=lambda name: None))
+    return session
+
+
+@pytest.mark.parametrize("strict, base_only, status, message", [
+    (False, True, "error", "not judged against the base: the test is missing at base (--gpuprof-base-only judges "
+                           "every profiled test against the base alone)"),
+    (True, False, "failed", "no baseline for NVIDIA H200 in {baselines}/tests/test_new.json (--gpuprof-strict); "
+                            "not judged against the base: the test is missing at base"),
+    (True, True, "error", "not judged against the base: the test is missing at base (--gpuprof-base-only judges "
+                          "every profiled test against the base alone)"),
+    (False, False, "no baseline", ""),  # a test new in this change, without a baseline yet: passes
+])
+def test_a_test_missing_at_base_fails_under_base_only_and_strict(tmp_path, strict, base_only, status, message):
+    from pytest_gpuprof.trace.kineto import load_kineto
+
+    head, base = tmp_path / "head", tmp_path / "base"
+    base.mkdir()
+    session = _session_against(base, head, strict=strict, base_only=base_only)
+    trace = Path(__file__).parent / "data" / "host" / "steady.pt.trace.json.gz"
+    result = session.judge("tests/test_new.py::test_new", {}, lambda: (load_kineto(trace), None))
+    assert (result.status, result.message) == (status, message.format(baselines=head / "baselines"))
+    assert result.failed == (strict or base_only)
+
+
+def test_a_pytest_xdist_worker_fails_each_test_judged_against_the_base_with_why_none_is_there(tmp_path):
+    from pytest_gpuprof.trace.kineto import load_kineto
+
+    head, base = tmp_path / "head", tmp_path / "base"
+    base.mkdir()
+    session = _session_against(base, head)
+    session.worker, session._profiled = True, ["tests/test_new.py::test_new"]
+    session._check_base_has_tests()  # no usage error: in a worker it would stop xdist without its message
+    trace = Path(__file__).parent / "data" / "host" / "steady.pt.trace.json.gz"
+    result = session.judge("tests/test_new.py::test_new", {}, lambda: (load_kineto(trace), None))
+    assert (result.status, result.message) == ("error", (
+        f"--gpuprof-base: none of the 1 profiled test(s) is in the base checkout {base} ({base}/tests/test_new.py "
+        f"does not exist); node ids are paths from the rootdir, {head}, and the base must be a checkout of that "
+        "directory"))
+
+
+def test_a_run_none_of_whose_tests_is_at_base_fails_saying_why(pytester):
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_x.py").write_text("def test_x(gpuprof):\n    pass\n")
+    base = pytester.path.parent / f"{pytester.path.name}-base"
+    base.mkdir()
+    (base / "test_x.py").write_text("def test_x(gpuprof):\n    pass\n")  # not where the node id says
+    result = pytester.runpytest("-p", "no:cacheprovider", "tests", "--gpuprof", f"--gpuprof-base={base}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.errlines[0] == (
+        f"ERROR: --gpuprof-base: none of the 1 profiled test(s) is in the base checkout {base} ({base}/tests/test_x.py "
+        f"does not exist); node ids are paths from the rootdir, {pytester.path}, and the base must be a checkout of "
+        "that directory")
+    (base / "tests").mkdir()
+    (base / "test_x.py").rename(base / "tests" / "test_x.py")
+    result = pytester.runpytest("-p", "no:cacheprovider", "tests", "--gpuprof", f"--gpuprof-base={base}")
+    assert result.ret == pytest.ExitCode.OK  # found at base; skipped here for want of a GPU
+
+
+@pytest.mark.parametrize("base_only", [False, True])
+def test_a_distributed_test_never_passes_unjudged_under_base_only(tmp_path, base_only):
+    """The ranks are judged against their stored baseline alone; with --gpuprof-base-only there
+    is none to judge them, and the test is an error, not a 'no baseline' pass."""
+    from pytest_gpuprof.run.session import RANKS_NOT_ALONGSIDE
+    from pytest_gpuprof.trace.kineto import load_kineto
+
+    head, base = tmp_path / "head", tmp_path / "base"
+    base.mkdir()
+    session = _session_against(base, head, base_only=base_only)
+    traces = sorted((Path(__file__).parent.parent / "example_suite" / "traces").glob("*test_ddp_training_rank_*"))
+    result = session.judge_ranks("example_suite/test_distributed.py::test_ddp_training", {},
+                                 lambda: {rank: (load_kineto(path), None) for rank, path in enumerate(traces)})
+    if base_only:
+        assert (result.status, result.message) == ("error", f"{RANKS_NOT_ALONGSIDE}: --gpuprof-base-only would "
+                                                            "leave it unjudged")
+    else:
+        assert result.status == "no baseline" and RANKS_NOT_ALONGSIDE in result.notes

@@ -6,8 +6,8 @@ import pytest
 
 from pytest_gpuprof.capture import profiler as capture
 from pytest_gpuprof.capture.profiler import GpuProf, StepPlan
-from pytest_gpuprof.errors import ConfigError
-from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.errors import ConfigError, TraceError
+from pytest_gpuprof.metrics.measure import find_steps, measure
 from pytest_gpuprof.trace.kineto import load_kineto
 
 torch = pytest.importorskip("torch")
@@ -46,8 +46,10 @@ def test_torch_capture_writes_steps_ranges_and_metadata(tmp_path, no_gpu_needed)
     assert trace.metadata == {"peak_memory_allocated_bytes": 12345, "environment": {"gpu": "stand-in"},
                               "plan": {"wait": 1, "warmup": 2, "active": 3, "flush_l2": False},
                               "lighter_recording": lighter, "pcie_link": {"generation": 5, "width": 16}}
-    m = measure(trace)
-    assert m.metrics["step_count"] == 3 and m.metrics["peak_memory_allocated_bytes"] == 12345
+    steps, source = find_steps(trace)
+    assert len(steps) == 3 and source == "ProfilerStep#N"
+    with pytest.raises(TraceError, match="no GPU work to measure: it holds no kernel, memcpy or memset on any GPU"):
+        measure(trace)  # a CPU machine's capture: nothing to measure
 
 
 def test_a_torch_without_the_lighter_recording_records_that_in_the_trace(tmp_path, no_gpu_needed, monkeypatch):

@@ -9,7 +9,7 @@ from pytest_gpuprof.compare.stats import evenly_spaced
 from pytest_gpuprof.compare.verdicts import BROKEN, distribution, judge, stored_samples
 from pytest_gpuprof.compare.verdicts import test_status as status_of
 from pytest_gpuprof.errors import ConfigError
-from pytest_gpuprof.metrics.measure import METRICS
+from pytest_gpuprof.metrics.specs import METRICS
 
 
 def metrics(**over):

@@ -301,3 +301,32 @@ def test_gpuprof_diff_compares_two_nsight_compute_reports_counter_by_counter(tmp
         capsys.readouterr().out
     assert main(["diff", str(CSV), str(trace)]) == 2
     assert "small.raw.csv is an Nsight Compute report: it compares with another one" in capsys.readouterr().err
+
+
+DEFAULT_SET = CSV.parent / "default.raw.csv"  # ncu's default set: no DRAM bytes, hit rates, ... (test_ncu_sets.py)
+
+
+def test_a_threshold_on_a_counter_the_report_cannot_give_breaks_naming_the_metrics_it_needs():
+    lacking = ncu_counters(read_ncu_csv(DEFAULT_SET), function_name)
+    result = judged(lacking, False, "kernels[nvjet].tensor_pipe_pct >= 60", "kernels[nvjet].registers_per_thread < 200")
+    assert result.status == "failed" and broken(result) == [("tensor_pipe_pct", "threshold")]
+    (v,) = [v for v in result.verdicts if v.failed]
+    assert v.current is None and v.evidence == ("not checked: no value; tensor_pipe_pct needs "
+                                                "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active")
+    (v,) = judged(lacking, False, "memory_bandwidth_utilization >= 0.5").verdicts
+    assert v.status == "threshold" and v.evidence.startswith(
+        "not checked: no value; memory_bandwidth_utilization needs dram__bytes.sum (or dram__bytes_read.sum + "
+        "dram__bytes_write.sum) and dram__bytes.sum.peak_sustained and dram__cycles_elapsed.avg.per_second and ")
+
+
+def test_a_counter_one_side_cannot_give_is_not_compared_and_says_so():
+    lacking = ncu_counters(read_ncu_csv(DEFAULT_SET), function_name)
+    full = ncu_counters(read_ncu_csv(CSV.parent / "full.raw.csv"), function_name)  # the same kernels, --set full
+    for before, now in ((full, lacking), (lacking, full), (lacking, lacking)):
+        result = judged(now, before)
+        assert result.status == "passed", [(v.metric, v.status) for v in result.verdicts if v.status != "ok"]
+        tensor = [v for v in result.verdicts if v.metric.endswith("].tensor_pipe_pct")]
+        assert len(tensor) == 3 and {v.rule for v in tensor} == {"not compared: no value in one of the runs"}
+    # what both hold is judged: the default set's achieved occupancy against --set full's
+    occupancy = [v for v in judged(lacking, full).verdicts if v.metric.endswith("].achieved_occupancy_pct")]
+    assert len(occupancy) == 3 and all(v.rule.startswith("within 5 points") for v in occupancy)

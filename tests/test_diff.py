@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import re
 import statistics
 import shutil
 import subprocess
@@ -33,14 +34,18 @@ def diff(*args):
 
 
 def plugin_failure_lines(replay: Path) -> list[str]:
-    """The broken-metric lines the plugin prints for the MoE test replayed from ``replay``."""
+    """The broken-metric lines the plugin prints for the MoE test replayed from ``replay``,
+    each less the words of its marker threshold (a threshold of the marker is the plugin's
+    only): the lines the diff prints for the metrics broken against the baseline."""
     out = subprocess.run(
         [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT), "-p", "no:cacheprovider",
-         "--gpuprof-replay", str(replay), "-k", "test_moe"], capture_output=True, text=True, cwd=replay)
+         f"--gpuprof-replay={replay}", "-k", "test_moe"], capture_output=True, text=True, cwd=replay)
     lines = out.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("gpuprof: ") and "metric(s) broke" in line)
-    end = next(i for i in range(start, len(lines)) if lines[i].startswith("If the change is intended"))
-    return [line[2:] for line in lines[start + 1:end]]
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("  ") or lines[i].startswith("  ("))
+    against_baseline = [re.sub(r"^(\S+): current \S+ violates threshold [^;]*(; |$)", r"\1: ", line[2:])
+                        for line in lines[start + 1:end]]
+    return [line for line in against_baseline if not line.endswith(": ")]
 
 
 def test_planted_item_trace_regresses_naming_sync_and_dtoh_copies(tmp_path):
@@ -56,8 +61,7 @@ def test_planted_item_trace_regresses_naming_sync_and_dtoh_copies(tmp_path):
     assert not lines[head + 1 + count].startswith("  ")  # the header counts the lines under it
     # the same words as the plugin's failure message: the committed baseline is the good trace
     shutil.copyfile(ITEM, tmp_path / ITEM.name)
-    plugin = plugin_failure_lines(tmp_path)
-    gated = [line for line in plugin if "violates threshold" not in line]  # marker thresholds: plugin only
+    gated = plugin_failure_lines(tmp_path)
     assert SYNC_LINE in gated
     for line in gated:
         # times and ratios: the plugin also weighs the baseline's recorded runs, which a trace lacks
@@ -65,6 +69,21 @@ def test_planted_item_trace_regresses_naming_sync_and_dtoh_copies(tmp_path):
         if not metric.endswith("time_us") and metric not in ("window_us", *RATIOS):
             assert f"  {line}" in lines, line
     assert out.stdout.rstrip().endswith("regression: a metric broke (exit 1)")
+
+
+def test_a_trace_without_a_gpu_name_is_said_to_run_on_an_unknown_gpu(tmp_path):
+    """``gpuprof diff`` of a trace whose header names no GPU: never ``None``."""
+    with gzip.open(GOOD, "rt") as fh:
+        doc = json.load(fh)
+    del doc["deviceProperties"]
+    nameless = tmp_path / "nameless.pt.trace.json.gz"
+    with gzip.open(nameless, "wt") as fh:
+        json.dump(doc, fh)
+    out = diff(GOOD, nameless)
+    assert out.returncode == 0, out.stdout + out.stderr  # the same steps: nothing changed
+    assert "None" not in out.stdout
+    assert "note: A ran on NVIDIA H200, B on unknown GPU (" in out.stdout
+    assert f"B (current):  {nameless} (unknown GPU, " in out.stdout
 
 
 def kernel_rows(stdout: str) -> list[list[str]]:
@@ -145,8 +164,8 @@ def results(tmp_path_factory):
         if planted:
             shutil.copyfile(planted, replay / planted.name)
         subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT),
-                        "-p", "no:cacheprovider", "--gpuprof-replay", str(replay),
-                        "--gpuprof-json", str(out / f"{name}.json")], capture_output=True, cwd=out)
+                        "-p", "no:cacheprovider", f"--gpuprof-replay={replay}",
+                        f"--gpuprof-json={out / f'{name}.json'}"], capture_output=True, cwd=out)
         files[name] = out / f"{name}.json"
         assert files[name].is_file()
     return files
@@ -244,3 +263,24 @@ def test_kernel_names_reach_the_terminal_escaped(tmp_path):
     assert "\x1b" not in out.stdout
     assert [line for line in out.stdout.splitlines() if "reduce_kernel" in line] == [
         line for line in out.stdout.splitlines() if "\\n\\x1b[2Jvoid at::native::reduce_kernel" in line]
+
+
+def test_a_results_file_that_is_not_json_is_refused_from_its_first_bytes(tmp_path):
+    """gpuprof diff and merge read results files: a sparse GiB of zeros is refused, naming it,
+    without reading it whole (memory stays far below the file's size)."""
+    import tracemalloc
+
+    from pytest_gpuprof.cli.inputs import read_results
+    from pytest_gpuprof.errors import GpuprofError
+
+    zeros = tmp_path / "zeros.json"
+    with open(zeros, "wb") as fh:
+        fh.truncate(1 << 30)
+    tracemalloc.start()
+    try:
+        with pytest.raises(GpuprofError, match=f"{zeros} is neither a results file .* not valid JSON"):
+            read_results(zeros)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20

@@ -284,17 +284,16 @@ def test_a_test_outside_the_rootdir_is_judged_and_recorded(pytester):
 
 
 @pytest.mark.parametrize("form", ["space", "equals"])
-def test_replay_dir_given_with_a_space_warns_that_it_moved_the_rootdir(pytester, form):
+def test_replay_dir_given_with_a_space_that_moved_the_rootdir_is_refused(pytester, form):
     shipped_suite(pytester)
     traces = pytester.path.parent / f"{pytester.path.name}-traces"
     shutil.copytree(TRACES, traces, dirs_exist_ok=True)
     value = os.path.relpath(traces, pytester.path)
     args = ["--gpuprof-replay", value] if form == "space" else [f"--gpuprof-replay={value}"]
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
-    warned = "given with a space, pytest also took" in result.stdout.str()
-    assert warned == (form == "space")
-    if form == "equals":
-        assert result.ret == 0, result.stdout.str()
+    refused = f"write --gpuprof-replay={value}" in result.stderr.str()
+    assert refused == (form == "space")
+    assert result.ret == (pytest.ExitCode.USAGE_ERROR if form == "space" else 0), result.stdout.str()
 
 
 # --- replay gaps, no GPU, no plugin ----------------------------------------------------

@@ -6,10 +6,13 @@ benchmarks/fuzz_loaders.py (its longer run gives the figures of docs/benchmarks.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import csv
 import gzip
 import json
+import re
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -23,6 +26,7 @@ from pytest_gpuprof.cli.main import main
 from pytest_gpuprof.errors import TraceError
 from pytest_gpuprof.metrics import timeline
 from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.run.backends import trace_name
 from pytest_gpuprof.trace import kineto
 from pytest_gpuprof.trace.kineto import load_kineto
 from pytest_gpuprof.trace.model import Trace
@@ -88,6 +92,7 @@ def test_the_judge_calls_a_broken_unread_event_read_by_one_parser_a_disagreement
     item = fuzz.Altered("kineto unread event", SYNC, "a comma dropped", broken.encode(), untouched=True)
     assert judged(item)[0] == "clean error"
     monkeypatch.setattr(kineto, "_vouch", lambda *_: None)  # the fast path's check of every event, undone
+    monkeypatch.setattr(kineto, "check_json_head", lambda _: None)  # and that of the first bytes (all of this file)
     assert judged(item)[0] == "parsers disagree"
 
 
@@ -390,6 +395,16 @@ def test_nsys_gzipped_report_says_to_gunzip_it(tmp_path):
     nsys_refused(path, "gunzip it and pass the .sqlite file")
 
 
+def test_nsys_table_name_that_is_not_utf8_is_refused_naming_the_report(report):
+    """A byte of a table's name in the schema flipped to 0xFF (``fuzz_loaders.py``'s "file bytes"
+    probe found it): the list of tables cannot be read as text."""
+    raw = bytearray(report.read_bytes())
+    at = raw.index(b"table" + b"TARGET_INFO_GPU" * 2) + len(b"table")  # a schema row: type, name, table name
+    raw[at] = 0xFF
+    report.write_bytes(bytes(raw))
+    nsys_refused(report, "holds text that is not UTF-8: 'utf-8' codec can't decode byte 0xff")
+
+
 def test_nsys_unaltered_report_still_loads(report):
     """As many kernels as the summary nsys itself wrote (tests/data/nsys/sync_cuda_gpu_kern_sum.csv)."""
     with open(DATA / "nsys" / "sync_cuda_gpu_kern_sum.csv", newline="") as fh:
@@ -454,3 +469,223 @@ def test_a_peak_memory_that_is_not_a_byte_count_is_one_error(tmp_path, value, wo
     message = refused(tmp_path, text.replace('"peak_memory_allocated_bytes": 315382784',
                                              f'"peak_memory_allocated_bytes": {value}'), words)
     assert message.startswith(str(tmp_path / "t.json"))
+
+
+# ---- inputs that are no measurement (issue 33) ----------------------------------------
+
+def event(cat: str, name: str, ts: int, dur: int, tid: int = 1, **args) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def cpu_only_trace() -> str:
+    """A torch.profiler trace of CPU events only: 10 steps of one CPU op each."""
+    events = []
+    for i in range(10):
+        events += [event("user_annotation", f"ProfilerStep#{i}", 1000 * (i + 1), 900),
+                   event("cpu_op", "aten::add", 1000 * (i + 1) + 10, 50)]
+    return json.dumps({"schemaVersion": 1, "traceEvents": events})
+
+
+def one_correlation_trace() -> str:
+    """The issue's trace: 10 steps of 4 kernels of 10 us, each launched by its own
+    cudaLaunchKernel, every launch and kernel carrying correlation id 1."""
+    events = []
+    for i in range(10):
+        events.append(event("user_annotation", f"ProfilerStep#{i}", 1000 * (i + 1), 900))
+        for k in range(4):
+            at = 1000 * (i + 1) + 100 * k
+            events += [event("cuda_runtime", "cudaLaunchKernel", at + 10, 5, correlation=1),
+                       event("kernel", "k", at + 20, 10, tid=7, device=0, stream=7, correlation=1)]
+    return json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+                       "traceEvents": events})
+
+
+#: What a trace of CPU activity alone is told, after its name.
+NO_GPU_WORK = ": no GPU work to measure: it holds no kernel, memcpy or memset on any GPU"
+
+
+def test_launches_sharing_one_correlation_id_are_refused_naming_the_trace(tmp_path):
+    """Issue 33: this trace passed, "kernels/step 4, kernel us (median step) 0", all 400 us of
+    kernel time in step 0: every kernel was tied to the first launch."""
+    message = refused(tmp_path, one_correlation_trace(), "share the correlation id 1")
+    assert message == (f"{tmp_path / 't.json'}: 40 runtime calls (cudaLaunchKernel) share the correlation id 1, "
+                       "which GPU work carries: the work cannot be tied to the call that launched it")
+
+
+def test_two_launches_of_a_real_trace_given_one_correlation_id_are_refused(tmp_path):
+    """sync.pt.trace.json.gz with its second kernel launch given the first's correlation id."""
+    doc = json.loads(sync_text())
+    launches = [e for e in doc["traceEvents"] if e.get("name") == "cudaLaunchKernel"]
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    first = launches[0]["args"]["correlation"]
+    assert first in {k["args"]["correlation"] for k in kernels}  # the id the first kernel carries
+    launches[1]["args"]["correlation"] = first
+    message = refused(tmp_path, json.dumps(doc), "share the correlation id")
+    assert message == (f"{tmp_path / 't.json'}: 2 runtime calls (cudaLaunchKernel) share the correlation id {first}, "
+                       "which GPU work carries: the work cannot be tied to the call that launched it")
+
+
+def test_a_cuda_graphs_kernels_sharing_their_launchs_id_are_no_ambiguity(tmp_path):
+    """The kernels of one graph replay carry their cudaGraphLaunch's one id: the torch and the
+    nsys trace of record_traces.py's graph workload load, as before."""
+    with gzip.open(DATA / "graph.pt.trace.json.gz", "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    graph = {e["args"]["correlation"] for e in events if e.get("name") == "cudaGraphLaunch"}
+    by_id = collections.Counter(e["args"]["correlation"] for e in events if e.get("cat") == "kernel")
+    assert graph and all(by_id[i] == 3 for i in graph)  # three kernels a launch
+    assert len(load_kineto(DATA / "graph.pt.trace.json.gz").kernels) == sum(by_id.values())
+    assert len(load_nsys(unpack("graph", tmp_path)).kernels) > 0
+
+
+def test_nsys_launches_of_one_process_sharing_an_id_are_refused(report):
+    con = sqlite3.connect(report)
+    low, high = con.execute("SELECT MIN(correlationId), MAX(correlationId) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    names = con.execute("SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                        "JOIN StringIds s ON s.id = r.nameId WHERE r.correlationId IN (?, ?)", (low, high)).fetchall()
+    con.close()
+    assert low < high and len(names) == 1  # two launches of one kind, of the first and last kernel
+    fuzz._sql(report, (f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = {low} WHERE correlationId = {high}",))
+    assert nsys_refused(report, "share the correlation id") == (
+        f"{report}: 2 runtime calls ({names[0][0]}) share the correlation id {low}, which GPU work carries: "
+        "the work cannot be tied to the call that launched it")
+
+
+def test_nsys_ids_repeated_by_another_process_are_no_ambiguity(tmp_path):
+    """A report of two processes (a distributed run): CUPTI numbers each process's calls on its
+    own, so the same ids recur, launching work in both.  Read whole, it loads as before."""
+    path = tmp_path / "ddp.sqlite"
+    path.write_bytes(gzip.decompress((DATA / "ranks" / "ddp.sqlite.gz").read_bytes()))
+    con = sqlite3.connect(path)
+    [(shared,)] = con.execute(
+        "SELECT COUNT(*) FROM (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+        "WHERE correlationId IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL) "
+        "GROUP BY correlationId HAVING COUNT(DISTINCT (globalTid >> 24) & 16777215) > 1)").fetchall()
+    con.close()
+    assert shared > 0
+    assert len(load_nsys(path).kernels) > 0
+
+
+def test_a_trace_without_gpu_work_is_an_error_of_analyze_and_diff(tmp_path, capsys):
+    path = tmp_path / "cpu.pt.trace.json"
+    path.write_text(cpu_only_trace())
+    assert main(["analyze", str(path)]) == 2
+    assert capsys.readouterr().err == f"gpuprof: {path}{NO_GPU_WORK}\n"
+    assert main(["diff", str(SYNC), str(path)]) == 2
+    assert capsys.readouterr().err == f"gpuprof: {path}{NO_GPU_WORK}\n"
+
+
+def test_an_nsys_report_without_gpu_work_is_an_error_naming_it(report, capsys):
+    fuzz._sql(report, *((f"DROP TABLE IF EXISTS CUPTI_ACTIVITY_KIND_{t}",) for t in ("KERNEL", "MEMCPY", "MEMSET")))
+    trace = load_nsys(report)  # CUDA calls and NVTX ranges: a trace, of no GPU work
+    assert len(trace.runtime) > 0
+    with pytest.raises(TraceError) as err:
+        measure(trace)
+    assert str(err.value) == f"{report}{NO_GPU_WORK}"
+    assert main(["analyze", str(report)]) == 2
+    assert capsys.readouterr().err == f"gpuprof: {report}{NO_GPU_WORK}\n"
+
+
+def test_a_session_makes_a_trace_it_cannot_measure_that_tests_error(tmp_path):
+    from pytest_gpuprof.run.session import GpuprofSession
+    from test_gate import session_settings
+
+    session = GpuprofSession(session_settings(tmp_path), None)
+    for name, text, words in (("cpu.json", cpu_only_trace(), NO_GPU_WORK),
+                              ("one.json", one_correlation_trace(), ": 40 runtime calls (cudaLaunchKernel) share")):
+        path = tmp_path / name
+        path.write_text(text)
+        result = session.judge("test_a.py::test_a", {}, lambda path=path: (load_kineto(path), path))
+        assert result.status == "error" and result.message.startswith(f"{path}{words}"), result.message
+
+
+def test_replayed_traces_that_measure_nothing_are_errors_naming_them(pytester):
+    """Issue 33's replays: a trace of CPU activity alone and the one of one correlation id
+    passed ("no baseline"), a file of zeros took seconds to refuse; each is its test's error."""
+    folder = pytester.path / "replay"
+    folder.mkdir()
+    names = {}
+    for test, text in (("test_cpu", cpu_only_trace()), ("test_one_id", one_correlation_trace()), ("test_zeros", None)):
+        names[test] = path = folder / trace_name(f"test_issue.py::{test}")
+        if text is None:
+            with open(path, "wb") as fh:
+                fh.truncate(64 << 20)
+        else:
+            path.write_text(text)
+    pytester.makepyfile(test_issue="import pytest\n" + "".join(
+        f"\n@pytest.mark.gpuprof\ndef {test}():\n    pass\n" for test in names))
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}")
+    result.assert_outcomes(failed=3)
+    out = result.stdout.str()
+    assert f"gpuprof: {names['test_cpu']}{NO_GPU_WORK}" in out
+    assert f"gpuprof: {names['test_one_id']}: 40 runtime calls (cudaLaunchKernel) share the correlation id 1" in out
+    assert f"gpuprof: {names['test_zeros']} is not a Chrome-trace JSON file: Expecting value: line 1 column 1" in out
+
+
+class CountedReads:
+    """A file whose reads are counted (``read_bytes``)."""
+
+    def __init__(self, fh) -> None:
+        self.fh, self.read_bytes = fh, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.fh.read(size)
+        self.read_bytes += len(data)
+        return data
+
+    def seek(self, offset: int) -> int:
+        return self.fh.seek(offset)
+
+    def close(self) -> None:
+        self.fh.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzipped"])
+def test_a_file_of_zeros_is_refused_from_its_first_bytes(tmp_path, monkeypatch, gzipped):
+    """Issue 33: a replayed .pt.trace.json.gz of 64 MB of zeros took 6.3 s and 293 MB to
+    refuse (the fast path searched all it had read for "traceEvents" after each chunk, then
+    the generic parser read the whole file); 2 GB gave no answer in 500 s.  Now each parser
+    reads the first JSON_HEAD bytes (64 KiB) and stops: the size of the file no longer
+    matters (benchmarks/bench_not_a_trace.py times files up to 2 GB)."""
+    from pytest_gpuprof.trace.formats import JSON_HEAD
+
+    path = tmp_path / "zeros.pt.trace.json.gz"
+    if gzipped:  # 64 MiB of zeros, compressed to 65 KB
+        with gzip.open(path, "wb") as fh:
+            for _ in range(64):
+                fh.write(bytes(1 << 20))
+    else:
+        with open(path, "wb") as fh:
+            fh.truncate(64 << 20)  # sparse
+    opened = []
+    real = kineto.open_content
+    monkeypatch.setattr(kineto, "open_content", lambda p: opened.append(CountedReads(real(p))) or opened[-1])
+    for generic_alone in (False, True):
+        with fuzz.generic_only() if generic_alone else contextlib.nullcontext():
+            with pytest.raises(TraceError) as err:
+                load_kineto(path)
+        assert str(err.value) == f"{path} is not a Chrome-trace JSON file: Expecting value: line 1 column 1 (char 0)"
+    assert len(opened) == 3 and all(f.read_bytes == JSON_HEAD for f in opened)  # fast, then generic; generic alone
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"{" + bytes(1 << 20), "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    (b"\x89PNG\r\n\x1a\n" + bytes(1 << 20), "'utf-8' codec can't decode byte 0x89 in position 0"),
+    (b'{"traceEvents": [{"ph": "X", "name": "a\x00' + bytes(1 << 20), "Invalid control character at: line 1 column"),
+], ids=["brace then zeros", "binary", "nul in a string"])
+def test_other_files_that_are_not_json_are_refused_by_both_parsers(tmp_path, content, words):
+    refused(tmp_path, content, f"is not a Chrome-trace JSON file: {words}", name="t.pt.trace.json.gz")
+
+
+def test_the_benchmark_of_files_of_zeros_runs_and_each_is_refused():
+    done = subprocess.run([sys.executable, str(Path(fuzz.__file__).with_name("bench_not_a_trace.py")), "--smoke"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = re.findall(r"\((1 MiB|16 MiB, sparse)\): load [\d.e-]+ s \(process [\d.]+ s\), peak RSS \d+ MiB "
+                      r"\(\d+ MiB before the load\): \S+ is not a Chrome-trace JSON file", done.stdout)
+    assert len(rows) == 2 and done.stdout.endswith("all refused naming the file\n"), done.stdout

@@ -295,7 +295,7 @@ def test_many_kernel_verdicts_are_left_to_the_kernel_diff():
     verdicts = [{"metric": f"kernels[{n}].count", "status": "new", "baseline": None, "current": 1.0, "change": "",
                  "rule": "kernel absent from the baseline", "evidence": ""} for n in names]
     text = render_html(_doc(_synthetic_test("t.py::test_a", "failed", names, {}, verdicts)))
-    assert "… and 14 more per-kernel verdict(s): see the kernel diff below" in text
+    assert "… and 14 more per-kernel metric(s): see the kernel diff below" in text
     # the biggest time change first: k19 (20 us) leads the list of what broke
     broke = text.split('<div class="broke">')[1].split("</div>")[0]
     assert broke.index(">k19</code>") < broke.index(">k18</code>")

@@ -257,3 +257,100 @@ def test_one_place_tells_each_kind_of_input_from_its_name_and_first_bytes(tmp_pa
         head = fh.read()
     assert not formats.is_chrome_trace(head) and not formats.is_sqlite(head)
     assert formats.is_nsys_input("run.nsys-rep") and not formats.is_nsys_input("run.ncu-rep")
+
+
+# --- the first bytes: what cannot be JSON is refused from them, what can is read on --------
+
+def test_a_byte_order_mark_whitespace_and_a_bare_array_are_still_chrome_traces(tmp_path):
+    """What JSON and Chrome's trace format allow before the events: a UTF-8 byte order mark,
+    whitespace, header members (torch's ``schemaVersion`` first), or no object at all: the
+    events as a bare array.  The check of the first bytes lets each through."""
+    text = gzip.decompress((DATA / "sync.pt.trace.json.gz").read_bytes()).decode()
+    assert text.lstrip().startswith('{\n    "schemaVersion": 1')
+    marked = tmp_path / "marked.json.gz"
+    marked.write_bytes(gzip.compress(b"\xef\xbb\xbf \r\n\t" + text.encode()))
+    assert_same(load_kineto(marked), load_kineto(DATA / "sync.pt.trace.json.gz"))
+    events = json.loads(text)["traceEvents"]
+    bare, wrapped = tmp_path / "bare.json", tmp_path / "wrapped.json"
+    bare.write_text("\n " + json.dumps(events))
+    wrapped.write_text(json.dumps({"traceEvents": events}))
+    assert len(load_kineto(bare).kernels) == 4
+    assert_same(load_kineto(bare), load_kineto(wrapped))
+
+
+#: A document with what JSON allows and a cut could split: every kind of number (Python's
+#: json reads NaN and the infinities too), the literals, escapes, surrogate pairs, text of
+#: 2 to 4 bytes a character in UTF-8, and runs of whitespace.
+_FEATURES = ('{"n": [-0, 12, -3.25e-7, 1E+2, 6.02e23, NaN, Infinity, -Infinity], "l": [true, false, null], '
+             '"s": ["\\u00e9\\ud83d\\ude00\\n\\"\\\\\\/", "é€😀", ""],   "o": {"a": {"b": []}}}')
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig", "utf-16"])
+def test_no_cut_of_a_valid_document_is_taken_for_invalid_json(encoding):
+    """The head of a valid document, cut anywhere, is never refused: an error ``json`` gives
+    for the head within the last bytes may be the cut's, and a string cut short is
+    unterminated wherever it began.  Every cut of a document repeating ``_FEATURES`` (in
+    JSON's encodings: UTF-16 by its first bytes, as ``json.loads`` reads it), and the first
+    2,000 cuts and 300 more of a real trace."""
+    from pytest_gpuprof.trace.formats import check_json_head
+
+    doc = ('{"traceEvents": [' + ", ".join([_FEATURES] * 12) + "]}").encode(encoding)
+    json.loads(doc)  # valid
+    for cut in range(len(doc)):
+        check_json_head(doc[:cut])
+    trace = gzip.decompress((DATA / "overlap.pt.trace.json.gz").read_bytes())
+    for cut in [*range(2000), *range(2000, len(trace), len(trace) // 300)]:
+        check_json_head(trace[:cut])
+
+
+@pytest.mark.parametrize("doc", [
+    b"\x00" * 500,  # a file of zeros: UTF-32 to json, by its first bytes
+    b"{" + b"\x00" * 499,
+    b"\x89PNG\r\n\x1a\n" + b"\x00" * 500,  # a binary
+    b'{"traceEvents": [' + b'{"ph": "X"}, ' * 40 + b'{"ph": "X", "name": "a\x01b"}' + b", {}" * 40 + b"]}",
+    b'{"traceEvents": [' + b'{"ph": "X"}, ' * 40 + b'{"ph": "X",, "name": 1}' + b", {}" * 40 + b"]}",
+    b'[{"ph": "X"}] ' + b"x" * 100,  # data after the document
+    b'{"a": "' + "é".encode() + b"\xff" + b"x" * 100,  # bytes that are not UTF-8
+], ids=["zeros", "brace then zeros", "binary", "control character", "comma doubled", "extra data", "not utf-8"])
+def test_the_head_of_invalid_json_is_refused_with_jsons_own_error(doc):
+    """Whole, an invalid document is refused with the error ``json`` gives for it; cut
+    anywhere, its head is refused with that same error or not at all, and never when cut
+    before that error (what follows could have been anything)."""
+    from pytest_gpuprof.trace.formats import check_json_head
+
+    with pytest.raises(ValueError) as whole:
+        json.loads(doc)
+    at = whole.value.pos if isinstance(whole.value, json.JSONDecodeError) else whole.value.start
+    for cut in range(len(doc) + 1):
+        try:
+            check_json_head(doc[:cut])
+        except ValueError as head:
+            assert cut > at and str(head) == str(whole.value), cut
+        else:
+            assert cut < len(doc), "the whole document was not refused"
+
+
+def test_the_events_key_is_looked_for_in_the_first_two_chunks_only(tmp_path, monkeypatch):
+    """Issue 33: until the key was found, the fast path kept all it had read and searched it
+    again after each chunk (a file of zeros: 6.3 s for 64 MB, no answer in 500 s for 2 GB).
+    A header longer than two chunks (valid, if no Kineto trace's) goes to the generic parser,
+    which reads it alike."""
+    text = gzip.decompress((DATA / "sync.pt.trace.json.gz").read_bytes()).decode()
+    at = text.index('"traceEvents"')
+    path = tmp_path / "long_header.json"
+    path.write_text(text[:at] + '"pad": "' + "x" * 20 * 4096 + '", ' + text[at:])
+    searched = []
+
+    class Spy:
+        def search(self, data):
+            searched.append(len(data))
+            return pattern.search(data)
+
+    pattern = kineto._EVENTS_START
+    with monkeypatch.context() as m:
+        m.setattr(kineto, "_EVENTS_START", Spy())
+        m.setattr(kineto, "_CHUNK", 4096)
+        trace = load_kineto(path)
+    assert searched == [4096, 2 * 4096]
+    assert_same(trace, generic(path, monkeypatch))
+    assert len(trace.kernels) == 4

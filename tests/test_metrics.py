@@ -370,3 +370,79 @@ def test_a_test_that_does_not_communicate_has_no_overlap_to_report():
     assert m.per_step["comm_kernel_count"] == [0] * 4  # counts per step, exact as always
     # no series of zeros to judge: they would only widen the test's Bonferroni correction
     assert not {"comm_time_us", "exposed_comm_us", "comm_compute_overlap"} & set(m.per_step)
+
+
+# --- a trace without GPU work in its steps: an error naming it, never a measurement of zeros --
+
+def _kineto_file(tmp_path, events) -> Path:
+    path = tmp_path / "t.pt.trace.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def _event(cat, name, ts, dur, tid=1, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _steps(n=3):
+    """N steps of 900 us, one every 1000 us from 1000 us."""
+    return [_event("user_annotation", f"ProfilerStep#{i}", 1000 * (i + 1), 900) for i in range(n)]
+
+
+def test_a_trace_of_cpu_activity_alone_is_an_error_naming_it(tmp_path):
+    """Issue 33: a torch.profiler trace with CPU events only measured 0 kernels and passed."""
+    from pytest_gpuprof.errors import GpuprofError, TraceError
+
+    path = _kineto_file(tmp_path, _steps() + [_event("cpu_op", "aten::add", 1000 * i + 1010, 50) for i in range(3)]
+                        + [_event("cuda_runtime", "cudaGetDevice", 1020, 1, correlation=5)])
+    with pytest.raises(TraceError) as err:
+        measure(load_kineto(path))
+    assert isinstance(err.value, GpuprofError)  # the session makes it the test's error, the commands exit 2
+    assert str(err.value) == f"{path}: no GPU work to measure: it holds no kernel, memcpy or memset on any GPU"
+
+
+def test_gpu_work_launched_outside_every_step_is_an_error_naming_it(tmp_path):
+    """A kernel and a memset launched before the first step (a warm-up): the steps launched
+    nothing, so there is nothing of the test's to measure."""
+    from pytest_gpuprof.errors import TraceError
+
+    path = _kineto_file(tmp_path, _steps() + [
+        _event("cuda_runtime", "cudaLaunchKernel", 500, 5, correlation=1),
+        _event("kernel", "warm_up", 600, 100, tid=7, device=0, stream=7, correlation=1),
+        _event("cuda_runtime", "cudaMemsetAsync", 700, 5, correlation=2),
+        _event("gpu_memset", "Memset (Device)", 800, 1, tid=7, device=0, stream=7, correlation=2, bytes=4),
+    ])
+    with pytest.raises(TraceError) as err:
+        measure(load_kineto(path))
+    assert str(err.value) == (f"{path}: no GPU work to measure: none of its 2 kernels, memcpys and memsets was "
+                              "launched in its 3 measured step(s) (from ProfilerStep#N)")
+
+
+def test_a_trace_whose_only_gpu_work_is_the_l2_flush_is_an_error(tmp_path):
+    """The flush is the harness's work (docs/metrics.md): a step that ran nothing else has no
+    GPU work of the test's."""
+    from pytest_gpuprof.capture.ranges import L2_FLUSH_RANGE
+    from pytest_gpuprof.errors import TraceError
+
+    path = _kineto_file(tmp_path, _steps(1) + [
+        _event("user_annotation", L2_FLUSH_RANGE, 1100, 200),
+        _event("cuda_runtime", "cudaLaunchKernel", 1150, 5, correlation=1),
+        _event("kernel", "fill", 1160, 50, tid=7, device=0, stream=7, correlation=1),
+    ])
+    with pytest.raises(TraceError) as err:
+        measure(load_kineto(path))
+    assert str(err.value) == (f"{path}: no GPU work to measure: it holds no kernel, memcpy or memset on any GPU, "
+                              "its L2 flushes aside")
+
+
+@pytest.mark.parametrize("cat, name, args", [
+    ("kernel", "k", {"device": 0, "stream": 7}),
+    ("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)", {"device": 0, "stream": 7, "bytes": 4}),
+    ("gpu_memset", "Memset (Device)", {"device": 0, "stream": 7, "bytes": 4}),
+])
+def test_one_kernel_copy_or_memset_in_a_step_is_work_enough(tmp_path, cat, name, args):
+    path = _kineto_file(tmp_path, _steps() + [_event("cuda_runtime", "cudaLaunchKernel", 2010, 5, correlation=1),
+                                              _event(cat, name, 2020, 3, tid=7, correlation=1, **args)])
+    m = measure(load_kineto(path))
+    assert m.per_step["kernel_count"] == ([0, 1, 0] if cat == "kernel" else [0, 0, 0])
+    assert m.metrics["step_gpu_time_us"] == [0.0, 3.0, 0.0]  # its 3 us, in the step that launched it

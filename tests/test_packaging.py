@@ -19,7 +19,7 @@ import pytest_gpuprof
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 #: import name -> distribution, where they differ
-DISTRIBUTION = {"pynvml": "nvidia-ml-py", "ncu_report": "ncu-report"}
+DISTRIBUTION = {"pynvml": "nvidia-ml-py", "ncu_report": "ncu-report", "_pytest": "pytest"}
 
 
 def requirement_name(requirement: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuprof.compare.stats import t_quantile
-from pytest_gpuprof.metrics.measure import METRICS
+from pytest_gpuprof.metrics.specs import METRICS
 
 # Imported here, before any in-process pytester run, so pandas/numpy stay loaded across
 # runs (pytester drops modules first imported inside a run).
@@ -152,12 +152,24 @@ def statuses(result):
     return out
 
 
+#: The next step a failure message ends with, by kind of failure (report.words.NEXT_STEPS).
+WORK = ("Next step for a changed count, byte total or kernel: counts, bytes and kernels are exact, noise never "
+        "moves them: fix the code; if the change is intended, refresh the baseline with --gpuprof-update-baseline.")
+TIME = ("Next step for a time or ratio regression: fix the code; if the change is intended, refresh the baseline "
+        "with --gpuprof-update-baseline (--gpuprof-confirm=N first re-measures a test failing on times or ratios "
+        "alone in fresh processes).")
+THRESHOLD = ("Next step for a violated threshold: fix the code, or change the threshold where it is set (the gpuprof "
+             "marker's thresholds=[...], --gpuprof-threshold or the ini key gpuprof_thresholds); a threshold is "
+             "absolute, refreshing the baseline does not move it.")
+
+
 def message(result, first_line_start="gpuprof: "):
-    """The lines of a gpuprof failure message, from its first line to the hint."""
+    """The lines of a gpuprof failure message, from its first line to its last next step."""
     lines = result.outlines
     start = next(i for i, line in enumerate(lines) if line.startswith(first_line_start))
-    end = next(i for i in range(start, len(lines)) if lines[i].startswith("If the change is intended"))
-    return lines[start:end + 1]
+    first = next(i for i in range(start, len(lines)) if lines[i].startswith("Next step for "))
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("Next step for ")), len(lines))
+    return lines[start:end]
 
 
 def baseline_path(pytester, module, root="baselines"):
@@ -485,7 +497,7 @@ def test_failure_names_every_broken_metric_with_baseline_current_change_and_rule
         f"  gpu_utilization: baseline 1, current {format_number(util)} ({format_number(util - 1, signed=True)}) "
         f"[regressed; rule: median per step must not drop by more than 0.01 unless the steps differ")
     assert "vs baseline 1 (IQR 1–1, n=10); Mann-Whitney U p=" in shown[2]
-    assert shown[3:] == ["If the change is intended, refresh the baseline with --gpuprof-update-baseline."]
+    assert shown[3:] == [WORK, TIME]
     assert any(line.startswith(f"FAILED {MOE} - Failed: gpuprof: ") for line in result.outlines)
     assert path.read_bytes() == edited  # a failing run does not touch the baseline
 
@@ -539,7 +551,7 @@ def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, st
             f"(Mann-Whitney p < 0.01 / {series} series = {0.01 / series:.2g}){rule}; "
             f"{spread('median', samples)} vs {spread('baseline', scaled)}; "
             f"Mann-Whitney U p=1.1e-05 (n=10/10){bound}]",
-            "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
+            TIME,
         ]
     else:
         result.assert_outcomes(passed=2)
@@ -568,7 +580,7 @@ def test_threshold_violation_fails_naming_the_threshold(pytester, how):
     assert message(result) == [
         f"gpuprof: 1 metric(s) broke on {GPU} (baseline file {baseline_path(pytester, 'test_moe')}):",
         f"  gpu_utilization: current {format_number(util)} violates threshold gpu_utilization >= 0.99",
-        "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
+        THRESHOLD,
     ]
 
 
@@ -801,7 +813,7 @@ def test_marker_form_without_fixture_is_judged_under_replay(suite):
         f"gpuprof: 2 metric(s) broke on {GPU} (baseline file {path}):",
         f"  kernels[{full_name(kernel)}].count: new kernel, {per_step} per step (not in the baseline)",
         f"  kernels[renamed_kernel].count: vanished, baseline {per_step} per step, now none",
-        "If the change is intended, refresh the baseline with --gpuprof-update-baseline.",
+        WORK,
     ]
 
 
@@ -829,3 +841,16 @@ def test_bad_marker_fails_the_test_with_a_clear_error(pytester, form, marker, er
     assert calls(pytester) == []
     assert not baseline_path(pytester, "test_moe").exists()  # nothing recorded for it
     assert baseline_path(pytester, "test_cnn").exists()
+
+
+def test_help_says_where_a_relative_path_is_taken_from(pytester):
+    """What the test above shows, --help says for every path option (it once said 'under the
+    rootdir' where the command line's path was taken from the current directory)."""
+    from pytest_gpuprof.options import OPTIONS
+
+    text = " ".join(pytester.runpytest_subprocess("--help").stdout.str().split())
+    for option in (o for o in OPTIONS if o.kind == "path"):
+        described = text.partition(f"{option.flag}=PATH ")[2]
+        assert described.startswith(option.help.split(";")[0][:30]), option.flag
+        assert "from the current directory on the command line, from the rootdir in an ini file" in \
+            described[:len(option.help) + 200], option.flag

@@ -71,3 +71,20 @@ def test_a_process_that_records_again_keeps_no_traces_and_writes_no_reports(pyte
                                   "--gpuprof-json=results.json").assert_outcomes(passed=1)
     assert json.loads((pytester.path / "settings.json").read_text()) == {"keep": True}
     assert (pytester.path / "results.json").is_file()
+
+
+def test_a_recording_from_replayed_traces_says_what_it_recorded_from(pytester, tmp_path):
+    """No fresh process replays the same traces again: the line says so, and where they came from."""
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    traces = root / "example_suite" / "traces"
+    pytester.chdir()
+    result = pytester.runpytest_subprocess(str(root / "example_suite" / "test_moe.py"), "--rootdir", str(root),
+                                           "-p", "no:cacheprovider", "--gpuprof-update-baseline",
+                                           f"--gpuprof-replay={traces}", f"--gpuprof-baseline-dir={tmp_path}")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"updated 1 test(s) in {tmp_path}*(first run recorded)",
+                                 f"recorded from the traces replayed from {traces}: one run a test, no fresh process; "
+                                 "--gpuprof-record-processes=3 applies to tests run on a GPU"])
+    assert "recorded run 2" not in result.stdout.str()

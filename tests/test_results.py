@@ -54,16 +54,17 @@ def run_suite(cwd: Path, replay: Path, *args, env=None):
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"} | (env or {})
     return subprocess.run(
         [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT),
-         "-p", "no:cacheprovider", "--gpuprof-replay", str(replay), *args],
+         "-p", "no:cacheprovider", f"--gpuprof-replay={replay}", *args],
         cwd=cwd, env=env, capture_output=True, text=True,
     )
 
 
 def failure_lines(stdout: str) -> list[str]:
-    """The broken-metric lines of the one gpuprof failure message in the output."""
+    """The broken-metric lines of the one gpuprof failure message in the output: indented,
+    up to the notes in brackets and the next steps."""
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if re.match(r"gpuprof: \d+ metric\(s\) broke", line))
-    end = next(i for i in range(start, len(lines)) if lines[i].startswith("If the change is intended"))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("  ") or lines[i].startswith("  ("))
     return [line[2:] for line in lines[start + 1:end]]
 
 
@@ -128,7 +129,9 @@ def test_json_document_puts_the_regression_first_with_its_numbers(run, planted_m
     assert len(new) == 2 and all(v["metric"].startswith("kernels[") and v["current"] == 8 for v in new)
     # the failure message printed is made from these verdicts
     shown = failure_lines(proc.stdout)
-    assert any(line.startswith("sync_count: baseline 0, current 8 (+8) [regressed") for line in shown)
+    # one line for the metric, its marker threshold's words and its baseline verdict's
+    assert ("sync_count: current 8 violates threshold sync_count == 0; baseline 0, current 8 (+8) [regressed; "
+            "rule: must match exactly per step (lower is better)]") in shown
     assert all(t["verdicts"] and all(v["status"] in ("ok", "improved") for v in t["verdicts"])
                for t in doc["tests"][1:])
 
@@ -209,12 +212,12 @@ def test_summary_lists_the_broken_metrics_in_the_failure_message_words(run):
     assert header[len("gpuprof: "):] in markdown_unescaped(failures)
     shown = failure_lines(proc.stdout)
     assert len(shown) >= 7
-    items = [line for line in failures.splitlines() if line.startswith("- ")]
+    items = [line for line in failures.splitlines() if line.startswith("- `")]  # not the notes after them
     assert len(items) == len(shown)
     for item, line in zip(items, shown):
         metric, words = re.fullmatch(r"- `(.*?)`: (.*)", item).groups()
         assert f"{metric}: {markdown_unescaped(words)}" == line  # same metric, same words, same order
-    assert "If the change is intended, refresh the baseline with --gpuprof-update-baseline." in failures
+    assert "Next step for a changed count, byte total or kernel: " in failures  # the .item() launches more work
 
 
 def test_github_step_summary_is_appended_to_and_an_explicit_path_wins(tmp_path):

@@ -74,7 +74,7 @@ NCU_KEYS = {"top": int, "kernels": str, "step": int, "launches": int}
 def marker_arguments(item) -> dict[str, Any]:
     """The keyword arguments of a test's ``@pytest.mark.gpuprof`` (none: an empty dict),
     each of its type: the steps as ``StepPlan`` takes them, ``thresholds`` a string or a
-    list of strings (parsed by ``compare.rules``, which also checks the metric names),
+    list of strings (``compare.rules`` parses them and checks their metric names),
     ``tolerances`` a dict of metric name to a finite number >= 0, ``ncu`` a bool or a dict
     of ``NCU_KEYS``."""
     marker = item.get_closest_marker("gpuprof")
@@ -110,7 +110,7 @@ def marker_arguments(item) -> dict[str, Any]:
                           "kernels (a regular expression of function names), step (0 or more) and launches "
                           f"(1 or more), got {ncu!r}")
     tolerances = kwargs.get("tolerances", {})
-    if not isinstance(tolerances, dict):
+    if not isinstance(tolerances, dict) or not all(isinstance(metric, str) for metric in tolerances):
         raise ConfigError(f"{origin}: tolerances must be a dict of metric name to tolerance, got {tolerances!r}")
     for metric, value in tolerances.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:

@@ -28,11 +28,20 @@ from ..compare.rules import Rules
 from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
 from ..numbers import format_number
-from ..metrics.counters import counter_spec, ncu_counters
+from ..metrics.counters import ncu_counters
+from ..metrics.specs import counter_spec
 from ..report.escaping import terminal_text
 from ..report.names import function_name, short_name
 from ..report.values import rank_sections
-from ..report.words import BACKEND_NAMES, broken_header, is_broken, verdict_line
+from ..report.words import (
+    BACKEND_NAMES,
+    broken_header,
+    broken_lines,
+    gpu_text,
+    is_broken,
+    let_through_header,
+    verdict_line,
+)
 from ..trace.formats import is_ncu_input, is_nsys_input
 from ..metrics.measure import Measurement
 from .inputs import measure_any, measure_processes, measure_ranks, ncu_launches, read_results
@@ -167,7 +176,7 @@ def _describe(side: Side) -> str:
     r = side.runs[None]
     if side.kind == "counters":
         return f"{side.path} (Nsight Compute report, {len(r.counters['kernels'])} kernel(s))"
-    return (f"{side.path} ({r.gpu or 'unknown GPU'}, {BACKEND_NAMES[r.backend]}, "
+    return (f"{side.path} ({gpu_text(r.gpu)}, {BACKEND_NAMES[r.backend]}, "
             f"{r.metrics['step_count']} step(s))")
 
 
@@ -185,7 +194,8 @@ def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | N
         return 0, [f"not compared: A has no metrics ({ra.status}): {ra.message}"]
     lines = []
     if ra.gpu != rb.gpu:
-        lines.append(f"note: A ran on {ra.gpu}, B on {rb.gpu} (the plugin compares runs of one GPU model only)")
+        lines.append(f"note: A ran on {gpu_text(ra.gpu)}, B on {gpu_text(rb.gpu)} (the plugin compares runs of one "
+                     "GPU model only)")
     same_backend = (ra.backend or "torch") == (rb.backend or "torch")
     if not same_backend:
         lines.append(f"note: A was captured with {BACKEND_NAMES.get(ra.backend, ra.backend)}, B with "
@@ -207,14 +217,14 @@ def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | N
 
 
 def _verdict_lines(verdicts: list, gpu: str | None, a_path: str) -> tuple[int, list[str]]:
-    """The broken verdicts in the failure message's words, then the improved and the others;
-    1 when one broke."""
+    """The broken metrics in the failure message's words, one line each, then the improved
+    and the others, then the changes beyond the tolerance let through; 1 when one broke."""
     lines = []
     as_json = [v.to_json() for v in verdicts]
-    broken = [v for v in as_json if is_broken(v)]
+    broken = broken_lines(as_json)
     if broken:
         lines.append(f"{broken_header(len(broken), gpu, f'baseline {a_path}')}:")
-        lines += [f"  {verdict_line(v)}" for v in broken]
+        lines += [f"  {line}" for line in broken]
     others: dict[str, list[dict[str, Any]]] = {}  # improved, and e.g. undecided: never a failure
     for v in as_json:
         if v["status"] != "ok" and not is_broken(v):
@@ -222,6 +232,10 @@ def _verdict_lines(verdicts: list, gpu: str | None, a_path: str) -> tuple[int, l
     for status, group in sorted(others.items(), key=lambda kv: kv[0] != "improved"):
         lines.append(f"{len(group)} metric(s) {status}:")
         lines += [f"  {verdict_line(v)}" for v in group]
+    let_through = [v for v in as_json if v.get("let_through")]
+    if let_through:
+        lines.append(f"{let_through_header(len(let_through))}:")
+        lines += [f"  {verdict_line(v)}" for v in let_through]
     if not broken and not others:
         compared = sum(1 for v in verdicts if v.baseline is not None or v.current is not None)
         lines.append(f"no metric broke or improved ({compared} compared)")

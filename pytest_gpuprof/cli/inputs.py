@@ -18,7 +18,8 @@ from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
 from ..report.document import SCHEMA_VERSION
-from ..trace.formats import is_chrome_trace, is_ncu_report, is_nsys_input, is_sqlite, open_content
+from ..trace.formats import (JSON_HEAD, check_json_head, is_chrome_trace, is_ncu_input, is_ncu_report, is_nsys_input,
+                             is_sqlite, open_content)
 from ..trace.kineto import load_kineto
 from ..trace.ncu import read_ncu_csv, read_ncu_report
 from ..trace.model import Trace
@@ -44,13 +45,25 @@ def measure_any(path: str, test_range: str | None = None, nsys: str | None = Non
     """The metrics of any trace (an nsys report of several processes: all their events as
     one timeline; ``measure_processes`` cuts it); one the metrics cannot use is an error
     naming it."""
+    check_range(path, test_range)
     if is_nsys_input(path):
         with sqlite_of(path, nsys) as (sqlite, named):
             trace = load_nsys(sqlite, named=named)
         return _measured(path, for_range(trace, test_range) if test_range else trace)
-    if test_range:
-        raise GpuprofError("--range applies to nsys reports only")
     return _measured(path, load_kineto(path))
+
+
+def check_range(path: str, test_range: str | None) -> None:
+    """``--range`` cuts one test out of an nsys report of a pytest session, where each test
+    ran in an NVTX range named by its node id; any other input holds no such range, and is
+    an error naming the option, not read whole."""
+    if test_range is None or is_nsys_input(path):
+        return
+    what = ("a folder of per-rank Kineto traces" if Path(path).is_dir() else
+            "an Nsight Compute report" if is_ncu_input(path) else "a Kineto trace")
+    raise GpuprofError(f"--range {test_range}: {path} is {what}, and --range applies to nsys reports of a pytest "
+                       "session only (.sqlite, .nsys-rep: each test in an NVTX range named by its node id); leave "
+                       "--range out")
 
 
 def measure_processes(report: str, nsys: str | None) -> dict[int, tuple[str, Measurement]]:
@@ -111,22 +124,20 @@ def measure_ranks(folder: str) -> dict[int, tuple[str, Measurement]]:
     return dict(sorted(ranks.items()))
 
 
-#: How much of a file is read to tell a results document from a trace.
-_HEAD = 1 << 16
-
 
 def read_results(p: Path) -> dict[str, Any] | None:
-    """The file's content when it is a results document; None when it looks like a trace."""
+    """The file's content when it is a results document; None when it looks like a trace.
+    What is not JSON is refused from its first bytes (``check_json_head``), not read whole."""
     try:
         with open_content(p) as fh:
-            head = fh.read(_HEAD)
+            head = fh.read(JSON_HEAD)
             if is_chrome_trace(head) or is_sqlite(head):  # the trace loaders name the problem
                 return None
+            check_json_head(head)
             text = head + fh.read()
+        doc = json.loads(text)
     except (OSError, EOFError, zlib.error) as exc:
         raise GpuprofError(f"cannot read {p}: {exc}") from exc
-    try:
-        doc = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise GpuprofError(
             f"{p} is neither a results file (--gpuprof-json) nor a trace: not valid JSON ({exc})"

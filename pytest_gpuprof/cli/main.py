@@ -10,7 +10,7 @@ import sys
 from .. import __version__
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
-from ..metrics.counters import ncu_counters
+from ..metrics.counters import ncu_counters, needs_lines, not_computed
 from ..metrics.ranks import rank_skew
 from ..numbers import format_number
 from ..options import REPORT_OPTIONS, RULE_OPTIONS, add_report_options, add_rule_options
@@ -20,7 +20,7 @@ from ..report.terminal import analysis_lines, counter_lines
 from ..report.writers import write_reports
 from ..trace.formats import is_ncu_input, is_nsys_input
 from .diff import diff
-from .inputs import measure_any, measure_processes, measure_ranks, ncu_launches
+from .inputs import check_range, measure_any, measure_processes, measure_ranks, ncu_launches
 from .merge import merge_status, merged
 
 
@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
                                        "--print-units base --print-kernel-base mangled)")
     analyze.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     analyze.add_argument("--range", metavar="NAME",
-                         help="nsys report of a pytest session: only the NVTX range NAME (a test's node id)")
+                         help="only the test whose node id is NAME: for an nsys report of a pytest session "
+                              "(.sqlite, .nsys-rep), each test in an NVTX range of that name; refused for any other "
+                              "input")
     analyze.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
     analyze.add_argument("--ncu", metavar="PATH", help="ncu binary, to print an .ncu-rep where NVIDIA's ncu_report "
                                                       "module is not installed (default: searched)")
@@ -102,16 +104,19 @@ def _merge(args: argparse.Namespace) -> tuple[int, list[str]]:
     reports = {o.name: getattr(args, o.name.replace("-", "_")) for o in REPORT_OPTIONS}
     counts = ", ".join(f"{n} {status}" for status, n in doc["counts"].items() if n)
     lines = [terminal_text(f"gpuprof: merged {len(args.results)} results file(s): {counts or 'no test'}")]
-    return merge_status(doc), lines + [terminal_text(line) for line in write_reports(doc, reports)]
+    written, all_written = write_reports(doc, reports)
+    return max(merge_status(doc), int(not all_written)), lines + [terminal_text(line) for line in written]
 
 
 def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None,
              ncu: str | None = None) -> tuple[int, list[str]]:
+    check_range(path, test_range)
     if is_ncu_input(path):
-        counters = ncu_counters(ncu_launches(path, ncu), function_name)
+        launches = ncu_launches(path, ncu)
+        counters, lacking = ncu_counters(launches, function_name), not_computed(launches)
         if as_json:
-            return 0, [json.dumps({"report": path, **counters}, indent=2)]
-        return 0, counter_lines(path, counters)
+            return 0, [json.dumps({"report": path, **counters, "not_computed": lacking}, indent=2)]
+        return 0, counter_lines(path, counters) + _not_computed_lines(lacking)
     if os.path.isdir(path):
         return 0, _rank_lines(path, measure_ranks(path), as_json)
     if is_nsys_input(path) and not test_range:
@@ -124,6 +129,15 @@ def _analyze(path: str, as_json: bool, test_range: str | None, nsys: str | None,
     if as_json:
         return 0, [json.dumps({"trace": path, **measurement.to_json()}, indent=2)]
     return 0, analysis_lines(path, measurement)
+
+
+def _not_computed_lines(lacking: dict[str, list[str]]) -> list[str]:
+    """What the report could not give (``n/a`` above), once for all its kernels, and the
+    metrics that would give it."""
+    if not lacking:
+        return []
+    return ["", "not computed (n/a above): the report lacks the metrics they need",
+            *(terminal_text(f"  {line}") for line in needs_lines(lacking))]
 
 
 def _rank_lines(path: str, ranks: dict, as_json: bool) -> list[str]:

@@ -16,7 +16,7 @@ import math
 import statistics
 from typing import Any, Mapping, NamedTuple
 
-from ..metrics.measure import METRICS, MetricSpec
+from ..metrics.specs import METRICS, MetricSpec
 from . import host
 from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules

@@ -27,10 +27,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ..errors import BaselineError
 from ..files import recover, write_all_atomic
-from ..metrics.counters import COUNTER_SPECS
-from ..metrics.measure import METRICS, RECORDED_SINCE
+from ..metrics.specs import COPY_KINDS, COUNTER_SPECS, METRICS, RECORDED_SINCE
 from ..metrics.timeline import KINDS, events, ranges
-from ..trace.model import COPY_KINDS, INT64_MAX
+from ..trace.model import INT64_MAX
 from .verdicts import distribution, judged_series
 
 SCHEMA_VERSION = 1

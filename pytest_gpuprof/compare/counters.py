@@ -10,7 +10,8 @@ import re
 from dataclasses import replace
 from typing import Any, Mapping
 
-from ..metrics.counters import BANDWIDTH, COUNTER_SPECS, counter_spec, kernel_counter
+from ..metrics.counters import counter_needs, needs_lines
+from ..metrics.specs import BANDWIDTH, counter_spec, COUNTER_SPECS, kernel_counter
 from ..numbers import format_number
 from .evaluate import TestResult
 from .rules import Rules, Threshold
@@ -59,10 +60,12 @@ def counter_verdicts(before: Mapping[str, Any] | None, now: Mapping[str, Any], r
 def threshold_verdicts(t: Threshold, counters: Mapping[str, Any]) -> list[Verdict]:
     """``memory_bandwidth_utilization``'s threshold on the test's value; a kernel threshold
     on the median of each profiled kernel whose function name the pattern matches, every one
-    of which must hold it (none matching breaks it: the gate would check nothing)."""
+    of which must hold it (none matching breaks it: the gate would check nothing; so does a
+    counter without a value, from a report that lacks its metrics)."""
     found = kernel_counter(t.metric)
     if found is None:
-        return [check_threshold(t, counters.get(BANDWIDTH.name))]
+        value = counters.get(BANDWIDTH.name)
+        return [_not_checked(t, t.metric, BANDWIDTH.name) if value is None else check_threshold(t, value)]
     pattern, counter = found
     kernels = counters.get("kernels") or {}
     matched = [k for k, row in kernels.items() if re.search(pattern, row.get("function") or k)]
@@ -71,8 +74,15 @@ def threshold_verdicts(t: Threshold, counters: Mapping[str, Any]) -> list[Verdic
         return [Verdict(t.metric, "threshold", None, None, t.text, relative=False, threshold=t, evidence=(
             f"no profiled kernel's function matches {pattern!r} (profiled: {profiled}; choose them with the "
             "marker's ncu={'kernels': PATTERN})"))]
-    return [replace(check_threshold(t, kernels[k][counter]["median"]), metric=f"kernels[{k}].{counter}",
+    return [_not_checked(t, f"kernels[{k}].{counter}", counter) if kernels[k][counter]["median"] is None else
+            replace(check_threshold(t, kernels[k][counter]["median"]), metric=f"kernels[{k}].{counter}",
                     relative=False) for k in matched]
+
+
+def _not_checked(t: Threshold, metric: str, counter: str) -> Verdict:
+    """A threshold on a counter that holds no value breaks, naming the metrics it needs."""
+    return Verdict(metric, "threshold", None, None, t.text, relative=False, threshold=t, evidence=(
+        f"not checked: no value; {needs_lines({counter: counter_needs(counter)})[0]}"))
 
 
 def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: Rules) -> list[Verdict]:
@@ -94,11 +104,11 @@ def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: 
                     or counter in PLACEMENT_DEPENDENT and counter not in rules.tolerances:
                 continue
             metric = f"kernels[{kernel}].{counter}"
-            if spec.kind == "percent":
+            b, c = stored[counter]["median"], row[counter]["median"]
+            if spec.kind == "percent" and b is not None and c is not None:
                 out.append(percent_verdict(metric, stored[counter], row[counter], 100 * rules.tolerance(spec)))
-            else:
-                out.append(replace(compare_value(spec, stored[counter]["median"], row[counter]["median"], rules),
-                                   metric=metric))
+            else:  # counts and bytes; a counter one report could not give is not compared, saying so
+                out.append(replace(compare_value(spec, b, c, rules), metric=metric))
     if set(kernels) != set(before.get("kernels") or {}):
         return out + [Verdict(BANDWIDTH.name, "ok", before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
                               "not compared: ncu profiled other kernels than the baseline's", relative=False)]

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..metrics import health
-from ..metrics.counters import counter_spec
+from ..metrics.specs import counter_spec, metric_spec
 from ..metrics.measure import Measurement
-from ..metrics.ranks import metric_spec
 from ..metrics.timeline import sample
 from . import host
 from .machine import explains, is_difference, machine_differences
@@ -148,13 +147,18 @@ def _verdict(doc: Mapping[str, Any]) -> Verdict:
         relative=not (spec is not None and spec.kind in ("ratio", "percent")), evidence=doc.get("evidence", ""),
         threshold=None if threshold is None else Threshold(doc["metric"], threshold["op"], threshold["value"],
                                                            doc.get("rule", "")),
-        rank=doc.get("rank"),
+        rank=doc.get("rank"), p_value=doc.get("p_value"), p_level=doc.get("p_level"),
+        let_through=doc.get("let_through", ""),
     )
+
+
+#: The GPU of a run whose trace names none (no device properties): results and reports say so.
+UNKNOWN_GPU = "unknown GPU"
 
 
 def of_measurement(nodeid: str | None, m: Measurement, backend: str | None, timeline_events: int = 0) -> TestResult:
     """A measurement as an unjudged result: its metrics, samples and environment."""
-    gpu = m.gpu_name or "unknown GPU"
+    gpu = m.gpu_name or UNKNOWN_GPU
     return TestResult(
         nodeid, "", gpu, m.metrics, backend=backend, environment=m.metadata.get("environment", {"gpu": gpu}),
         timeline=sample(m, timeline_events), per_step=stored_samples(m.per_step),

@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
-from ..metrics.measure import METRICS
+from ..metrics.specs import METRICS
 from ..numbers import format_number
 from .stats import Prior
 

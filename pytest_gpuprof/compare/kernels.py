@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..metrics.measure import METRICS
+from ..metrics.specs import METRICS
 from .rules import Rules, beyond_time_rule, same
 
 

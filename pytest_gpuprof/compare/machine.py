@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..capture.probes import PROBES
-from ..metrics.measure import METRICS
+from ..metrics.specs import METRICS
 from ..numbers import format_number
 
 #: Relative change of each probe that is beyond its noise.

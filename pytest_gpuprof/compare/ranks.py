@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from ..metrics.ranks import TEST_METRICS
+from ..metrics.specs import TEST_METRICS
 from ..numbers import format_number
 from .evaluate import STATUSES, TestResult, new_baseline_entry
 from .rules import Rules

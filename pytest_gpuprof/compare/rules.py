@@ -2,7 +2,9 @@
 
 Defaults come from ``options`` (the same values the command-line options show).
 Thresholds such as ``gpu_utilization >= 0.85`` are parsed here, without ``eval``,
-into data (metric, operator, value) that travels as it is to every report.
+into data (metric, operator, value) that travels as it is to every report.  Only the
+standard library and the metrics' names (``metrics.specs``): the plugin checks every
+marker's rules when tests are collected, in every mode, without loading pandas.
 """
 
 from __future__ import annotations
@@ -10,13 +12,12 @@ from __future__ import annotations
 import math
 import operator
 import re
-from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
 
 from ..errors import ConfigError
-from ..metrics.counters import NAMED_COUNTERS, counter_spec, kernel_counter
-from ..metrics.measure import METRICS, MetricSpec
-from ..metrics.ranks import TEST_METRICS, metric_spec
+from ..metrics.specs import (METRICS, NAMED_COUNTERS, TEST_METRICS, TOLERATED_COUNTERS, MetricSpec, counter_spec,
+                             kernel_counter, metric_spec)
 from ..numbers import format_number
 from ..options import RULE_OPTIONS, default
 
@@ -91,6 +92,23 @@ class Rules:
             if values[name] < 0:
                 raise ConfigError(f"{origin(name)}: must not be negative, got {values[name]}")
         return cls(**{o.name.replace("-", "_"): values[o.name] for o in RULE_OPTIONS}, thresholds=thresholds)
+
+    def with_marker(self, marker_kwargs: Mapping[str, Any], nodeid: str) -> "Rules":
+        """These rules with a test's ``@pytest.mark.gpuprof`` thresholds and tolerances on top
+        (a marker's threshold replaces the one on its metric); an error naming the test and
+        what is wrong.  Light enough for the plugin to check every marker when tests are
+        collected, in every mode."""
+        origin = f"@pytest.mark.gpuprof on {nodeid}"
+        own = marker_kwargs.get("thresholds") or ()
+        mine = [parse_threshold(t, origin) for t in ((own,) if isinstance(own, str) else own)]
+        overridden = {t.metric for t in mine}
+        thresholds = tuple(t for t in self.thresholds if t.metric not in overridden) + tuple(mine)
+        tolerances = dict(self.tolerances)
+        for metric, value in (marker_kwargs.get("tolerances") or {}).items():
+            if metric_spec(metric) is None and metric not in TOLERATED_COUNTERS:
+                raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
+            tolerances[metric] = float(value)
+        return replace(self, tolerances=tolerances, thresholds=thresholds)
 
     def tolerance(self, spec: MetricSpec) -> float:
         """The tolerance of one metric; a kernel name's time follows ``kernel_time_us``."""

@@ -29,8 +29,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Mapping, NamedTuple
 
-from ..metrics.counters import counter_spec
-from ..metrics.measure import METRICS, RECORDED_SINCE, MetricSpec
+from ..metrics.specs import METRICS, RECORDED_SINCE, MetricSpec, counter_spec
 from ..numbers import format_change, format_number
 from . import host
 from .rules import Rules, Threshold, beyond_time_rule, same
@@ -41,6 +40,10 @@ BROKEN = (*FAILING, "new", "vanished")  # statuses that fail a test (a new or va
 #: A failure on times or ratios that the base revision measured alongside did not uphold
 #: (``compare.alongside``): head measured the same as base, or the pairs could not tell.
 AS_BASE, UNSURE = "same as base", "not sure"
+#: Why an ``ok`` verdict let a median that moved beyond its tolerance through (``Verdict.let_through``):
+#: the Mann-Whitney p not under the corrected level; the median inside the prediction interval
+#: of the baseline's recorded runs; the host's speed (changed as measured, not at the baseline host's).
+NOT_SIGNIFICANT, WITHIN_RUNS, HOST_SPEED = "not significant", "within the baseline's runs", "host speed"
 
 @dataclass
 class Verdict:
@@ -56,6 +59,9 @@ class Verdict:
     threshold: Threshold | None = None  # the absolute requirement this verdict checked, as data
     by_host: bool = False  # changed as measured, not at the baseline host's speed (the window: ``host``)
     rank: int | None = None  # the rank of a distributed test whose metric this is (``compare.ranks``)
+    p_value: float | None = None  # the Mann-Whitney U test's p on the samples, where it ran
+    p_level: float | None = None  # what p had to get under: alpha / the series judged (Bonferroni)
+    let_through: str = ""  # an ok whose median moved beyond the tolerance: why (NOT_SIGNIFICANT, ...)
 
     @property
     def failed(self) -> bool:
@@ -76,6 +82,12 @@ class Verdict:
             out["threshold"] = {"op": self.threshold.op, "value": self.threshold.value}
         if self.rank is not None:
             out["rank"] = self.rank
+        if self.p_level is not None:
+            out["p_level"] = self.p_level
+        if self.p_value is not None:
+            out["p_value"] = self.p_value
+        if self.let_through:
+            out["let_through"] = self.let_through
         return out
 
 
@@ -212,6 +224,9 @@ def judge(
         return verdicts
     judged_now, now = now, compared_values(current)  # the medians shown where a series is not compared
     before = compared_values(baseline)
+    before_summaries = distribution(*(samples[1], (distributions or (None, None))[1])) if samples and samples[1] \
+        else None
+    judged_before = judged_values(baseline, before_summaries)  # the same medians of the baseline
     shared = pooled_log_spread([before.run_medians for key, (before, _) in paired.items() if kernel_series(key)])
     for name, spec in METRICS.items():
         if spec.kind == "info" or (spec.kind == "ratio" and spec.better is None):
@@ -222,10 +237,10 @@ def judge(
             verdicts.append(window)
         elif name in RECORDED_SINCE and name not in paired and judged_series(spec) and samples and samples[1]:
             # a baseline whose recorded runs did not all keep it (recorded before it existed)
-            verdicts.append(Verdict(name, "ok", before.get(name), judged_now.get(name),
+            verdicts.append(Verdict(name, "ok", judged_before.get(name), judged_now.get(name),
                                     "not compared: the baseline's recorded runs do not all hold its steps"))
         elif name.endswith("_gbps") and _latency_bound(name, before, rules):
-            verdicts.append(Verdict(name, "ok", before.get(name), judged_now.get(name), RATE_UNJUDGED))
+            verdicts.append(Verdict(name, "ok", judged_before.get(name), judged_now.get(name), RATE_UNJUDGED))
         elif name in paired:
             verdict = _compare_samples(spec, *paired[name], rules, family,
                                        _spread_of(name, shared, len(paired[name][0].run_medians)))
@@ -302,7 +317,7 @@ def _with_the_window(verdict: Verdict, window: Verdict, speeds: tuple[float, flo
     (``_moved_by_the_host``): ``ok``, and its evidence says so."""
     if verdict.status not in ("regressed", "improved"):
         return verdict
-    return replace(verdict, status="ok", by_host=True, evidence=(
+    return replace(verdict, status="ok", by_host=True, let_through=HOST_SPEED, evidence=(
         f"{verdict.evidence}; moved with the window, which the host's speed explains "
         f"(window_us {window.change()} as measured, not a regression at the baseline host's speed: "
         f"{host.slower(*speeds)})"))
@@ -556,10 +571,13 @@ def _spread_of(name: str, pooled: tuple[float, int] | None, recorded: int) -> tu
 
 
 class Finding(NamedTuple):
-    """One scale's outcome for a series: ok, undecided, regressed or improved, and why."""
+    """One scale's outcome for a series: ok, undecided, regressed or improved, and why; the
+    Mann-Whitney p where the test ran, and why an ok let a change beyond the tolerance through."""
 
     status: str
     evidence: str = ""
+    p: float | None = None
+    let_through: str = ""
 
 
 def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, level: float,
@@ -580,7 +598,7 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
     _, p = mann_whitney_u(before.samples, now.samples)
     evidence = f"{spreads}; Mann-Whitney U p={p:.2g} ({sizes})"
     if p >= level:
-        return Finding("ok", evidence + ": within noise")
+        return Finding("ok", evidence + ": within noise", p, NOT_SIGNIFICANT)
     interval = run_spread(before.run_medians, shared) if bounded else None
     if interval is not None:
         spread = (f"{len(before.run_medians)} recorded run(s)' medians "
@@ -588,9 +606,9 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
                   f"{1 - RUNS_LEVEL:.0%} prediction interval {format_number(interval[0])}–"
                   f"{format_number(interval[1])}{unit}")
         if interval[0] <= c <= interval[1]:
-            return Finding("ok", f"{evidence}; within what the baseline's runs show ({spread})")
+            return Finding("ok", f"{evidence}; within what the baseline's runs show ({spread})", p, WITHIN_RUNS)
         evidence += f"; outside what the baseline's runs show ({spread})"
-    return Finding(_direction(spec, c - b), evidence)
+    return Finding(_direction(spec, c - b), evidence, p)
 
 
 class HostPair(NamedTuple):
@@ -626,19 +644,24 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False)
         moved = raw.status in ("regressed", "improved")
         if not moved and not host_pair.host_bound:
-            return Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence)
+            return Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence, p_value=raw.p,
+                           p_level=level, let_through=raw.let_through)
         at = _on_one_scale(spec, host_pair.before, host_pair.now, rules, level, host.HOST_UNITS_SPREAD)
         status = at.status if host_pair.host_bound else raw.status if at.status == raw.status else "ok"
+        decided = at if host_pair.host_bound else raw
+        let_through = "" if status != "ok" else HOST_SPEED if moved else decided.let_through
         change = format_change(host_pair.now.summary["median"], host_pair.before.summary["median"], relative)
         evidence = (f"{raw.evidence}; {format_change(c, b, relative)} as measured, {change} at the baseline host's "
                     f"speed ({at.evidence or 'within the tolerance'}): {host.slower(*host_pair.speeds)}")
         # the host explains the change as measured: not when this run regressed at its speed
         return Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
-                       by_host=moved and status not in (raw.status, "regressed"))
+                       by_host=moved and status not in (raw.status, "regressed"), p_value=decided.p, p_level=level,
+                       let_through=let_through)
     if run_spread(before.run_medians, shared) is not None:
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
     found = _on_one_scale(spec, before, now, rules, level, shared)
-    return Verdict(spec.name, found.status, b, c, rule, relative, evidence=found.evidence)
+    return Verdict(spec.name, found.status, b, c, rule, relative, evidence=found.evidence, p_value=found.p,
+                   p_level=level, let_through=found.let_through)
 
 
 def _spread(label: str, summary: Mapping[str, Any], unit: str) -> str:

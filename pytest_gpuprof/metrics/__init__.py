@@ -4,5 +4,5 @@
 ``intervals`` is the interval algebra under them, ``timeline`` keeps a one-step
 sample for the reports, ``health`` says whether a run's times can be trusted.
 
-May import: the standard library, numpy, pandas, ``capture.ranges`` and ``trace``.
+May import: the standard library, numpy, pandas, ``errors``, ``capture.ranges`` and ``trace``.
 """

@@ -17,57 +17,13 @@ import numpy as np
 import pandas as pd
 
 from ..capture.ranges import L2_FLUSH_RANGE, STEP_RANGE_PREFIX
-from ..trace.model import COPY_KINDS, Trace
+from ..errors import TraceError
+from ..trace.model import Trace
 from .health import stalled_steps
 from .intervals import clip, covered_length, longest_gap, merge_intervals, union_length, union_length_per_group
+from .specs import COPY_KINDS, METRICS
 
 
-@dataclass(frozen=True)
-class MetricSpec:
-    """How a metric is compared: ``kind`` picks the default rule, ``better`` its direction."""
-
-    name: str
-    kind: str  # "count" | "bytes" | "time" | "rate" | "ratio" | "info"
-    better: str | None  # "lower" | "higher" | None (any change matters, or not gated)
-    per_step: bool  # compared as total / step_count
-    unit: str = ""
-
-
-def _specs() -> dict[str, MetricSpec]:
-    specs = [
-        MetricSpec("kernel_count", "count", None, True),
-        MetricSpec("kernel_time_us", "time", "lower", True, "us"),
-    ]
-    for kind in COPY_KINDS:
-        specs += [
-            MetricSpec(f"memcpy_{kind}_count", "count", None, True),
-            MetricSpec(f"memcpy_{kind}_bytes", "bytes", None, True, "B"),
-            MetricSpec(f"memcpy_{kind}_time_us", "time", "lower", True, "us"),
-            MetricSpec(f"memcpy_{kind}_gbps", "rate", "higher", False, "GB/s"),
-        ]
-    specs += [
-        MetricSpec("memset_count", "count", None, True),
-        MetricSpec("gpu_utilization", "ratio", "higher", False),
-        MetricSpec("copy_utilization", "ratio", None, False),
-        MetricSpec("pcie_utilization", "ratio", "higher", False),
-        MetricSpec("overlap_efficiency", "ratio", "higher", False),
-        MetricSpec("sync_count", "count", "lower", True),
-        MetricSpec("sync_wait_fraction", "ratio", "lower", False),
-        MetricSpec("window_us", "time", "lower", True, "us"),
-        MetricSpec("comm_kernel_count", "count", None, True),
-        MetricSpec("comm_time_us", "time", "lower", True, "us"),
-        MetricSpec("comm_compute_overlap", "ratio", "higher", False),
-        MetricSpec("exposed_comm_us", "time", "lower", True, "us"),
-        MetricSpec("launch_call_us", "info", None, False, "us"),
-        MetricSpec("step_count", "info", None, False),
-        MetricSpec("peak_memory_allocated_bytes", "info", None, False, "B"),
-    ]
-    return {s.name: s for s in specs}
-
-
-#: Every scalar metric, in report order.  ``kernels``, ``collectives`` and ``step_gpu_time_us``
-#: are the non-scalar members of the metrics object.
-METRICS: dict[str, MetricSpec] = _specs()
 #: The count metrics; a step whose counts differ from the median step's is no host stall
 #: (``health.stalled_steps``).
 COUNTS = [name for name, spec in METRICS.items() if spec.kind == "count"]
@@ -91,11 +47,6 @@ LAUNCH_QUANTILE = 0.25
 #: FLIT mode at 6 with 242 of each 256 bytes carrying data), before packet overheads.
 PCIE_LANE_GBPS = {1: 2.5 * 8 / 10 / 8, 2: 5.0 * 8 / 10 / 8, 3: 8.0 * 128 / 130 / 8, 4: 16.0 * 128 / 130 / 8,
                   5: 32.0 * 128 / 130 / 8, 6: 64.0 * 242 / 256 / 8}
-#: Metrics a stored entry may lack: recorded since the date given (older baselines and traces).
-RECORDED_SINCE = {"launch_call_us": "2026-11-25", "pcie_utilization": "2026-11-25",
-                  **{f"memcpy_{kind}_gbps": "2026-11-25" for kind in COPY_KINDS},
-                  **{name: "2026-11-25" for name in ("comm_kernel_count", "comm_time_us", "comm_compute_overlap",
-                                                     "exposed_comm_us")}}
 _SYNC_CALLS = frozenset({
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaThreadSynchronize",
     "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize",
@@ -163,8 +114,9 @@ def find_steps(trace: Trace) -> tuple[pd.DataFrame, str]:
 
 
 def measure(trace: Trace) -> Measurement:
-    """Compute every metric of docs/metrics.md for one trace."""
-    trace = without_l2_flushes(trace)
+    """Compute every metric of docs/metrics.md for one trace; a trace with no GPU work in its
+    steps is an error naming it (``TraceError``): zeros measured there would pass any gate."""
+    unflushed, trace = trace, without_l2_flushes(trace)
     steps, source = find_steps(trace)
     step_start = steps["start"].to_numpy(np.int64)
     step_end = steps["end"].to_numpy(np.int64)
@@ -179,6 +131,8 @@ def measure(trace: Trace) -> Measurement:
     kernels = trace.kernels[k_step >= 0]
     copies = trace.copies[c_step >= 0]
     sets = trace.sets[s_step >= 0]
+    if not (len(kernels) or len(copies) or len(sets)):
+        raise TraceError(_no_gpu_work(trace, len(steps), source, flushed=trace is not unflushed))
     sync_mask = (r_step >= 0) & _name_mask(trace.runtime["name"], is_sync_call)
     syncs = trace.runtime[sync_mask]
 
@@ -263,6 +217,19 @@ def measure(trace: Trace) -> Measurement:
     ], ignore_index=True)
     return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work,
                        trace.ranges)
+
+
+def _no_gpu_work(trace: Trace, steps: int, source: str, flushed: bool) -> str:
+    """What a trace (less its L2 flushes, the harness's work; FLUSHED: it had some) without GPU
+    work in its steps lacks: any GPU work at all (a trace of CPU activity alone), or work
+    launched in its steps (it holds some, launched before, after or between them)."""
+    held = len(trace.kernels) + len(trace.copies) + len(trace.sets)
+    what = f"{trace.file or 'the trace'}: no GPU work to measure"
+    aside = ", its L2 flushes aside" if flushed else ""
+    if not held:
+        return f"{what}: it holds no kernel, memcpy or memset on any GPU{aside}"
+    return f"{what}: none of its {held} kernels, memcpys and memsets{aside} was launched in its {steps} " \
+           f"measured step(s) (from {source})"
 
 
 def _collectives(calls: pd.DataFrame, step_start: np.ndarray, step_end: np.ndarray) -> dict[str, dict]:

@@ -11,18 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import Mapping
 
-from .measure import METRICS, MetricSpec, Measurement
-
-#: The metrics of a distributed test as a whole (its ranks' own are ``measure.METRICS``):
-#: what a threshold may name besides those.
-TEST_METRICS = {"rank_skew": MetricSpec("rank_skew", "ratio", "lower", False)}
-
-
-def metric_spec(metric: str) -> MetricSpec | None:
-    """A metric's spec, a rank's or a distributed test's own; None for another name (a
-    kernel's, ``kernels[NAME].count``)."""
-    return METRICS.get(metric) or TEST_METRICS.get(metric)
-
+from .measure import Measurement
 
 def step_spans_ns(m: Measurement) -> list[int]:
     """Each measured step's span: from its CPU start to the next step's CPU start, the last

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ..files import write_atomic
-from ..metrics.measure import METRICS
+from ..metrics.specs import METRICS
 from ..numbers import format_number
 from .values import rank_sections, shown_values
+from .words import gpu_text
 
 
 def benchmark_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -22,12 +23,12 @@ def benchmark_entries(doc: dict[str, Any]) -> list[dict[str, Any]]:
         if not t["metrics"]:
             continue
         values = {name: shown.current for name, shown in shown_values(t).items()}
-        extra = (f"status: {t['status']}; gpu: {t['gpu']}; steps: {t['metrics'].get('step_count')}; "
+        extra = (f"status: {t['status']}; gpu: {gpu_text(t['gpu'])}; steps: {t['metrics'].get('step_count')}; "
                  + "; ".join(f"{m}: {format_number(values.get(m))}" for m in BENCHMARK_CONTEXT))
         for metric, unit in benchmark_metrics():
             value = values.get(metric)
             if value is not None:
-                out.append({"name": f"{t['nodeid']} {metric} [{t['gpu']}]", "unit": unit, "value": value,
+                out.append({"name": f"{t['nodeid']} {metric} [{gpu_text(t['gpu'])}]", "unit": unit, "value": value,
                             "extra": extra})
     return out
 

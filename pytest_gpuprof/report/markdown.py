@@ -3,7 +3,8 @@ GitHub job summary ($GITHUB_STEP_SUMMARY).
 
 A table of every profiled test, regressions first (the document's order), with
 the key metrics as ``baseline → current (change)``; then, for each failing test,
-its broken metrics in the words of the failure message (``words.verdict_line``).
+its broken metrics in the words of the failure message (``words.broken_line``) and
+what to do next (``words.next_steps``).
 """
 
 from __future__ import annotations
@@ -18,16 +19,19 @@ from .escaping import markdown_block, markdown_code, markdown_text
 from .names import kernel_metric
 from .values import VALUES_NOTE, Shown, rank_sections, shown_values
 from .words import (
-    BACKEND_NAMES,
     SUMMARY_COLUMNS,
-    UPDATE_HINT,
     broken_header,
-    broken_verdicts,
+    broken_metrics,
+    capture_words,
+    compared_against,
+    gpu_text,
     health_lines,
+    let_through_lines,
     ncu_lines,
+    next_steps,
     skipped_line,
-    verdict_line,
     verdict_name,
+    verdict_words,
 )
 
 
@@ -37,7 +41,7 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
     counts = ", ".join(f"{n} {status}" for status, n in doc["counts"].items() if n)
     lines = [f"## gpuprof: {counts or 'no profiled tests'}", ""]
     gpus = sorted({t["gpu"] for t in tests if t["gpu"]})
-    about = [f"capture: {BACKEND_NAMES.get(doc['backend'], doc['backend'])}",
+    about = [f"capture: {capture_words(doc['backend'], doc.get('replay_dir'), markdown_code)}",
              f"baselines: {markdown_code(doc['baseline_dir'])}"]
     if gpus:
         about.insert(0, f"GPU: {', '.join(markdown_text(g) for g in gpus)}")
@@ -98,19 +102,20 @@ def _values(shown: Shown, has_baseline: bool) -> str:
 
 
 def _verdict(t: Mapping[str, Any]) -> str:
-    """The verdict cell: what broke or what stood out, then how the test was measured."""
+    """The verdict cell: what broke or what stood out, then the changes let through and how
+    the test was measured."""
     if t["message"]:
         return markdown_text(t["message"])
-    return "; ".join([_outcome(t)] + [markdown_text(line) for line in health_lines(t)])
+    return "; ".join([_outcome(t)] + [markdown_text(line) for line in let_through_lines(t) + health_lines(t)])
 
 
 def _outcome(t: Mapping[str, Any]) -> str:
     status = t["status"]
-    broken = broken_verdicts(t["verdicts"])
+    broken = broken_metrics(t["verdicts"])
     if broken:
-        return f"{len(broken)} metric(s) broke: {_names(broken)}"
+        return f"{len(broken)} metric(s) broke: {_names([vs[0] for vs in broken.values()])}"
     if status == "no baseline":
-        return f"no baseline for {markdown_text(t['gpu'])}"
+        return f"no baseline for {markdown_text(gpu_text(t['gpu']))}"
     if status == "updated":
         return "baseline updated"
     notable: dict[str, list[Mapping[str, Any]]] = {}
@@ -136,16 +141,16 @@ def _names(verdicts: list[Mapping[str, Any]]) -> str:
 
 
 def _failure(t: Mapping[str, Any]) -> list[str]:
-    """A failing test's broken metrics, each line as the failure message words it."""
+    """A failing test's broken metrics, each line as the failure message words it, then
+    what to do next."""
     out = [f"#### {markdown_code(t['nodeid'])}", ""]
+    steps = [line for step in next_steps(t) for line in (markdown_text(step), "")]  # a paragraph each
     if t["message"]:
-        return out + [*markdown_block(f"gpuprof: {t['message']}"), ""]
-    broken = broken_verdicts(t["verdicts"])
-    out.append(markdown_text(broken_header(len(broken), t["gpu"], f"baseline file {t['baseline_file']}")) + ":")
+        return out + [*markdown_block(f"gpuprof: {t['message']}"), "", *steps]
+    broken = broken_metrics(t["verdicts"])
+    out.append(markdown_text(broken_header(len(broken), t["gpu"], compared_against(t))) + ":")
     out.append("")
-    for v in broken:
-        name = verdict_name(v)
-        words = verdict_line(v)[len(name) + 2:]  # the line is "METRIC: WORDS"
-        out.append(f"- {markdown_code(name)}: {markdown_text(words)}")
-    out += [f"- {markdown_text(line)}" for line in health_lines(t)]
-    return out + ["", UPDATE_HINT, ""]
+    for name, verdicts in broken.items():
+        out.append(f"- {markdown_code(name)}: {markdown_text('; '.join(verdict_words(v) for v in verdicts))}")
+    out += [f"- {markdown_text(line)}" for line in let_through_lines(t) + health_lines(t)]
+    return out + ["", *steps]

@@ -8,18 +8,27 @@ from typing import Any, Iterable, Mapping
 from ..compare.verdicts import distribution
 from ..metrics.measure import Measurement
 from ..numbers import format_number
-from ..trace.model import COPY_KINDS
+from ..metrics.specs import COPY_KINDS
 from .escaping import terminal_text
 from .names import short_name
 from .values import AS_JUDGED, VALUES_NOTE, Shown, rank_sections, shown_values
-from .words import BACKEND_NAMES, COUNTER_COLUMNS, SUMMARY_COLUMNS, health_lines, ncu_lines, skipped_line
+from .words import (
+    COUNTER_COLUMNS,
+    SUMMARY_COLUMNS,
+    capture_words,
+    gpu_text,
+    health_lines,
+    let_through_lines,
+    ncu_lines,
+    skipped_line,
+)
 
 
 def header_line(version: str, backend: str, baseline_dir: Path, replay_dir: Path | None, gpu: str | None) -> str:
     """gpuprof's line in pytest's header: ``gpuprof VERSION: capture ..., baselines DIR, GPU NAME``
     (not ``gpuprof: ``, which starts gpuprof's failure messages)."""
-    capture = f"replaying traces from {replay_dir}" if replay_dir is not None else BACKEND_NAMES[backend]
-    about = [f"capture {capture}", f"baselines {baseline_dir}"] + ([f"GPU {gpu}"] if gpu else [])
+    about = [f"capture {capture_words(backend, replay_dir)}", f"baselines {baseline_dir}"]
+    about += [f"GPU {gpu}"] if gpu else []
     return terminal_text(f"gpuprof {version}: {', '.join(about)}")
 
 
@@ -29,11 +38,9 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
     row per test (``tests``: the document's tests in the order they ran), what was written;
     every line ``terminal_text``, whatever the names in it hold."""
     tests = list(tests)
-    if doc.get("replay_dir"):
-        mode = f"replaying traces from {doc['replay_dir']}"
-    else:
-        mode = BACKEND_NAMES[doc["backend"]] + (" (inside nsys; results follow from the outer session)"
-                                                if inside_nsys else "")
+    mode = capture_words(doc["backend"], doc.get("replay_dir"))
+    if inside_nsys and not doc.get("replay_dir"):
+        mode += " (inside nsys; results follow from the outer session)"
     lines = [f"baselines: {doc['baseline_dir']}    capture: {mode}"]
     if tests:
         gpus = sorted({t["gpu"] for t in tests if t["gpu"]})
@@ -45,7 +52,7 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
     if not tests and not doc["skipped"] and not inside_nsys:
         lines.append("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
     for t in tests:  # indented: not a row of the table above
-        lines += [f"  {t['nodeid']}: {line}" for line in health_lines(t) + ncu_lines(t)]
+        lines += [f"  {t['nodeid']}: {line}" for line in let_through_lines(t) + health_lines(t) + ncu_lines(t)]
     lines += written
     if doc.get("traces_dir") and tests:
         lines.append(f"traces kept in {doc['traces_dir']}")
@@ -95,7 +102,7 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
 
     lines = [
         f"trace: {path}",
-        f"gpu: {m.gpu_name or 'unknown'}    steps: {n} (from {m.step_source})",
+        f"gpu: {gpu_text(m.gpu_name)}    steps: {n} (from {m.step_source})",
         f"per step {AS_JUDGED}; total: over all {n} steps",
         "",
         f"{'':<18} {'per step':<45}   | total over {n} steps",
@@ -155,7 +162,7 @@ def counter_lines(path: str, counters: Mapping[str, Any]) -> list[str]:
     launches), heaviest first."""
     utilization, kernels = counters["memory_bandwidth_utilization"], counters["kernels"]
     lines = [f"report: {path}",
-             f"memory_bandwidth_utilization {'n/a (no duration)' if utilization is None else _pct(utilization)}: "
+             f"memory_bandwidth_utilization {'n/a' if utilization is None else _pct(utilization)}: "
              "DRAM bytes over the peak DRAM bandwidth times the profiled kernels' time", "",
              f"per kernel: the median of its launches ({len(kernels)} kernel(s))",
              " ".join(f"{head:>10}" for _, head in COUNTER_COLUMNS) + f" {'launches':>8}  kernel"]

@@ -13,7 +13,7 @@ from typing import Any, Mapping, NamedTuple
 
 from ..compare.ranks import rank_nodeid
 from ..compare.verdicts import judged_values
-from ..metrics.measure import METRICS
+from ..metrics.specs import METRICS
 from .words import change
 
 #: Which value per step a verdict judges.

@@ -1,20 +1,23 @@
 """How every verdict, change and failure is said: the one place of the plugin's wording.
 
 The terminal, the Markdown summary, the HTML report, the JUnit properties and
-``gpuprof diff`` all say a broken metric with ``verdict_line`` and a failure with
-``failure_message``'s words.
+``gpuprof diff`` all count and say what broke with ``broken_metrics`` and
+``broken_line``, a change let through with ``let_through_line``, what to do with
+``next_steps``, and a failure with ``failure_message``'s words.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
 
 from ..compare.alongside import AS_MEASURED, spec_of
-from ..compare.evaluate import TestResult
-from ..compare.verdicts import BROKEN
-from ..metrics.measure import METRICS
+from ..compare.evaluate import FAILED_STATUSES, UNKNOWN_GPU, TestResult, is_timing
+from ..compare.verdicts import BROKEN, HOST_SPEED, NOT_SIGNIFICANT, RUNS_LEVEL, WITHIN_RUNS
+from ..metrics.specs import METRICS, counter_spec
 from ..numbers import format_change, format_number
+from ..options import BY_NAME
 from .escaping import terminal_text
 from .names import full_name, in_metric, short_name
 
@@ -22,20 +25,32 @@ from .names import full_name, in_metric, short_name
 BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
 
 
+def gpu_text(gpu: str | None) -> str:
+    """A run's GPU model as reports print it, never ``None``."""
+    return gpu or UNKNOWN_GPU
+
+
+def capture_words(backend: str, replay_dir: str | Path | None, path: Callable[[str], str] = str) -> str:
+    """How a run captured its traces: ``replaying traces from DIR`` (``path`` formats DIR)
+    for ``--gpuprof-replay``, else the backend's name."""
+    if replay_dir:
+        return f"replaying traces from {path(str(replay_dir))}"
+    return BACKEND_NAMES.get(backend, backend)
+
+
 def failure_message(result: TestResult) -> str:
-    """Every metric that broke, with baseline, current value, change and rule; for the
+    """Every metric that broke, one line each with baseline, current value, change and rule;
+    the changes let through and how the test was measured; what to do next.  For the
     terminal, so each line is ``terminal_text``."""
+    test = result.to_json()
     if result.status == "error" or result.message:
         lines = [f"gpuprof: {result.message}"]
     else:
-        broken = broken_verdicts(v.to_json() for v in result.verdicts)
-        against_base = (result.alongside or {}).get("against") == "base"
-        against = (f"against the base revision in {result.alongside['base']}, measured alongside" if against_base
-                   else f"baseline file {result.baseline_file}")
-        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, against)}:"]
-        lines += [f"  {verdict_line(v)}" for v in broken]
-        lines += [f"  ({line})" for line in health_lines(result.to_json())]
-        lines += [] if against_base else [UPDATE_HINT]
+        broken = broken_metrics(test["verdicts"])
+        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, compared_against(test))}:"]
+        lines += [f"  {broken_line(name, verdicts)}" for name, verdicts in broken.items()]
+        lines += [f"  ({line})" for line in let_through_lines(test) + health_lines(test)]
+    lines += next_steps(test)
     return "\n".join(terminal_text(line) for line in lines)
 
 
@@ -106,7 +121,25 @@ def skipped_line(skipped: Iterable[Mapping[str, str]]) -> str:
     return f"{len(skipped)} profiled test(s) skipped: {'; '.join(sorted({s['reason'] for s in skipped}))}"
 
 
-UPDATE_HINT = "If the change is intended, refresh the baseline with --gpuprof-update-baseline."
+#: What refreshes a baseline, as every next step and improvement says it.
+REFRESH = f"refresh the baseline with {BY_NAME['update-baseline'].flag}"
+#: What to do after each kind of failure (``failure_kind``): (the kind, in words; the step).
+NEXT_STEPS = {
+    "threshold": ("a violated threshold", "fix the code, or change the threshold where it is set (the gpuprof "
+                  f"marker's thresholds=[...], {BY_NAME['threshold'].flag} or the ini key {BY_NAME['threshold'].ini});"
+                  " a threshold is absolute, refreshing the baseline does not move it"),
+    "work": ("a changed count, byte total or kernel", "counts, bytes and kernels are exact, noise never moves them: "
+             f"fix the code; if the change is intended, {REFRESH}"),
+    "time": ("a time or ratio regression", f"fix the code; if the change is intended, {REFRESH} "
+             f"({BY_NAME['confirm'].flag}=N first re-measures a test failing on times or ratios alone in fresh "
+             "processes)"),
+    "counter": ("a changed Nsight Compute counter", "fix the kernel; if the change is intended, record the counters "
+                f"again with {BY_NAME['update-baseline'].flag} {BY_NAME['ncu'].flag}"),
+    "base": ("a regression against the base revision", "fix the code: the base revision measured alongside does "
+             "not have it (no stored baseline judged this test)"),
+    "no baseline": ("no baseline", f"record one for this GPU model with {BY_NAME['update-baseline'].flag}"),
+    "error": ("an error", "nothing was judged: correct the file or setting the message names, then run again"),
+}
 
 
 def is_broken(verdict: Mapping[str, Any]) -> bool:
@@ -114,14 +147,72 @@ def is_broken(verdict: Mapping[str, Any]) -> bool:
     return verdict["status"] in BROKEN
 
 
-def broken_verdicts(verdicts: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [v for v in verdicts if is_broken(v)]
+def broken_metrics(verdicts: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The broken verdicts by the metric they judged (``verdict_name``: each rank's apart), in
+    order: what every report counts and lists as broke.  A metric broken by its threshold
+    and against its baseline is one metric that broke, said in one line (``broken_line``)."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for v in verdicts:
+        if is_broken(v):
+            out.setdefault(verdict_name(v), []).append(v)
+    return out
+
+
+def broken_line(name: str, verdicts: list[Mapping[str, Any]]) -> str:
+    """A broken metric in the failure message's words: ``METRIC: WORDS; WORDS`` (one
+    ``verdict_words`` per broken verdict of it)."""
+    return f"{name}: " + "; ".join(verdict_words(v) for v in verdicts)
+
+
+def broken_lines(verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One ``broken_line`` per broken metric, as the failure message lists them."""
+    return [broken_line(name, vs) for name, vs in broken_metrics(verdicts).items()]
 
 
 def broken_header(count: int, gpu: str | None, against: str) -> str:
-    """First line of a failure: ``N metric(s) broke on GPU (AGAINST)``."""
+    """First line of a failure: ``N metric(s) broke on GPU (AGAINST)``, N the broken metrics
+    (``broken_metrics``)."""
     where = f" on {gpu}" if gpu else ""
     return f"{count} metric(s) broke{where} ({against})"
+
+
+def against_base(test: Mapping[str, Any]) -> bool:
+    """A test judged against the base revision measured alongside (``--gpuprof-base``), not a stored baseline."""
+    return (test.get("alongside") or {}).get("against") == "base"
+
+
+def compared_against(test: Mapping[str, Any]) -> str:
+    """What a test (results document form) was judged against, as a failure's first line says it."""
+    if against_base(test):
+        return f"against the base revision in {test['alongside']['base']}, measured alongside"
+    return f"baseline file {test['baseline_file']}"
+
+
+def failure_kind(v: Mapping[str, Any], base: bool = False) -> str:
+    """Which next step a broken verdict calls for (a key of ``NEXT_STEPS``); ``base``: judged
+    against the base revision measured alongside."""
+    if v["status"] == "threshold":
+        return "threshold"
+    if base:
+        return "base"
+    if counter_spec(v["metric"]) is not None:
+        return "counter"
+    return "time" if is_timing(v["metric"]) else "work"
+
+
+def next_steps(test: Mapping[str, Any]) -> list[str]:
+    """What to do about a failing test of the results document, one line per kind of failure
+    in it: ``Next step for KIND: STEP.``; none for a test that did not fail."""
+    if test["status"] not in FAILED_STATUSES:
+        return []
+    if test["status"] == "error":
+        kinds = ["error"]
+    elif test["message"]:  # failed with nothing broken: no baseline under --gpuprof-strict
+        kinds = ["no baseline"]
+    else:
+        kinds = [k for k in NEXT_STEPS if any(failure_kind(v, against_base(test)) == k
+                                              for v in test["verdicts"] if is_broken(v))]
+    return [f"Next step for {NEXT_STEPS[k][0]}: {NEXT_STEPS[k][1]}." for k in kinds]
 
 
 def verdict_name(v: Mapping[str, Any]) -> str:
@@ -130,26 +221,60 @@ def verdict_name(v: Mapping[str, Any]) -> str:
     return name if v.get("rank") is None else f"rank {v['rank']} {name}"
 
 
-def verdict_line(v: Mapping[str, Any]) -> str:
-    """One verdict in the words of the failure message (``Verdict.to_json()`` form):
-    ``METRIC: baseline B, current C (CHANGE) [STATUS; rule: RULE; EVIDENCE]`` and the like.
-    The summary, the JUnit properties and ``gpuprof diff`` print the same line; a kernel's
-    name in it is demangled (``names.full_name``), not shortened: two kernels' short names
-    can be one, and a failure must name its kernel (the JSON keeps the name as recorded)."""
-    status, metric = v["status"], verdict_name(v)
+def verdict_state(v: Mapping[str, Any]) -> str:
+    """A verdict's status as reports say it; an ``ok`` that let a change beyond its tolerance
+    through (``let_through``) says why, with the p-value and the level it had to get under."""
+    why = v.get("let_through")
+    if why == NOT_SIGNIFICANT:
+        return f"not significant (p={v['p_value']:.2g} ≥ {v['p_level']:.2g})"
+    if why == WITHIN_RUNS:
+        return (f"within the baseline's runs (p={v['p_value']:.2g} < {v['p_level']:.2g}, but the median inside the "
+                f"{1 - RUNS_LEVEL:.0%} prediction interval of the baseline's recorded runs)")
+    if why == HOST_SPEED:
+        return "the host's speed (changed as measured, not at the baseline host's speed)"
+    return v["status"]
+
+
+def let_through_line(v: Mapping[str, Any]) -> str:
+    """A change beyond the tolerance that the gate let through, and why:
+    ``window_us +31.7% beyond its tolerance, let through: not significant (p=0.0015 ≥ 0.0004)``."""
+    return f"{verdict_name(v)} {v['change']} beyond its tolerance, let through: {verdict_state(v)}"
+
+
+def let_through_header(count: int) -> str:
+    """What heads a list of the changes let through (``let_through_line``)."""
+    return f"{count} change(s) beyond the tolerance let through"
+
+
+def let_through_lines(test: Mapping[str, Any]) -> list[str]:
+    """``let_through_line`` of each verdict of a test (results document form) that let one through."""
+    return [let_through_line(v) for v in test.get("verdicts") or () if v.get("let_through")]
+
+
+def verdict_words(v: Mapping[str, Any]) -> str:
+    """A verdict (``Verdict.to_json()`` form) in the failure message's words, after its
+    metric's name: ``baseline B, current C (CHANGE) [STATE; rule: RULE; EVIDENCE]`` and the
+    like; STATE is ``verdict_state``."""
+    status = v["status"]
     if status == "threshold":
         why = f" ({v['evidence'].lstrip('; ')})" if v.get("evidence") else ""
-        return f"{metric}: current {format_number(v['current'])} violates threshold {v['rule']}{why}"
+        return f"current {format_number(v['current'])} violates threshold {v['rule']}{why}"
     if status == "new":
-        return f"{metric}: new kernel, {format_number(v['current'])} per step (not in the baseline)"
+        return f"new kernel, {format_number(v['current'])} per step (not in the baseline)"
     if status == "vanished":
-        return f"{metric}: vanished, baseline {format_number(v['baseline'])} per step, now none"
+        return f"vanished, baseline {format_number(v['baseline'])} per step, now none"
     change = f" ({v['change']})" if v.get("change") else ""
     evidence = f"; {v['evidence']}" if v.get("evidence") else ""
-    return (
-        f"{metric}: baseline {format_number(v['baseline'])}, current {format_number(v['current'])}{change} "
-        f"[{status}; rule: {v['rule']}{evidence}]"
-    )
+    return (f"baseline {format_number(v['baseline'])}, current {format_number(v['current'])}{change} "
+            f"[{verdict_state(v)}; rule: {v['rule']}{evidence}]")
+
+
+def verdict_line(v: Mapping[str, Any]) -> str:
+    """One verdict in the words of the failure message: ``METRIC: WORDS`` (``verdict_words``).
+    A kernel's name in it is demangled (``names.full_name``), not shortened: two kernels'
+    short names can be one, and a failure must name its kernel (the JSON keeps the name as
+    recorded)."""
+    return f"{verdict_name(v)}: {verdict_words(v)}"
 
 
 SUMMARY_COLUMNS = (

@@ -42,10 +42,12 @@ def report_targets(reports: dict[str, Path | None]) -> list[tuple[str, Path, boo
     return out
 
 
-def write_reports(doc: dict[str, Any], reports: dict[str, Path | None]) -> list[str]:
-    """Write every report file asked for (the options' paths, then the environment's);
-    one line each for the terminal."""
-    lines = []
+def write_reports(doc: dict[str, Any], reports: dict[str, Path | None]) -> tuple[list[str], bool]:
+    """Write every report file asked for (the options' paths, then the environment's): one
+    line each for the terminal, and whether all were written.  A report asked for and not
+    written fails the run (its callers say so): a gate whose artifact or pull-request
+    summary went missing is a gate nobody can read."""
+    lines, written = [], True
     for kind, path, append in report_targets(reports):
         try:
             if append:
@@ -53,7 +55,12 @@ def write_reports(doc: dict[str, Any], reports: dict[str, Path | None]) -> list[
             else:
                 REPORTS[kind](doc, path)
         except OSError as exc:
-            lines.append(f"{kind} report not written: {path}: {exc.strerror or exc}")
+            lines.append(f"{kind} report not written: {path}: {exc.strerror or exc}: {NOT_WRITTEN_FAILS}")
+            written = False
             continue
         lines.append(f"{kind} report: {'appended to ' if append else ''}{path}")
-    return lines
+    return lines, written
+
+
+#: What a report not written does to the run.
+NOT_WRITTEN_FAILS = "the run fails"

@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Callable, NamedTuple
 
 from ..capture.environment import git
 from ..compare import host
@@ -89,12 +89,17 @@ def import_roots(sides: Sides) -> list[str]:
     return [str(p) for top in tops for p in (top, top / "src") if p.is_dir()]
 
 
+def file_in(root: Path, nodeid: str) -> Path:
+    """Where a test's file lies in a checkout laid out as the rootdir: its node id's path under ``root``."""
+    return root / nodeid.split("::")[0]
+
+
 def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int = 0) -> SideRun:
     """The tests measured in one fresh pytest process of the ``side`` ("base" or "head")
     checkout, judged against nothing (an empty baseline folder): only what it measured is
     read; ``timeline_events`` of a step's timeline kept (the base's, drawn beside head's)."""
     root = sides.base if side == "base" else sides.head
-    present = [n for n in nodeids if (root / n.split("::")[0]).exists()]
+    present = [n for n in nodeids if file_in(root, n).exists()]
     ended = {n: "missing" for n in nodeids if n not in present}
     if not present:
         return SideRun({}, ended, "", 0.0)

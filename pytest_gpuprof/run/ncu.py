@@ -26,7 +26,7 @@ from ..capture.ncu import export_csv
 from ..capture.nsys import INNER_ENV
 from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
 from ..errors import GpuprofError
-from ..metrics.counters import ncu_counters
+from ..metrics.counters import ncu_counters, needs_lines, not_computed
 from ..numbers import format_number
 from ..report.names import function_name
 from ..trace.ncu import METRICS, read_ncu_csv
@@ -97,6 +97,7 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
                     options: list[str], timeout_s: float, xdist: bool = False) -> dict[str, Any]:
     """Run the test under ncu (``ncu_command``) in a fresh pytest process from ``rootdir`` with
     gpuprof's ``options`` (its steps), and read its counters (``metrics.counters.ncu_counters``),
+    every one of them (a report without a metric ncu was asked for is an error naming it),
     what was profiled and how long it took.  The process keeps out of the user's files (its own
     cache folder and JUnit file, one process under pytest-xdist: ``xdist``) and is stopped, with
     all it started, past ``timeout_s``.  An error names what went wrong and its fix."""
@@ -118,6 +119,9 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
                 or said.splitlines()[-3:]  # ncu's own words, else the test's last
             raise GpuprofError(f"ncu profiled no kernel of {STEP_RANGE_PREFIX}{plan.step}: " + " / ".join(last))
         launches = read_ncu_csv(export_csv(ncu, report, timeout_s), named="ncu's report of the test")
+    lacking = not_computed(launches)
+    if lacking:  # asked for (METRICS), and judged: none is left out
+        raise GpuprofError(f"ncu's report of the test lacks metrics gpuprof judges: {'; '.join(needs_lines(lacking))}")
     capped = f" (the first {plan.launches}: --launch-count)" if len(launches) >= plan.launches else ""
     return {**ncu_counters(launches, function_name),
             "profiled": f"{STEP_RANGE_PREFIX}{plan.step}, kernels {kernel_filter(plan, kernels)}, "

@@ -28,6 +28,13 @@ def recording_again() -> bool:
     return bool(os.environ.get(RECORDING))
 
 
+def replay_recorded(replay_dir: Path, processes: int) -> str:
+    """What a recording from replayed traces recorded from: one run each, the kept traces'
+    own, never a fresh process (they would replay the same traces again)."""
+    skipped = f"; --gpuprof-record-processes={processes} applies to tests run on a GPU" if processes > 1 else ""
+    return f"recorded from the traces replayed from {replay_dir}: one run a test, no fresh process{skipped}"
+
+
 def record_again(args: list[str], where: Path, processes: int, keep: int, say: Callable[[str], None]) -> list[str]:
     """Run the same pytest command in ``processes - 1`` fresh processes from ``where``, each
     recording once more and keeping at least this recording's runs (``keep`` is the

@@ -9,7 +9,6 @@ at the end write the baselines recorded and the reports asked for.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import shutil
@@ -28,11 +27,10 @@ from ..compare import baseline
 from ..capture.probes import READINGS, best_readings, measure_machine
 from ..compare.evaluate import TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
 from ..compare.ranks import combine, entry_for, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
-from ..compare.rules import Rules, Threshold, parse_threshold
+from ..compare.rules import Rules
 from ..errors import ConfigError, GpuprofError
-from ..metrics.counters import TOLERATED_COUNTERS
 from ..metrics.measure import measure
-from ..metrics.ranks import metric_spec, rank_skew
+from ..metrics.ranks import rank_skew
 from ..numbers import format_number
 from ..options import default
 from ..report.document import results_document
@@ -47,14 +45,17 @@ from .backends import UNFINISHED_LOOP, Backend, NsysInnerBackend, ReplayBackend,
 from .bench import GpuBenchmark
 from ..compare.alongside import base_entry
 from ..compare.counters import judge_counters
-from .alongside import Sides, SideRun, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
+from .alongside import Sides, SideRun, file_in, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
 from .ranks import PROFILED, RankOutcome, RankProfiling, this_rank
 from .ranks import verdict as rank_verdict
 from .torchrun import Torchrun
 from .confirm import CONFIRMING, confirm, needs_confirmation
 from .ncu import NcuPlan, ncu_plan, profile_kernels, under_ncu
-from .record import NOT_WRITTEN, UPDATED, record_again, recording_again
+from .record import NOT_WRITTEN, UPDATED, record_again, recording_again, replay_recorded
 
+#: What a distributed test is judged against in an A/B run (``--gpuprof-base``).
+RANKS_NOT_ALONGSIDE = ("a distributed test is judged against its stored baseline only, not against the base revision "
+                       "measured alongside")
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
 NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 
@@ -119,6 +120,7 @@ class GpuprofSession:
         self._outbox: list[tuple[str, Callable[[], Any]]] = []  # (worker) what it found since its last test report
         self._profiled: list[str] = []  # the profiled tests collected, in order
         self._base_pass: SideRun | None = None  # the base revision's fresh process for tests judged against it
+        self._base_missing = ""  # why none of the profiled tests is at the base revision, if none is
         self.config: pytest.Config | None = None  # the run's, from pytest_sessionstart
 
     @staticmethod
@@ -144,22 +146,16 @@ class GpuprofSession:
         return prof
 
     def rules_for(self, nodeid: str, marker_kwargs: dict[str, Any]) -> Rules:
-        """Global rules with the marker's thresholds and tolerances on top."""
-        origin = f"@pytest.mark.gpuprof on {nodeid}"
-        own = marker_kwargs.get("thresholds") or ()
-        if isinstance(own, str):
-            own = (own,)
-        mine: list[Threshold] = [parse_threshold(t, origin) for t in own]
-        overridden = {t.metric for t in mine}
-        thresholds = tuple(t for t in self.settings.rules.thresholds if t.metric not in overridden) + tuple(mine)
-        tolerances = dict(self.settings.rules.tolerances)
-        for metric, value in (marker_kwargs.get("tolerances") or {}).items():
-            if metric_spec(metric) is None and metric not in TOLERATED_COUNTERS:
-                raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
-            tolerances[metric] = float(value)
-        return dataclasses.replace(self.settings.rules, tolerances=tolerances, thresholds=thresholds)
+        """The run's rules with the test's marker on top (``Rules.with_marker``)."""
+        return self.settings.rules.with_marker(marker_kwargs, nodeid)
 
     # --- judging ----------------------------------------------------------------
+    @property
+    def _counters_after_ncu(self) -> bool:
+        """Counters are judged once: under torch.profiler after Nsight Compute ran (the end of
+        ``_profiled_call``), for every other backend in ``judge`` (no ncu runs there)."""
+        return isinstance(self.backend, TorchBackend)
+
     def judge_test(self, item: pytest.Item, prof: GpuProf) -> TestResult:
         """Judge a finished test from the trace the backend gives for it."""
         return self.judge(item.nodeid, marker_arguments(item), lambda: self.backend.trace(item.nodeid, prof))
@@ -188,7 +184,7 @@ class GpuprofSession:
             if result.message and (result.alongside or {}).get("note"):  # --gpuprof-strict: say why not against base
                 result.message += f"; {result.alongside['note']}"
             result.notes += [mismatch] if mismatch else []
-            if not isinstance(self.backend, TorchBackend):  # no ncu here: its thresholds noted unchecked
+            if not self._counters_after_ncu:  # no ncu here: its thresholds noted unchecked
                 judge_counters(result, rules, s.update_baseline)
             if s.update_baseline:
                 new, how = new_baseline_entry(result, entry, s.baseline_runs, keep_counters=recording_again())
@@ -219,6 +215,8 @@ class GpuprofSession:
         runs' (``compare.ranks``); one result for the test."""
         s = self.settings
         try:
+            if self.sides is not None and s.base_only:  # no stored baseline may stand in: it cannot pass unjudged
+                raise GpuprofError(f"{RANKS_NOT_ALONGSIDE}: --gpuprof-base-only would leave it unjudged")
             traces = load()
             measured = {rank: measure(trace) for rank, (trace, _) in traces.items()}
             file = baseline.baseline_file(s.baseline_dir, nodeid)
@@ -238,8 +236,7 @@ class GpuprofSession:
             result.notes += [mismatch] if mismatch else []
             judge_counters(result, rules, s.update_baseline)  # no ncu for ranks: its thresholds noted unchecked
             if self.sides is not None:
-                result.notes.append("a distributed test is judged against its stored baseline only, not against the "
-                                    "base revision measured alongside")
+                result.notes.append(RANKS_NOT_ALONGSIDE)
             result = fail_unjudged(result, s.strict)
             if s.update_baseline:
                 new, how = new_distributed_entry(result, stored, s.baseline_runs)
@@ -291,16 +288,39 @@ class GpuprofSession:
         """The entry a test without a stored baseline (every test, ``--gpuprof-base-only``) is
         judged against: the base revision measured in a fresh process, once for every such
         test of the session (``run.alongside``); None, said in ``result.alongside``, when the
-        base did not measure it."""
+        base did not measure it.  An error when nothing else may judge it: under
+        ``--gpuprof-base-only``, or when no profiled test is at the base."""
         nodeid = result.nodeid or ""
+        if self._base_missing:
+            raise GpuprofError(self._base_missing)
         if self._base_pass is None or nodeid not in self._base_pass.ended:
             self._base_pass = self._measure_base(result.gpu, nodeid)
         problem = unusable(self._base_pass, nodeid, "base")
-        result.alongside = {"base": str(self.settings.base), "against": None if problem else "base",
-                            "note": f"not judged against the base: {problem}" if problem else ""}
+        note = f"not judged against the base: {problem}" if problem else ""
+        if problem and self.settings.base_only:  # no stored baseline may stand in: it cannot pass unjudged
+            raise GpuprofError(f"{note} (--gpuprof-base-only judges every profiled test against the base alone)")
+        result.alongside = {"base": str(self.settings.base), "against": None if problem else "base", "note": note}
         if problem:
             return None
         return base_entry(self._base_pass.results[nodeid])
+
+    def _check_base_has_tests(self) -> None:
+        """A run comparing with a base (``--gpuprof-base``) none of whose profiled tests is there
+        by its node id, a path from the rootdir, is a usage error saying where it looked: every
+        test would be judged against nothing (a rootdir that is not the base's counterpart).  A
+        pytest-xdist worker's would stop the run without its message: its tests judged against
+        the base fail with it instead."""
+        sides = self.sides
+        if sides is None or not self._profiled:
+            return
+        files = sorted({file_in(sides.base, n) for n in self._profiled})
+        if any(f.exists() for f in files):
+            return
+        self._base_missing = (f"--gpuprof-base: none of the {len(self._profiled)} profiled test(s) is in the base "
+                              f"checkout {sides.base} ({files[0]} does not exist); node ids are paths from the "
+                              f"rootdir, {sides.head}, and the base must be a checkout of that directory")
+        if not self.worker:
+            raise pytest.UsageError(self._base_missing)
 
     def _measure_base(self, gpu: str | None, nodeid: str) -> SideRun:
         """One fresh process of the base revision measuring ``nodeid`` and every profiled test
@@ -395,6 +415,7 @@ class GpuprofSession:
         self._profiled = [item.nodeid for item in session.items if is_profiled(item)]
         if isinstance(self.backend, ReplayBackend):
             self.backend.expect(self._profiled)
+        self._check_base_has_tests()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -554,7 +575,7 @@ class GpuprofSession:
         if plan is not None and isinstance(self.backend, TorchBackend) and result.metrics and not (
                 measuring_a_side() or os.environ.get(CONFIRMING) or recording_again()):  # the first process only
             self._profile_kernels(item, result, plan)
-        if result.metrics and not measuring_a_side():
+        if result.metrics and self._counters_after_ncu and not measuring_a_side():
             judge_counters(result, self.rules_for(item.nodeid, kwargs), self.settings.update_baseline)
         item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
         if result.status == "error" or result.failed and this_rank() is None:  # a rank's verdicts: its test's
@@ -699,8 +720,8 @@ class GpuprofSession:
         """End of run: write the pending baselines, all files or none, then record them again
         in fresh processes (``record_processes``), then the report files; ``written`` gets
         one line per file.  False when the baselines were refused (every file left as it
-        was), when a fresh process recorded nothing, or when a strict gate left profiled
-        tests unmeasured."""
+        was), when a fresh process recorded nothing, when a strict gate left profiled tests
+        unmeasured, or when a report asked for could not be written."""
         refused = False
         recorded = bool(self._pending)
         try:
@@ -715,6 +736,8 @@ class GpuprofSession:
                 self.written.append(f"{UPDATED}{len(entries)} test(s) in {file} ("
                                     + "; ".join(how if n == len(entries) else f"{n}: {how}"
                                                 for how, n in hows.items()) + ")")
+            if recorded and self.settings.replay_dir is not None:
+                self.written.append(replay_recorded(self.settings.replay_dir, self.settings.record_processes))
         self._pending.clear()
         if recorded and not refused and config is not None and self._records_again():
             problems = record_again(list(config.invocation_params.args), config.invocation_params.dir,
@@ -728,7 +751,9 @@ class GpuprofSession:
                                 "profiled test(s) were not measured (skipped, see above): the gate fails")
         t = self.settings.torchrun
         if not recording_again() and (t is None or t.judges):  # the first process (rank 0) writes the reports
-            self.written += write_reports(self.document(), self.settings.reports)
+            lines, reported = write_reports(self.document(), self.settings.reports)
+            self.written += lines
+            refused = refused or not reported
         return not (refused or unmeasured)
 
     def _records_again(self) -> bool:

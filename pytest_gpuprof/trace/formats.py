@@ -3,7 +3,9 @@ loader and command (the Kineto, nsys and ncu loaders, ``gpuprof analyze`` and ``
 
 from __future__ import annotations
 
+import codecs
 import gzip
+import json
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,3 +53,28 @@ def is_sqlite(head: bytes) -> bool:
 def is_chrome_trace(head: bytes) -> bool:
     """Content (gunzipped) that is a Chrome-format trace (Kineto's), from its first 64 KiB."""
     return b'"traceEvents"' in head
+
+
+#: How much of an input read as JSON is parsed before the rest is read, so that a file that is
+#: not JSON at all (zeros, a binary) is refused at once, in little memory, whatever its size.
+JSON_HEAD = 1 << 16
+#: An error of ``json`` this close to the end of the head may be the cut's own (a number,
+#: literal or escape cut short), not the file's: the whole file's reading judges it.
+_CUT_SLACK = 64
+
+
+def check_json_head(head: bytes) -> None:
+    """Raise the error ``json`` gives for HEAD, the first bytes of a file (gunzipped), where
+    that error lies inside HEAD, so that nothing after it could mend it (``json`` reads from
+    left to right and stops at the first error): the file is not JSON.  A ValueError (bytes
+    that are not text in JSON's encodings, text that is not JSON) or a RecursionError
+    (values nested too deeply)."""
+    if len(head) < 4:  # json tells its encodings apart by the first 4 bytes
+        return
+    encoding = json.detect_encoding(head)
+    text = codecs.getincrementaldecoder(encoding)("surrogatepass").decode(head)  # a character cut at the end waits
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:  # a string cut at the end is unterminated wherever it started
+        if exc.pos < len(text) - _CUT_SLACK and not exc.msg.startswith("Unterminated string"):
+            raise

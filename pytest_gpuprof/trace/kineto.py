@@ -23,7 +23,9 @@ holding what the fast path cannot vouch for (a value of another type, a number o
 of range, a document that does not end with the events array and the top-level
 object closed, as a truncated file does not) is read with the generic parser
 instead: it is the one judge of what is wrong with a file, so both paths give one
-result or one error.
+result or one error.  A file whose first bytes cannot begin a JSON document (zeros, a
+binary) is refused from them, with the error ``json`` gives for them, before either path
+reads on: in a moment and in little memory, whatever the file's size.
 
 Timestamps are decimal microseconds with up to three fractional digits; they
 are converted exactly, from their text, to integer nanoseconds.
@@ -58,7 +60,7 @@ from .model import (
     first_problem,
     make_table,
 )
-from .formats import SQLITE_MAGIC, is_gzipped, is_sqlite, open_content
+from .formats import JSON_HEAD, check_json_head, is_gzipped, is_sqlite, open_content
 from .nsys_sqlite import sqlite_given_as_json
 
 CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "user_annotation")
@@ -127,7 +129,7 @@ def load_kineto(path: str | Path) -> Trace:
             header, events = _read_fast(path)
         except _Fallback:
             header, events = _read_generic(path)
-        trace = _build(events, header)
+        trace = _build(events, header, str(path))
     except (gzip.BadGzipFile, zlib.error) as exc:
         raise TraceError(f"{path} is not a readable gzip file: {exc}") from exc
     except EOFError as exc:
@@ -149,17 +151,19 @@ def load_kineto(path: str | Path) -> Trace:
 
 
 def _open(path: Path):
-    """The file's bytes, gunzipped when it is gzipped; an SQLite file is refused by name."""
+    """The file's bytes, gunzipped when it is gzipped; an SQLite file is refused by name, and
+    one whose first bytes cannot begin a JSON document by the error ``json`` gives for them
+    (``check_json_head``), before either parser reads on."""
     fh = open_content(path)
     try:
-        head = fh.read(len(SQLITE_MAGIC))
+        head = fh.read(JSON_HEAD)
+        if is_sqlite(head):
+            raise _Invalid(sqlite_given_as_json(is_gzipped(path)))
+        check_json_head(head)
         fh.seek(0)
     except BaseException:
         fh.close()
         raise
-    if is_sqlite(head):
-        fh.close()
-        raise _Invalid(sqlite_given_as_json(is_gzipped(path)))
     return fh
 
 
@@ -219,10 +223,10 @@ def _read_chunks(path: Path) -> tuple[dict, _Columns]:
             if header is None:
                 start = _EVENTS_START.search(data)
                 if not start:
-                    if not last:
+                    if not last and len(data) <= _CHUNK:  # the key may be cut at the first chunk's end
                         carry = data
                         continue
-                    raise _Fallback
+                    raise _Fallback  # Kineto's header is a few KB; no text growing chunk by chunk is searched again
                 header = _parse_header(data[:start.start()])
                 data = data[start.end():]
             # Scan up to the last event's end, in place: slicing would copy the chunk.
@@ -494,7 +498,7 @@ def _floats(value: Any) -> Any:
     return float(value) if isinstance(value, Decimal) else value
 
 
-def _build(columns: _Columns, header: dict) -> Trace:
+def _build(columns: _Columns, header: dict, file: str) -> Trace:
     names = list(columns.names)
     cat = {c: _concat(columns.cols[c], names) for c in CATEGORIES}
 
@@ -531,7 +535,7 @@ def _build(columns: _Columns, header: dict) -> Trace:
         metadata = {**metadata, "distributed": {"rank": distributed["rank"],
                                                 "world_size": distributed.get("world_size")}}
     return Trace(kernels, copies, sets, runtime, ranges, source="kineto", gpu_name=gpu_name, metadata=metadata,
-                 collectives=collectives)
+                 collectives=collectives, file=file)
 
 
 def _concat(col: dict, names: list[str]) -> dict[str, Any]:

@@ -23,9 +23,6 @@ RANGE_COLUMNS = ("start", "end", "name", "tid")
 #: bytes of its input (-1 where the trace does not record them).
 COLLECTIVE_COLUMNS = ("start", "name", "bytes")
 
-#: Copy directions the metrics report, in the order they are printed.
-COPY_KINDS = ("htod", "dtoh", "dtod", "ptop")
-
 #: What the int64 columns hold: the limits of every time, duration and byte count that a
 #: loader or a baseline accepts.
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -55,12 +52,14 @@ _ROWS = {"kernels": ("kernel", "name"), "copies": ("memcpy", "kind"), "sets": ("
          "runtime": ("runtime call", "name"), "ranges": ("range", "name")}
 
 
-def first_problem(trace: "Trace") -> str | None:
+def first_problem(trace: "Trace", processes: np.ndarray | None = None) -> str | None:
     """What makes a loaded trace impossible (an event at a negative time or ending before
     it starts, a negative byte count, a span past ``MAX_SPAN_NS``, bytes past
-    ``MAX_TOTAL_BYTES``, a peak memory that is not a byte count, a PCIe link that is not one), or None: every loader
+    ``MAX_TOTAL_BYTES``, a peak memory that is not a byte count, a PCIe link that is not one,
+    GPU work that cannot be tied to its launch), or None: every loader
     checks it, so no metric is ever computed from such a trace (and -1, the metrics' mark
-    of a missing time, never is one)."""
+    of a missing time, never is one).  ``processes`` gives the process of each runtime call
+    where the trace holds several: each process numbers its calls' correlation ids on its own."""
     peak = trace.metadata.get("peak_memory_allocated_bytes")
     if peak is not None and (isinstance(peak, bool) or not isinstance(peak, int) or not 0 <= peak <= INT64_MAX):
         return f"its gpuprof.peak_memory_allocated_bytes must be a byte count (an integer >= 0), got {str(peak)[:80]}"
@@ -88,7 +87,32 @@ def first_problem(trace: "Trace") -> str | None:
     span = trace.span()
     if span is not None and span[1] - span[0] > MAX_SPAN_NS:
         return f"its events span {span[1] - span[0]} ns, more than 2^53 ns (104 days): not one profiled run"
-    return None
+    return _shared_correlation(trace, processes)
+
+
+def _shared_correlation(trace: "Trace", processes: np.ndarray | None) -> str | None:
+    """GPU work that cannot be tied to the call that launched it: a correlation id that the work
+    carries and more than one runtime call of one process holds.  CUPTI gives each call an id
+    of its own; the kernels of one CUDA graph share their ``cudaGraphLaunch``'s, which is one
+    call, so many kernels of one id are no ambiguity."""
+    calls = trace.runtime
+    ids = calls["correlation"].to_numpy(np.int64)
+    owners = np.zeros(len(ids), np.int64) if processes is None else np.asarray(processes, np.int64)
+    order = np.lexsort((ids, owners))
+    ids, owners = ids[order], owners[order]
+    again = (ids[1:] > 0) & (ids[1:] == ids[:-1]) & (owners[1:] == owners[:-1])
+    carried = np.concatenate([t["correlation"].to_numpy(np.int64) for t in (trace.kernels, trace.copies, trace.sets)])
+    shared = again.copy()
+    shared[again] = np.isin(ids[1:][again], carried)  # few or none: a real trace shares no id
+    if not shared.any():
+        return None
+    at = np.flatnonzero(shared)[0] + 1
+    holders = calls.iloc[order[(ids == ids[at]) & (owners == owners[at])]]
+    names = sorted({str(name)[:80] for name in holders["name"]})
+    how_many = len(np.unique(ids[1:][shared]))
+    return (f"{len(holders)} runtime calls ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}) share the "
+            f"correlation id {ids[at]}, which GPU work carries: the work cannot be tied to the call that launched it"
+            + (f" ({how_many} such correlation ids in all)" if how_many > 1 else ""))
 
 
 #: Collectives by their names with the letters alone, lower case, without NCCL's prefix: what
@@ -133,6 +157,8 @@ class Trace:
     metadata: dict[str, Any] = field(default_factory=dict)
     #: the collective calls where the trace records them (``COLLECTIVE_COLUMNS``)
     collectives: pd.DataFrame = field(default_factory=lambda: make_table(COLLECTIVE_COLUMNS, {}))
+    #: the file the trace was read from, as errors about its content name it (None: built in memory)
+    file: str | None = None
 
     def span(self) -> tuple[int, int] | None:
         """First start and last end over every event, or None for an empty trace."""

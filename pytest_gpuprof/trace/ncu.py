@@ -3,9 +3,12 @@
 Read from ``ncu --csv --page raw --print-units base`` (what ``ncu --import REPORT`` prints:
 a header row, a units row, then a row per launch; numbers carry thousands separators), or
 from an ``.ncu-rep`` through NVIDIA's ``ncu_report`` module (the ``ncu-report`` package,
-extra ``ncu``) where no ncu binary is at hand.  Both give the same table: ``COUNTERS``
-names each column after the ncu metric it holds, in the metric's base unit (durations in
-integer nanoseconds, as every trace table of gpuprof).
+extra ``ncu``) where no ncu binary is at hand.  Both give the same table: a column per
+counter of ``COUNTERS``, in its base unit (durations in integer nanoseconds, as every trace
+table of gpuprof).  A report holds what its sets, sections or ``--metrics`` collected, under
+the names of its ncu version: each counter is worked out by the first of its ``Way``s whose
+metrics the report holds, each way the same quantity; with none it is NaN (the report
+cannot give it, and ``needs`` says what would).
 """
 
 from __future__ import annotations
@@ -13,37 +16,70 @@ from __future__ import annotations
 import csv
 import io
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from ..capture.ncu import EXPORT_ARGS
 from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
 from ..errors import TraceError
 
-#: gpuprof's name of each counter -> the ncu metric read for it (docs/metrics.md, "Inside the kernels").
-COUNTERS = {
-    "time_ns": "gpu__time_duration.sum",
-    "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram_throughput_pct": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram_bytes": "dram__bytes.sum",
-    "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "registers_per_thread": "launch__registers_per_thread",
-    "local_load_bytes": "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
-    "local_store_bytes": "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
-    "l1_hit_rate_pct": "l1tex__t_sector_hit_rate.pct",
-    "l2_hit_rate_pct": "lts__t_sector_hit_rate.pct",
-    "tensor_pipe_pct": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-    "dram_peak_bytes_per_cycle": "dram__bytes.sum.peak_sustained",
-    "dram_cycles_per_second": "dram__cycles_elapsed.avg.per_second",
-    "grid_size": "launch__grid_size",
-    "block_size": "launch__block_size",
+
+@dataclass(frozen=True)
+class Way:
+    """One way to work out a counter from a report: the sum of ``metrics`` times ``scale``,
+    each metric printed in ``units`` (ncu's spellings of its base unit: another, a display
+    unit such as ``us``, is refused rather than misread)."""
+
+    metrics: tuple[str, ...]
+    units: tuple[str, ...]
+    scale: int = 1
+
+    def __str__(self) -> str:
+        text = " + ".join(self.metrics)
+        return text if self.scale == 1 else f"{text} x {self.scale}"
+
+
+#: ncu's spellings of the base units the counters are read in (older versions: ``nsecond``).
+NS, PERCENT, BYTE, SECTOR = ("ns", "nsecond"), ("%",), ("byte",), ("sector",)
+#: Bytes in a sector, the unit the L1TEX cache's tag stage counts in (``l1tex__t_bytes`` =
+#: ``l1tex__t_sectors`` x 32).
+SECTOR_BYTES = 32
+
+
+def _metric(name: str, units: tuple[str, ...]) -> Way:
+    """The way that reads one metric as it is."""
+    return Way((name,), units)
+
+
+#: gpuprof's name of each counter -> its ways, the metric gpuprof asks ncu for first
+#: (docs/metrics.md, "Inside the kernels", gives each way).
+COUNTERS: dict[str, tuple[Way, ...]] = {
+    "time_ns": (_metric("gpu__time_duration.sum", NS),),
+    "sm_throughput_pct": (_metric("sm__throughput.avg.pct_of_peak_sustained_elapsed", PERCENT),),
+    "memory_throughput_pct": (_metric("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", PERCENT),),
+    "dram_throughput_pct": (_metric("dram__throughput.avg.pct_of_peak_sustained_elapsed", PERCENT),),
+    "dram_bytes": (_metric("dram__bytes.sum", BYTE), Way(("dram__bytes_read.sum", "dram__bytes_write.sum"), BYTE)),
+    "achieved_occupancy_pct": (_metric("sm__warps_active.avg.pct_of_peak_sustained_active", PERCENT),),
+    "registers_per_thread": (_metric("launch__registers_per_thread", ("register/thread",)),),
+    "local_load_bytes": (_metric("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", BYTE),
+                         Way(("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",), SECTOR, SECTOR_BYTES)),
+    "local_store_bytes": (_metric("l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum", BYTE),
+                          Way(("l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",), SECTOR, SECTOR_BYTES)),
+    "l1_hit_rate_pct": (_metric("l1tex__t_sector_hit_rate.pct", PERCENT),),
+    "l2_hit_rate_pct": (_metric("lts__t_sector_hit_rate.pct", PERCENT),),
+    "tensor_pipe_pct": (_metric("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active", PERCENT),),
+    "dram_peak_bytes_per_cycle": (_metric("dram__bytes.sum.peak_sustained", ("byte/cycle",)),),
+    "dram_cycles_per_second": (_metric("dram__cycles_elapsed.avg.per_second", ("hz",)),),
+    "grid_size": (_metric("launch__grid_size", ("",)),),
+    "block_size": (_metric("launch__block_size", ("",)),),
 }
 #: Counters that are whole numbers (a launch's shape, bytes, registers, nanoseconds).
 WHOLE = ("time_ns", "dram_bytes", "registers_per_thread", "local_load_bytes", "local_store_bytes", "grid_size",
          "block_size")
-#: The ncu metrics to collect (``ncu --metrics``): every counter's.
-METRICS = ",".join(COUNTERS.values())
+#: The ncu metrics gpuprof asks for (``ncu --metrics``): each counter's first way.
+METRICS = ",".join(metric for ways in COUNTERS.values() for metric in ways[0].metrics)
 #: The columns of the table: the launch's order in the report, its kernel, the gpuprof step
 #: push/pop range it ran in ("" outside one, and for a kernel another thread launched: such a
 #: range is the opening thread's), then ``COUNTERS``.  The kernel is named as the report
@@ -54,10 +90,17 @@ COLUMNS = ("id", "kernel", "step", *COUNTERS)
 _NVTX_COLUMN = "thread Domain:Push/Pop_Range"  # the start of the CSV column naming a launch's NVTX stack
 
 
+def needs(counter: str) -> str:
+    """What a counter of the table is worked out from, in words: its first way, then the
+    others in parentheses (``dram__bytes.sum (or dram__bytes_read.sum + dram__bytes_write.sum)``)."""
+    first, *others = COUNTERS[counter]
+    return str(first) + "".join(f" (or {way})" for way in others)
+
+
 def read_ncu_csv(source: str | Path, named: str | None = None) -> pd.DataFrame:
     """The launches of ``ncu --csv --page raw --print-units base`` output (gpuprof's exports add
     ``--print-kernel-base mangled``): a file's path, or the text itself with ``named`` what
-    errors call it."""
+    errors call it.  A counter none of whose ways the page holds is NaN."""
     name = named or str(source)
     try:
         text = source if named is not None else Path(source).read_text(encoding="utf-8")
@@ -70,18 +113,25 @@ def read_ncu_csv(source: str | Path, named: str | None = None) -> pd.DataFrame:
     if len(rows) < 2 or not {"ID", "Kernel Name"} <= set(rows[0]):
         raise TraceError(f"{name} is not Nsight Compute's raw CSV page (ncu --csv --page raw): no 'ID' and "
                          "'Kernel Name' columns in its first row")
-    header = rows[0]
-    missing = [m for m in COUNTERS.values() if m not in header]
-    if missing:
-        raise TraceError(f"{name} lacks the metric(s) {', '.join(missing)}: profile with "
-                         f"--metrics {METRICS} (or a --set that holds them)")
-    at = {column: header.index(column) for column in ("ID", "Kernel Name", *COUNTERS.values())}
+    header, units = rows[0], rows[1]
+    if len(units) != len(header):
+        raise TraceError(f"{name}, line 2 (the units): {len(units)} fields, the header has {len(header)}")
+    at: dict[str, int] = {}
+    for i, column in enumerate(header):
+        at.setdefault(column, i)
+    held = {key: next((way for way in ways if all(m in at for m in way.metrics)), None)
+            for key, ways in COUNTERS.items()}
+    for way in filter(None, held.values()):
+        for metric in way.metrics:
+            _check_unit(units[at[metric]], way, metric, name)
     nvtx = next((i for i, h in enumerate(header) if h.startswith(_NVTX_COLUMN)), None)
     launches = []
     for line, row in enumerate(rows[2:], start=3):  # rows[1] holds the units
         if len(row) != len(header):
             raise TraceError(f"{name}, line {line}: {len(row)} fields, the header has {len(header)}")
-        values = {key: _number(row[at[metric]], name, line, metric) for key, metric in COUNTERS.items()}
+        values = {key: math.nan if way is None else
+                  way.scale * sum(_number(row[at[m]], name, line, m) for m in way.metrics)
+                  for key, way in held.items()}
         launches.append({"id": int(_number(row[at["ID"]], name, line, "ID")), "kernel": row[at["Kernel Name"]],
                          "step": _step(row[nvtx]) if nvtx is not None else "", **values})
     return _table(launches, name)
@@ -106,16 +156,32 @@ def read_ncu_report(path: str | Path) -> pd.DataFrame:
         profiled = context.range_by_idx(r)
         for a in range(profiled.num_actions()):
             action = profiled.action_by_idx(a)
-            values = {}
-            for key, metric in COUNTERS.items():
-                found = action.metric_by_name(metric)
-                if found is None:
-                    raise TraceError(f"{path} lacks the metric {metric} (launch {len(launches)}): profile with "
-                                     f"--metrics {METRICS}")
-                values[key] = _checked(found.as_double(), str(path), f"launch {len(launches)}", metric)
+            where = f"launch {len(launches)}"
+            values = {key: _report_value(action, ways, str(path), where) for key, ways in COUNTERS.items()}
             launches.append({"id": len(launches), "kernel": action.name(action.NameBase_MANGLED),
                              "step": _report_step(action), **values})
     return _table(launches, str(path))
+
+
+def _report_value(action, ways: tuple[Way, ...], name: str, where: str) -> float:
+    """A counter of one launch of a report: by its first way whose metrics the launch holds;
+    NaN where none."""
+    for way in ways:
+        found = [(m, action.metric_by_name(m)) for m in way.metrics]
+        if all(metric is not None for _, metric in found):
+            for m, metric in found:
+                _check_unit(metric.unit(), way, m, name)
+            return way.scale * sum(_checked(metric.as_double(), name, where, m) for m, metric in found)
+    return math.nan
+
+
+def _check_unit(unit: str, way: Way, metric: str, name: str) -> None:
+    """A metric printed in another unit than its base unit (``ncu --csv`` without
+    ``--print-units base`` prints ``us``, ``Mbyte``, ``Ghz``, rounded to 6 digits) is refused,
+    not converted: 2,645,930,030 bytes print as 2.645930 Gbyte."""
+    if unit not in way.units:
+        raise TraceError(f"{name}: {metric} is in {unit!r}, not {way.units[0]!r}: print the report in ncu's base "
+                         f"units (ncu --import REPORT {' '.join(EXPORT_ARGS)})")
 
 
 def _table(launches: list[dict], name: str) -> pd.DataFrame:
@@ -123,9 +189,11 @@ def _table(launches: list[dict], name: str) -> pd.DataFrame:
         raise TraceError(f"{name} holds no profiled kernel launch")
     table = pd.DataFrame(launches, columns=list(COLUMNS))
     for key in WHOLE:
-        if not table[key].map(lambda v: float(v).is_integer()).all():
-            raise TraceError(f"{name}: {COUNTERS[key]} is not a whole number in every launch")
-        table[key] = table[key].astype("int64")
+        held = table[key].dropna()
+        if not held.map(lambda v: float(v).is_integer()).all():
+            raise TraceError(f"{name}: {key} ({needs(key)}) is not a whole number in every launch")
+        if len(held) == len(table):
+            table[key] = table[key].astype("int64")
     return table
 
 

@@ -81,7 +81,8 @@ def sqlite_given_as_json(gzipped: bool) -> str:
 
 
 #: The process id in an nsys global id (``globalPid``, ``globalTid``): bits 24 to 47.
-_PID = "(({column} >> 24) & 16777215)"
+_PID_SHIFT, _PID_MASK = 24, (1 << 24) - 1
+_PID = f"(({{column}} >> {_PID_SHIFT}) & {_PID_MASK})"
 
 
 @contextmanager
@@ -102,6 +103,8 @@ def _opened(path: str | Path, named: str | None) -> Iterator[tuple[sqlite3.Conne
         yield con, {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
         raise TraceError(f"{name} is not a readable SQLite file: {exc}") from exc
+    except UnicodeDecodeError as exc:  # a table's name (its schema) or a value read
+        raise TraceError(f"{name} holds text that is not UTF-8: {exc}") from None
     finally:
         con.close()
 
@@ -134,12 +137,11 @@ def load_nsys(path: str | Path, named: str | None = None, process: int | None = 
             raise TraceError(f"{name} is not an Nsight Systems SQLite export (no StringIds table)")
         try:
             _check_columns(con, tables)
-            trace = _read(con, tables, process)
-        except UnicodeDecodeError as exc:
-            raise TraceError(f"{name} holds text that is not UTF-8: {exc}") from None
+            trace = _read(con, tables, process, str(name))
         except _Invalid as exc:
             raise TraceError(f"{name}: {exc}") from None
-    problem = first_problem(trace)
+    # correlation ids are each process's own: a report of several processes repeats them
+    problem = first_problem(trace, processes=(trace.runtime["tid"].to_numpy() >> _PID_SHIFT) & _PID_MASK)
     if problem:
         raise TraceError(f"{name}: {problem}")
     if trace.span() is None:
@@ -184,7 +186,7 @@ def _only(process: int | None, column: str) -> str:
     return "" if process is None else f" WHERE {_PID.format(column=column)} = {int(process)}"
 
 
-def _read(con: sqlite3.Connection, tables: set[str], process: int | None = None) -> Trace:
+def _read(con: sqlite3.Connection, tables: set[str], process: int | None, file: str) -> Trace:
     kernels = _query(con, tables, "CUPTI_ACTIVITY_KIND_KERNEL", """
         SELECT k.start, k.end, k.demangledName AS name_id, s.value AS name, k.deviceId AS device,
                k.streamId AS stream, k.correlationId AS correlation
@@ -221,6 +223,7 @@ def _read(con: sqlite3.Connection, tables: set[str], process: int | None = None)
         gpu_name=gpu[0] if gpu else None,
         metadata=metadata,
         collectives=collectives,
+        file=file,
     )
 
 
@@ -293,7 +296,7 @@ def for_range(trace: Trace, name: str) -> Trace:
         if start <= t <= end:
             metadata.update(values)
     return Trace(trace.kernels, trace.copies, trace.sets, trace.runtime, inside, trace.source, trace.gpu_name, metadata,
-                 trace.collectives)
+                 trace.collectives, trace.file)
 
 
 def _columns(frame: pd.DataFrame) -> dict:

@@ -6,7 +6,8 @@ as text); ``templates/report.html.j2`` lays it out with jinja2, autoescaping eve
 text, and inlines ``style.css`` and ``timeline.js``, so the page needs no network.
 Per test, in the document's order (regressions first; passing tests folded):
 
-* what broke, in the terminal report's wording;
+* what broke, one line per broken metric in the terminal report's wording, then what
+  improved and the changes let through, each under its own heading, and the next step;
 * the GPU timeline of the sampled measured step, baseline run above the current run on
   one time scale that zooms and pans: the annotation ranges projected onto the GPU, one
   lane per stream, kernels and each memcpy kind in their own colour;
@@ -34,12 +35,29 @@ from ...compare.rules import same
 from ...compare.verdicts import BROKEN, compared_values
 from ...files import write_atomic
 from ...metrics import timeline
-from ...metrics.counters import kernel_counter
-from ...metrics.measure import METRICS, is_comm_kernel
+from ...metrics.specs import METRICS, kernel_counter
+from ...metrics.measure import is_comm_kernel
 from ...numbers import format_number
-from ..names import full_name, short_name
+from ..names import full_name, kernel_metric, short_name
 from ..values import Shown, rank_sections, shown_values
-from ..words import COUNTER_COLUMNS, change, health_lines, verdict_line
+from ..words import (
+    BACKEND_NAMES,
+    COUNTER_COLUMNS,
+    REFRESH,
+    broken_header,
+    broken_line,
+    broken_metrics,
+    capture_words,
+    change,
+    compared_against,
+    health_lines,
+    let_through_header,
+    let_through_line,
+    next_steps,
+    verdict_line,
+    verdict_name,
+    verdict_state,
+)
 
 #: Colours of test statuses and verdicts (the failure colour is the one tests look for).
 STATUS_COLORS = {
@@ -56,7 +74,7 @@ STATUS_COLORS = {
 FAIL_COLOR = STATUS_COLORS["failed"]
 VERDICT_COLORS = {
     "fail": FAIL_COLOR, "improved": STATUS_COLORS["improved"], "undecided": STATUS_COLORS["undecided"],
-    "ok": "#78909c", "reported": "#b0bec5",
+    "let-through": "#f9a825", "ok": "#78909c", "reported": "#b0bec5",
 }
 #: Statuses whose section opens unfolded: what a reader has to look at.
 OPEN_STATUSES = ("error", "failed", "unstable", "undecided", "improved", "no baseline")
@@ -96,6 +114,7 @@ def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
         summary=[_summary_row(i, t) for i, t in enumerate(tests)],
         summary_heads=[head for _, head in SUMMARY_METRICS],
         gpus=", ".join(sorted({t["gpu"] for t in tests if t.get("gpu")})) or "n/a",
+        capture=capture_words(doc.get("backend"), doc.get("replay_dir")),
         failing=sum(1 for t in doc.get("tests") or [] if t.get("status") in FAILED_STATUSES),
         status_colors=STATUS_COLORS, kind_colors=KIND_COLORS, kind_labels=KIND_LABELS,
     )
@@ -121,6 +140,12 @@ def _verdict_class(status: str | None) -> str:
     if _failing(status):
         return "fail"
     return status if status in ("improved", "undecided") else "ok"
+
+
+def _class_of(v: dict[str, Any]) -> str:
+    """A verdict's colour class: as its status's, or ``let-through`` for an ok that let a
+    change beyond its tolerance through (``words.verdict_state`` says why)."""
+    return "let-through" if v.get("let_through") else _verdict_class(v["status"])
 
 
 def _anchor(i: int, nodeid: str) -> str:
@@ -151,7 +176,7 @@ def summary_values(t: dict[str, Any]) -> dict[str, Shown]:
 
 def _summary_row(i: int, t: dict[str, Any]) -> dict[str, Any]:
     verdicts = {v["metric"]: v["status"] for v in t.get("verdicts") or [] if v.get("threshold") is None}
-    broken = {v["metric"] for v in t.get("verdicts") or [] if _failing(v["status"])}
+    broken = {v["metric"] for v in t.get("verdicts") or [] if _failing(v["status"])}  # to colour, by metric
     cells = []
     for metric, shown in summary_values(t).items():
         now, before = shown.current, shown.baseline
@@ -162,7 +187,7 @@ def _summary_row(i: int, t: dict[str, Any]) -> dict[str, Any]:
             cell["class"] = _direction(metric, now, before, verdicts.get(metric), metric in broken)
         cells.append(cell)
     return {"status": t.get("status", ""), "nodeid": t["nodeid"], "anchor": _anchor(i, t["nodeid"]),
-            "broke": len(broken), "cells": cells}
+            "broke": len(broken_metrics(t.get("verdicts") or [])), "cells": cells}
 
 
 def _direction(metric: str, now: float, before: float, status: str | None, broken: bool) -> str:
@@ -181,14 +206,14 @@ def _direction(metric: str, now: float, before: float, status: str | None, broke
 def _test(i: int, t: dict[str, Any], folder: Path | None) -> dict[str, Any]:
     status = t.get("status", "")
     m = t.get("metrics")
-    bits = [f"GPU {t.get('gpu') or 'n/a'}", f"backend {t.get('backend') or 'n/a'}"]
+    bits = [f"GPU {t.get('gpu') or 'n/a'}", f"captured with {BACKEND_NAMES.get(t.get('backend'), 'n/a')}"]
     if m and m.get("step_count") is not None:
         bits.append(f"{m['step_count']} measured step(s)")
     if t.get("baseline_metrics") and t["baseline_metrics"].get("step_count") is not None:
         bits.append(f"baseline: {t['baseline_metrics']['step_count']} step(s)")
     return {
         "t": t, "status": status, "anchor": _anchor(i, t["nodeid"]), "open": status in OPEN_STATUSES,
-        "bits": bits, "notes": health_lines(t) + _environment_notes(t), "broke": _broke(t),
+        "bits": bits, "notes": health_lines(t) + _environment_notes(t), "said": _said(t), "next": next_steps(t),
         "timeline": _timeline(t) if m is not None else None,
         "metrics": _metric_rows(t) if m is not None else None,
         "kernels": _kernel_diff(t) if m is not None else None,
@@ -225,60 +250,66 @@ def _environment_notes(t: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _broke(t: dict[str, Any]) -> dict[str, Any] | None:
-    """The failing verdicts in the failure message's words (``words.verdict_line``), then
-    improvements and undecided ones.  Per-kernel verdicts come after the metrics, biggest
-    time change first, said as what changed and the name; past a few, the kernel diff
-    below has them all."""
-    scalar, kernels = [], {}
-    for v in t.get("verdicts") or []:
-        s = v["status"]
-        if not (_failing(s) or s in ("improved", "undecided")):
-            continue
-        if v["metric"].startswith("kernels["):
-            kernels.setdefault(_kernel_of(v["metric"]), []).append(v)
-        else:
-            scalar.append({"class": _verdict_class(s), "text": verdict_line(v), "title": verdict_line(v), "kernel": None})
+def _said(t: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the verdicts say, each group under its own heading: what broke, one line per
+    broken metric in the failure message's words (``words.broken_metrics``, the count every
+    report gives); what improved; what was undecided; the changes let through.  Per-kernel
+    metrics come after the others, biggest time change first, said as what changed and the
+    name; past a few, the kernel diff below has them all."""
+    verdicts = t.get("verdicts") or []
     rows = kernel_diff(t.get("metrics") or {}, t.get("baseline_metrics"), _summaries(t))
     order = {r["name"]: i for i, r in enumerate(rows)}
-    kernel_lines = [{"class": _verdict_class(v["status"]), "text": _kernel_verdict_words(v), "kernel": name,
-                     "title": verdict_line(v)}
-                    for name in sorted(kernels, key=lambda n: order.get(n, len(order))) for v in kernels[name]]
-    if not scalar and not kernel_lines:
-        return None
-    verdicts = t.get("verdicts") or []
-    fails = sum(1 for v in verdicts if _failing(v["status"]))
-    if fails:
-        title = f"{fails} metric(s) broke"
-    elif any(v["status"] == "improved" for v in verdicts):
-        title = "improved (refresh the baseline with --gpuprof-update-baseline)"
-    else:
-        title = "undecided: too few steps to tell a change from noise"
-    return {"title": title, "lines": scalar + kernel_lines[:KERNEL_LINES],
-            "more": max(len(kernel_lines) - KERNEL_LINES, 0)}
-
-
-def _kernel_of(metric: str) -> str:
-    """``kernels[NAME].count`` -> NAME (names may hold brackets and dots)."""
-    return metric[len("kernels["):metric.rindex("]")]
+    broken = broken_metrics(verdicts)
+    improved = [v for v in verdicts if v["status"] == "improved"]
+    undecided = [v for v in verdicts if v["status"] == "undecided"]
+    let_through = [v for v in verdicts if v.get("let_through")]
+    groups = []  # (element class, line class, heading, the verdicts of each metric)
+    if broken:
+        groups.append(("broke", "fail", broken_header(len(broken), t.get("gpu"), compared_against(t)),
+                       list(broken.values())))
+    if improved:
+        groups.append(("noted", "improved", f"{len(improved)} metric(s) improved ({REFRESH})", [[v] for v in improved]))
+    if undecided:
+        groups.append(("noted", "undecided", f"{len(undecided)} metric(s) undecided: too few steps to tell a change "
+                       "from noise", [[v] for v in undecided]))
+    if let_through:
+        groups.append(("noted", "let-through", let_through_header(len(let_through)), [[v] for v in let_through]))
+    out = []
+    for css, cls, title, metrics in groups:
+        scalar, kernels = [], []
+        for vs in metrics:
+            words = (broken_line(verdict_name(vs[0]), vs) if cls == "fail" else let_through_line(vs[0])
+                     if cls == "let-through" else verdict_line(vs[0]))
+            kernel = kernel_metric(vs[0]["metric"])
+            if kernel is None:
+                scalar.append({"class": cls, "text": words, "title": words, "kernel": None})
+            else:
+                kernels.append({"class": cls, "kernel": kernel[0], "title": words,
+                                "text": "; ".join(_kernel_verdict_words(v) for v in vs)})
+        kernels.sort(key=lambda line: order.get(line["kernel"], len(order)))
+        out.append({"css": css, "title": title, "lines": scalar + kernels[:KERNEL_LINES],
+                    "more": max(len(kernels) - KERNEL_LINES, 0)})
+    return out
 
 
 def _kernel_verdict_words(v: dict[str, Any]) -> str:
-    """A per-kernel verdict without the (long) name: what changed, per step."""
+    """A per-kernel verdict without the (long) name: what changed, per step (``rank N`` first
+    for a rank's, in a distributed test's own section)."""
     s, b, c = v["status"], v.get("baseline"), v.get("current")
+    rank = "" if v.get("rank") is None else f"rank {v['rank']} "
     if s == "new":
-        return f"new kernel, {format_number(c)} per step"
+        return f"{rank}new kernel, {format_number(c)} per step"
     if s == "vanished":
-        return f"vanished kernel, was {format_number(b)} per step"
+        return f"{rank}vanished kernel, was {format_number(b)} per step"
     counter = kernel_counter(v["metric"])
     if counter is not None and s == "threshold":
-        return f"{counter[1]} {format_number(c)} violates {v['rule']}"
+        return f"{rank}{counter[1]} {format_number(c)} violates {v['rule']}"
     moved = f" ({v['change']})" if v.get("change") else ""
     if counter is not None:  # Nsight Compute's (compare.counters), the median of its launches
-        return f"{counter[1]} {format_number(b)} → {format_number(c)}{moved} [{s}]"
+        return f"{rank}{counter[1]} {format_number(b)} → {format_number(c)}{moved} [{verdict_state(v)}]"
     what = "time per step" if v["metric"].endswith(".time_us") else "count per step"
     unit = " us" if what.startswith("time") else ""
-    return f"{what} {format_number(b)}{unit} → {format_number(c)}{unit}{moved} [{s}]"
+    return f"{rank}{what} {format_number(b)}{unit} → {format_number(c)}{unit}{moved} [{verdict_state(v)}]"
 
 
 def _counters(t: dict[str, Any]) -> dict[str, Any] | None:
@@ -382,7 +413,8 @@ def _metric_rows(t: dict[str, Any]) -> dict[str, Any]:
         verdicts = ([v] if v else []) + thresholds.get(name, [])
         statuses = [x["status"] for x in verdicts]
         cls = ("fail" if any(_failing(s) for s in statuses) else "improved" if "improved" in statuses
-               else "undecided" if "undecided" in statuses else "ok" if verdicts else "reported")
+               else "undecided" if "undecided" in statuses else "let-through" if v and v.get("let_through")
+               else "ok" if verdicts else "reported")
         # the values judged: a time metric judged on per-step samples is compared by its median
         judged = v is not None and v.get("baseline") is not None and v.get("current") is not None
         b = v["baseline"] if judged else before.get(name)
@@ -391,7 +423,7 @@ def _metric_rows(t: dict[str, Any]) -> dict[str, Any]:
             zero.append(name)
             continue
         rules = [v["rule"] + (f"; {v['evidence']}" if v.get("evidence") else "")] if v else []
-        badges = [v["status"]] if v else []
+        badges = [verdict_state(v)] if v else []
         for th in thresholds.get(name, []):
             state = ("violated" if th["status"] == "threshold" else
                      "holds" if th.get("current") is not None else "not applicable")
@@ -408,7 +440,7 @@ def _metric_rows(t: dict[str, Any]) -> dict[str, Any]:
             "iqr": [_iqr(t.get("baseline_distribution"), name), _iqr(t.get("distribution"), name)],
             "bar": _bar(name, spec.kind, b, c, thresholds.get(name, []), VERDICT_COLORS[cls]),
         })
-    rank = {"fail": 0, "improved": 1, "undecided": 2, "ok": 3, "reported": 4}
+    rank = {"fail": 0, "improved": 1, "undecided": 2, "let-through": 3, "ok": 4, "reported": 5}
     rows.sort(key=lambda r: (rank[r["class"]], r["order"]))
     return {"rows": rows, "zero": zero}
 
@@ -447,7 +479,7 @@ def _kernel_diff(t: dict[str, Any]) -> dict[str, Any] | None:
     rows = kernel_diff(t["metrics"], t["baseline_metrics"], _summaries(t))
     gated = sum(1 for r in rows if r["status"] != "time only")
     # the per-kernel time verdicts (median per-step time against the baseline's)
-    timed = {_kernel_of(v["metric"]): v for v in t.get("verdicts") or []
+    timed = {kernel_metric(v["metric"])[0]: v for v in t.get("verdicts") or []
              if v["metric"].startswith("kernels[") and v["metric"].endswith(".time_us")}
     out = []
     for r in rows:
@@ -456,9 +488,9 @@ def _kernel_diff(t: dict[str, Any]) -> dict[str, Any] | None:
         if r["status"] != "time only":
             cls = "fail"
         else:
-            cls = _verdict_class(v["status"]) if v else "reported"
-            if v and v["status"] != "ok":
-                label = f"time {v['status']}"
+            cls = _class_of(v) if v else "reported"
+            if v and cls != "ok":
+                label = f"time {verdict_state(v)}"
             tip = verdict_line(v) if v else "per-kernel time not compared"
         out.append({
             "name": r["name"], "status": r["status"], "class": cls, "label": label, "tip": tip,
