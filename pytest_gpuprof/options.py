@@ -8,9 +8,10 @@ standard library is imported: pytest loads this module in every run.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,8 @@ class Option:
 
 
 #: Where a relative path given to a path option is taken from.
-RELATIVE_PATHS = "a relative path is taken from the current directory on the command line, from the rootdir in an ini file"
+RELATIVE_PATHS = ("a relative path is taken from the current directory on the command line, from the rootdir in an "
+                  "ini file")
 
 
 #: The options of the rules, shared with ``gpuprof diff``.
@@ -125,7 +127,8 @@ OPTIONS: tuple[Option, ...] = (
            "write one self-contained HTML report: timelines, metrics against baselines, kernel diff (docs/html.md)"),
     Option("benchmark-json", "path", None,
            "write the metrics here for github-action-benchmark (tool customSmallerIsBetter; docs/results.md)"),
-    Option("timeline-events", "int", 600, "events of the one-step timeline sample kept with results and baselines; 0: none"),
+    Option("timeline-events", "int", 600,
+           "events of the one-step timeline sample kept with results and baselines; 0: none"),
     Option("wait", "int", 0, "default unprofiled steps before warm-up"),
     Option("warmup", "int", 3, "default warm-up steps"),
     Option("active", "int", 10, "default measured steps"),
@@ -140,6 +143,23 @@ BY_NAME: dict[str, Option] = {o.name: o for o in OPTIONS}
 def default(name: str) -> Any:
     """An option's default value, by name (``default("kernel-time-tolerance")`` is 0.05)."""
     return BY_NAME[name].default
+
+
+def option_args(values: Mapping[str, Any]) -> list[str]:
+    """Command-line arguments giving options by name (``{"timeline-events": 0}``) to a pytest
+    process gpuprof starts, each as its flag says: a true bool option its flag alone, a list
+    option one ``FLAG=VALUE`` a value, any other ``FLAG=VALUE``; a false bool or None leaves
+    the option out."""
+    args: list[str] = []
+    for name, value in values.items():
+        flag = BY_NAME[name].flag
+        if BY_NAME[name].kind == "bool":
+            args += [flag] if value else []
+        elif BY_NAME[name].kind == "list":
+            args += [f"{flag}={item}" for item in value]
+        elif value is not None:
+            args.append(f"{flag}={value}")
+    return args
 
 
 #: The options naming a report file, which ``gpuprof merge`` declares again as ``--NAME``.

@@ -20,6 +20,7 @@ from _pytest.config.findpaths import determine_setup  # how pytest chooses the r
 from .capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
 from .errors import ConfigError
 from .options import BY_NAME, OPTIONS, REPORT_OPTIONS, Option
+from .run.role import this_process
 
 SETTINGS = pytest.StashKey[Any]()
 SESSION = pytest.StashKey[Any]()
@@ -78,9 +79,15 @@ def pytest_configure(config: pytest.Config) -> None:
         hand_over(os.environ)  # the xdist workers, started after this, inherit it
     if settings is not None:
         from .run.session import GpuprofSession
+        from .run.xdist_relay import Inbox, Outbox
 
         session = config.stash[SESSION] = GpuprofSession(settings)
         config.pluginmanager.register(session, "gpuprof-session")
+        if hasattr(config, "workerinput"):  # a pytest-xdist worker sends what it finds to the controller
+            session.outbox = Outbox()
+            config.pluginmanager.register(session.outbox, "gpuprof-outbox")
+        else:
+            config.pluginmanager.register(Inbox(session.receive), "gpuprof-inbox")
 
 
 def _check_rootdir_not_moved(config: pytest.Config) -> None:
@@ -211,22 +218,17 @@ def _settings(config: pytest.Config):
 
 def _default_plan(config: pytest.Config) -> StepPlan:
     """The step plan of the options and ini keys, before any marker's overrides."""
-    return StepPlan(*(_get(config, BY_NAME[n]) for n in ("wait", "warmup", "active")),
-                    bool(_get(config, BY_NAME["flush-l2"])))
+    wait, warmup, active = (_get(config, BY_NAME[n]) for n in ("wait", "warmup", "active"))
+    return StepPlan(wait, warmup, active, bool(_get(config, BY_NAME["flush-l2"])))
 
 
 def _resolve_settings(config: pytest.Config):
-    from .run.ranks import PROFILED, RANK
-
     opts = {o.name: _get(config, o) for o in OPTIONS}
-    if not (opts[""] or opts["update-baseline"] or opts["replay"] or opts["nsys"]) or (
-            os.environ.get(RANK) and not os.environ.get(PROFILED)):
+    process = this_process()  # which process this is, decided once: the session asks settings.process
+    if not (opts[""] or opts["update-baseline"] or opts["replay"] or opts["nsys"]) or not process.profiles:
         return None  # off, or a distributed test's rank that its test's process does not profile
-    from .compare.rules import Rules, parse_threshold
-    from .capture.nsys import inner_results_path
     from .compare.baseline import BACKENDS
-    from .run.alongside import measuring_a_side
-    from .run.record import recording_again
+    from .compare.rules import Rules, parse_threshold
     from .run.session import Settings
     from .run.torchrun import launched
 
@@ -246,17 +248,17 @@ def _resolve_settings(config: pytest.Config):
                 raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
         settings = Settings(
             update_baseline=bool(opts["update-baseline"]),
-            strict=bool(opts["strict"]) and not measuring_a_side(),  # a side measures: nothing fails it
+            strict=bool(opts["strict"]) and not process.measures_for_another,  # nothing fails a side
             baseline_dir=opts["baseline-dir"],
             output_dir=opts["output-dir"],
             # the first process of a recording keeps the traces its results name; the others none
-            keep_traces=bool(opts["keep-traces"]) and not recording_again(),
+            keep_traces=bool(opts["keep-traces"]) and not process.recording,
             replay_dir=opts["replay"],
             plan=_default_plan(config),
             rules=rules,
             backend=backend,
             nsys_path=opts["nsys-path"],
-            nsys_inner=inner_results_path() if backend == "nsys" else None,
+            nsys_inner=process.inside_nsys if backend == "nsys" else None,
             ncu=bool(opts["ncu"]),
             ncu_path=opts["ncu-path"],
             timeline_events=opts["timeline-events"],
@@ -264,12 +266,13 @@ def _resolve_settings(config: pytest.Config):
             confirm=opts["confirm"],
             record_processes=opts["record-processes"],
             confirm_timeout=opts["confirm-timeout"],
-            base=None if measuring_a_side() or opts["update-baseline"] else opts["base"],
+            base=None if process.measures_for_another or opts["update-baseline"] else opts["base"],
             base_python=opts["base-python"],
             base_only=bool(opts["base-only"]),
             base_pairs=opts["base-pairs"],
             reports={o.name: opts[o.name] for o in REPORT_OPTIONS},
-            torchrun=launched(opts["output-dir"], opts["rank-timeout"]),
+            torchrun=launched(process, opts["output-dir"], opts["rank-timeout"]),
+            process=process,
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -292,12 +295,13 @@ def _resolve_settings(config: pytest.Config):
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """A distributed test's body runs in its ranks, one fresh process each (``run.ranks``);
     this process waits for them and fails with a failing rank's message."""
-    from .run.ranks import RANK, spawn, under_torchrun, verdict
+    from .run.ranks import spawn, verdict
 
     size = world_size(pyfuncitem)
-    if under_torchrun() and size > 1 and size != int(os.environ["WORLD_SIZE"]):
-        pytest.skip(f"gpuprof: a distributed test of {size} ranks; torchrun started {os.environ['WORLD_SIZE']}")
-    if size <= 1 or os.environ.get(RANK) is not None or under_torchrun():  # a rank already: runs it here
+    place = this_process().place
+    if place is not None and size > 1 and size != place.world_size and this_process().torchrun:
+        pytest.skip(f"gpuprof: a distributed test of {size} ranks; torchrun started {place.world_size}")
+    if size <= 1 or place is not None:  # a rank already (spawned, or torchrun's): runs it here
         return None
     config = pyfuncitem.config
     timeout = _get(config, BY_NAME["rank-timeout"])
@@ -369,14 +373,14 @@ def gpuprof_rank(request: pytest.FixtureRequest):
     group joined before the test and left after it (NCCL on GPUs, gloo without; under torchrun
     joined once, ``_gpuprof_torchrun_group``); None outside a rank.  A replay runs no test body:
     nothing to join."""
-    from .run.ranks import join, leave, this_rank, under_torchrun
+    from .run.ranks import join, leave, this_rank
 
     rank = this_rank()
     session = request.config.stash.get(SESSION, None)
     if rank is None or session is not None and not session.backend.runs_tests:
         yield rank
         return
-    if under_torchrun():
+    if this_process().torchrun:
         request.getfixturevalue("_gpuprof_torchrun_group")
         yield rank
         return
@@ -397,8 +401,9 @@ def _gpuprof_torchrun_group():
     from .run.ranks import join, leave, this_rank
 
     joined = not dist.is_initialized()
-    if joined:
-        join(this_rank())
+    rank = this_rank()
+    if joined and rank is not None:  # (torchrun's processes always have their place)
+        join(rank)
     try:
         yield
     finally:

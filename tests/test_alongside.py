@@ -256,8 +256,8 @@ def test_the_side_plugin_selects_only_the_tests_asked_for(tmp_path, checkouts):
 
 def test_a_side_process_compares_with_no_base_of_its_own(tmp_path, monkeypatch):
     # the option is ignored inside a side's process (GPUPROF_SIDE): no process tree of sides
-    out = subprocess.run([sys.executable, "-c", "from pytest_gpuprof.run.alongside import measuring_a_side; "
-                          "print(measuring_a_side())"], env={**os.environ, "GPUPROF_SIDE": "base"},
+    out = subprocess.run([sys.executable, "-c", "from pytest_gpuprof.run.role import this_process; "
+                          "print(this_process().measures_for_another)"], env={**os.environ, "GPUPROF_SIDE": "base"},
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
 
@@ -492,7 +492,9 @@ def test_a_pytest_xdist_worker_fails_each_test_judged_against_the_base_with_why_
     head, base = tmp_path / "head", tmp_path / "base"
     base.mkdir()
     session = _session_against(base, head)
-    session.worker, session._profiled = True, ["tests/test_new.py::test_new"]
+    from pytest_gpuprof.run.xdist_relay import Outbox
+
+    session.outbox, session._profiled = Outbox(), ["tests/test_new.py::test_new"]
     session._check_base_has_tests()  # no usage error: in a worker it would stop xdist without its message
     trace = Path(__file__).parent / "data" / "host" / "steady.pt.trace.json.gz"
     result = session.judge("tests/test_new.py::test_new", {}, lambda: (load_kineto(trace), None))

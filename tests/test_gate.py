@@ -314,8 +314,8 @@ def test_each_probe_keeps_its_best_reading():
 
 
 class _Probed:
-    """A backend that measured on a GPU (not a replay)."""
-    name, runs_tests, needs_gpu = "torch", True, True
+    """A backend that measured on a GPU in this process (not a replay)."""
+    name, runs_tests, needs_gpu, in_process, judges_here = "torch", True, True, True, True
 
 
 def _session_judging(tmp_path, monkeypatch, readings):

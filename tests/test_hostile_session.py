@@ -183,7 +183,7 @@ from pytest_gpuprof.run import session
 LOG = []
 
 
-def fake_profiled_steps(self, plan):
+def fake_profiled_steps(self, plan, trace_path):
     """torch.profiler's start and stop, logged (no GPU here)."""
     LOG.append("profiler started")
     try:

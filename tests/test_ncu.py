@@ -331,20 +331,21 @@ def test_a_workers_result_goes_to_the_controller_as_it_is_when_the_test_ends(tmp
 
     from pytest_gpuprof.compare.evaluate import TestResult
     from pytest_gpuprof.run.session import GpuprofSession
+    from pytest_gpuprof.run.xdist_relay import Inbox, Outbox
     from test_gate import session_settings
 
     worker = GpuprofSession(session_settings(tmp_path), None)
-    worker.worker = True
+    worker.outbox = Outbox()
     result = TestResult("t.py::t", "passed")
     worker._add_result(result)
     result.counters = {"memory_bandwidth_utilization": 0.5, "kernels": {}, "profiled": "step_0", "seconds": 1.0}
-    hook = worker.pytest_runtest_makereport(None, None)
+    hook = worker.outbox.pytest_runtest_makereport(None, None)
     next(hook)
     report = SimpleNamespace()
     with pytest.raises(StopIteration):
         hook.send(report)
     controller = GpuprofSession(session_settings(tmp_path), None)
-    controller._receive(report.gpuprof)
+    Inbox(controller.receive).pytest_runtest_logreport(report)
     assert controller.results[0].counters == result.counters
 
 
@@ -355,8 +356,8 @@ def test_only_the_process_ncu_profiles_opens_each_step_as_a_process_wide_range(t
     profile_kernels starts (GPUPROF_SIDE=ncu) must open them; nsys's inner sessions not."""
     from pytest_gpuprof.capture.profiler import StepPlan
     from pytest_gpuprof.compare.rules import Rules
+    from pytest_gpuprof.run.role import SIDE, this_process
     from pytest_gpuprof.run.session import GpuprofSession, Settings
-    from pytest_gpuprof.run.side_plugin import SIDE
 
     if side is None:
         monkeypatch.delenv(SIDE, raising=False)
@@ -364,6 +365,6 @@ def test_only_the_process_ncu_profiles_opens_each_step_as_a_process_wide_range(t
         monkeypatch.setenv(SIDE, side)
     settings = Settings(update_baseline=False, strict=False, baseline_dir=tmp_path, output_dir=tmp_path,
                         keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules(),
-                        nsys_inner=tmp_path / "inner.json")
+                        nsys_inner=tmp_path / "inner.json", process=this_process())
     prof = GpuprofSession._backend(settings).profiler("t.py::t", StepPlan())
     assert prof._process_steps is process_wide

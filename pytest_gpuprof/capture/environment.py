@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import platform
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ def gpu_environment(device_index: int = 0) -> dict[str, Any]:
 def recorded(directory: Path) -> dict[str, Any]:
     """``datetime``: now, in UTC (ISO 8601); ``commit``: the git commit checked out in
     ``directory`` (``commit_info``), left out outside a git work tree or without git."""
-    out: dict[str, Any] = {"datetime": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    out: dict[str, Any] = {"datetime": datetime.now(UTC).isoformat(timespec="seconds")}
     commit = commit_info(directory.resolve())
     if commit is not None:
         out["commit"] = commit

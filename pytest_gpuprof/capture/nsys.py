@@ -8,6 +8,7 @@ nsys process is left behind.
 from __future__ import annotations
 
 import collections
+import io
 import json
 import os
 import re
@@ -16,9 +17,9 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from ..errors import GpuprofError
 from .tools import find_tool
@@ -63,8 +64,9 @@ def run_streamed(
     out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
     pending = b""
     try:
-        assert proc.stdout is not None
-        for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+        stdout = proc.stdout
+        assert isinstance(stdout, io.BufferedReader)  # a pipe at the default buffering
+        for chunk in iter(lambda: stdout.read1(65536), b""):
             if out is not None:
                 out.write(chunk)
                 out.flush()
@@ -143,7 +145,8 @@ SECRET_NAMES = re.compile(r"TOKEN|SECRET|PASSW|KEY|CREDENTIAL|AUTH|COOKIE|PRIVAT
 
 def split_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """(launch, held): the variables nsys may see, and those the session gets another way."""
-    launch, held = {}, {}
+    launch: dict[str, str] = {}
+    held: dict[str, str] = {}
     for name, value in environ.items():
         seen = LAUNCH_VARIABLES.fullmatch(name) and not SECRET_NAMES.search(name)
         (launch if seen else held)[name] = value
@@ -152,17 +155,6 @@ def split_environment(environ: Mapping[str, str]) -> tuple[dict[str, str], dict[
 
 #: Names the private file (mode 0600) holding the variables kept out of nsys's sight.
 HELD_ENV = "GPUPROF_NSYS_HELD"
-
-#: Set by the outer session for the session it re-runs under nsys: the file where that
-#: one writes its profiled tests' outcomes.
-INNER_ENV = "GPUPROF_NSYS_INNER"
-
-
-def inner_results_path() -> Path | None:
-    """Inside the re-executed session: where to write the profiled tests' outcomes."""
-    value = os.environ.get(INNER_ENV)
-    return Path(value) if value else None
-
 
 def hold(held: Mapping[str, str]) -> Path:
     """Write the held variables to a file only this user can read, for ``restore_held``."""

@@ -9,7 +9,8 @@ import ctypes
 import os
 import threading
 import uuid
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 #: NVML clock-event reasons that mean the GPU was slowed down.
 SLOWDOWNS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
@@ -37,8 +38,9 @@ def device_uuid(device: int) -> str:
     hex digits): from torch's device properties (torch >= 2.4), else from the CUDA driver."""
     import torch
 
-    props = torch.cuda.get_device_properties(device)
-    raw = bytes(props.uuid.bytes) if hasattr(props, "uuid") else _driver_uuid(device)
+    # getattr: torch's stubs call it a str; it is a _CUuuid, and torch < 2.4 has none
+    torch_uuid = getattr(torch.cuda.get_device_properties(device), "uuid", None)
+    raw = bytes(torch_uuid.bytes) if torch_uuid is not None else _driver_uuid(device)
     return f"GPU-{uuid.UUID(bytes=raw)}"
 
 
@@ -114,7 +116,7 @@ class NvmlSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     @classmethod
-    def start(cls, device_index: int) -> "NvmlSampler | None":
+    def start(cls, device_index: int) -> NvmlSampler | None:
         """A running sampler, or None where NVML is not available."""
         try:
             sampler = cls(device_index)

@@ -71,7 +71,7 @@ def measure_machine(device: int = 0) -> dict[str, Any]:
         pageable = torch.empty(COPY_BYTES, dtype=torch.uint8)
         a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         tiny = torch.zeros(1, device="cuda")
-        out = {}
+        out: dict[str, float | None] = {}
         if spin is None:
             warnings.warn(NO_SPIN, stacklevel=2)
         else:
@@ -89,8 +89,8 @@ def _gpu_us(spin, work) -> float:
     queued ahead of each repetition holds the start event until the host has queued ``work``."""
     import torch
 
-    start = time.perf_counter()
-    while time.perf_counter() - start < WARMUP_S:
+    warm_until = time.perf_counter() + WARMUP_S
+    while time.perf_counter() < warm_until:
         work()
         torch.cuda.synchronize()
     times = []

@@ -13,20 +13,30 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gzip
 import inspect
 import json
 import math
 import shutil
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..errors import ConfigError
 from ..options import default
 from .environment import gpu_environment
 from .nvml import NvmlSampler, pcie_link
-from .ranges import L2_FLUSH_RANGE, METADATA_MARK, NVTX_DOMAIN, STEP_RANGE_PREFIX, WARMUP_RANGE, nvtx_process_range, nvtx_range
+from .ranges import (
+    L2_FLUSH_RANGE,
+    METADATA_MARK,
+    NVTX_DOMAIN,
+    STEP_RANGE_PREFIX,
+    WARMUP_RANGE,
+    nvtx_process_range,
+    nvtx_range,
+)
 
 
 @dataclass(frozen=True)
@@ -56,8 +66,9 @@ class StepPlan:
     def total(self) -> int:
         return self.wait + self.warmup + self.active
 
-    def with_overrides(self, **overrides: int | bool | None) -> "StepPlan":
-        """This plan with every override that is not None (marker or ``steps()`` arguments)."""
+    def with_overrides(self, **overrides: Any) -> StepPlan:
+        """This plan with every override that is not None (marker or ``steps()`` arguments, as
+        the user wrote them: ``__post_init__`` checks them)."""
         return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
 
@@ -68,7 +79,7 @@ MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances", "world_size", "ncu"}
 #: What ``ncu=`` may hold besides True or False: how many of the heaviest kernels' functions,
 #: a regular expression of function names instead, which measured step, at most how many
 #: launches (``run.ncu.NcuPlan``).
-NCU_KEYS = {"top": int, "kernels": str, "step": int, "launches": int}
+NCU_KEYS: dict[str, type[Any]] = {"top": int, "kernels": str, "step": int, "launches": int}
 
 
 def marker_arguments(item) -> dict[str, Any]:
@@ -134,7 +145,7 @@ class GpuProf:
         self._nvtx_only = nvtx_only  # nvtx mode: nsys records
         self._process_steps = process_steps  # each measured step also a process-wide range: ncu selects by it
         self._started = False
-        self._steps: Iterator[int] | None = None  # the steps() loop, closed at teardown
+        self._steps: Generator[int, None, None] | None = None  # the steps() loop, closed at teardown
         self.completed = False
 
     @property
@@ -146,7 +157,7 @@ class GpuProf:
         return self._trace_path
 
     def steps(self, active: int | None = None, warmup: int | None = None, wait: int | None = None,
-              flush_l2: bool | None = None) -> Iterator[int]:
+              flush_l2: bool | None = None) -> Generator[int, None, None]:
         """An iterator of the step index, ``wait + warmup + active`` long; the last ``active``
         steps are profiled.  ``flush_l2=True`` empties the L2 cache before each step (StepPlan)."""
         plan = self._plan.with_overrides(wait=wait, warmup=warmup, active=active, flush_l2=flush_l2)
@@ -162,12 +173,14 @@ class GpuProf:
         if self._steps is not None:
             self._steps.close()
 
-    def _run_steps(self, plan: StepPlan) -> Iterator[int]:
-        if not self.profiling:
+    def _run_steps(self, plan: StepPlan) -> Generator[int, None, None]:
+        if self._nvtx_only:
+            yield from self._nvtx_steps(plan)
+        elif self._trace_path is not None:
+            yield from self._profiled_steps(plan, self._trace_path)
+        else:
             yield from range(plan.total)
             self.completed = True
-            return
-        yield from self._nvtx_steps(plan) if self._nvtx_only else self._profiled_steps(plan)
 
     @contextlib.contextmanager
     def range(self, name: str) -> Iterator[None]:
@@ -184,7 +197,7 @@ class GpuProf:
             with record_function(name):
                 yield
 
-    def _nvtx_steps(self, plan: StepPlan) -> Iterator[int]:
+    def _nvtx_steps(self, plan: StepPlan) -> Generator[int, None, None]:
         """Steps under nsys: NVTX ranges, and the metadata as an NVTX mark in the test's range."""
         import nvtx
 
@@ -192,16 +205,16 @@ class GpuProf:
         nvtx.mark(METADATA_MARK + json.dumps(metadata, sort_keys=True), domain=NVTX_DOMAIN)
         self.completed = True
 
-    def _profiled_steps(self, plan: StepPlan) -> Iterator[int]:
+    def _profiled_steps(self, plan: StepPlan, trace_path: Path) -> Generator[int, None, None]:
         """Steps under torch.profiler's schedule.  torch exports the trace once the last step
         ends, before the GPU has finished it; the metadata (the health readings of the whole
         GPU work among it) is added to the trace's header afterwards (``_with_metadata``)."""
         from torch.profiler import ProfilerActivity, profile, schedule
 
-        raw = self._trace_path.with_name(self._trace_path.name + ".raw.json")
+        raw = trace_path.with_name(trace_path.name + ".raw.json")
         # repeat=1 is a single cycle, so keeping events across cycles changes nothing;
         # asking for it (torch >= 2.4) silences torch's "clears events" warning.
-        extra = {"acc_events": True} if "acc_events" in inspect.signature(profile).parameters else {}
+        extra: dict[str, Any] = {"acc_events": True} if "acc_events" in inspect.signature(profile).parameters else {}
         lighter = _lighter_recording()
         extra.update(lighter)
         prof = profile(
@@ -217,12 +230,12 @@ class GpuProf:
             finally:
                 prof.stop()
             metadata["lighter_recording"] = bool(lighter)
-            _with_metadata(raw, self._trace_path, metadata)
+            _with_metadata(raw, trace_path, metadata)
             self.completed = True
         finally:
             raw.unlink(missing_ok=True)
 
-    def _step_loop(self, plan: StepPlan, after_step: Callable[[int], None]) -> Iterator[int]:
+    def _step_loop(self, plan: StepPlan, after_step: Callable[[int], None]) -> Generator[int, None, dict[str, Any]]:
         """The steps with their NVTX ranges; ``after_step(i)`` ends each one.  Returns the
         trace metadata: peak memory over the measured steps, environment, and the NVML
         readings from the first measured step until the GPU finished the last one."""
@@ -258,7 +271,7 @@ class GpuProf:
                 if i == plan.total - 1 and sampler is not None:
                     done = torch.cuda.Event()  # the GPU's end of the last step
                     done.record()
-                    sampler.stop_when(lambda: _finished(done, device))
+                    sampler.stop_when(functools.partial(_finished, done, device))
                 after_step(i)
             health = sampler.stop() if sampler is not None else None
         finally:
@@ -270,7 +283,7 @@ class GpuProf:
         return _metadata(plan, peak, environment, health, pcie_link(device))
 
 
-def _lighter_recording() -> dict:
+def _lighter_recording() -> dict[str, Any]:
     """torch.profiler options that cut its CPU-side cost per operator without losing an event
     the metrics read: the links from GPU work back to the CPU operators that launched it
     (``External id``) are not used (kernels are tied to their launch by CUPTI's correlation
@@ -281,7 +294,8 @@ def _lighter_recording() -> dict:
     try:
         from torch._C._profiler import _ExperimentalConfig
 
-        return {"experimental_config": _ExperimentalConfig(disable_external_correlation=True)}
+        # unused-ignore: the stubs of torch >= 2.4 have the keyword; older ones raise TypeError, below
+        return {"experimental_config": _ExperimentalConfig(disable_external_correlation=True)}  # type: ignore[call-arg, unused-ignore]
     except (ImportError, TypeError):  # a torch without the option records them
         return {}
 
@@ -311,7 +325,7 @@ def _l2_flush_buffer(device: int):
     import torch
 
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0)
-    return torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.int8, device=device)
+    return torch.empty(2 * l2 if l2 > 0 else 256 << 20, dtype=torch.int8, device=torch.device("cuda", device))
 
 
 def _metadata(plan: StepPlan, peak_memory: int, environment: dict, health: dict | None,

@@ -4,7 +4,7 @@ and marks.  Later stages read the trace by these names."""
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 #: The NVTX domain of every range gpuprof emits (Nsight Systems shows it by this name).
 NVTX_DOMAIN = "gpuprof"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..errors import GpuprofError
 

@@ -17,9 +17,10 @@ violated a threshold, a kernel new or vanished) or a test of B has no metrics,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..compare.counters import counter_verdicts
 from ..compare.evaluate import TestResult, of_measurement
@@ -27,9 +28,10 @@ from ..compare.kernels import kernel_changes
 from ..compare.rules import Rules
 from ..compare.verdicts import judge, test_status
 from ..errors import GpuprofError
-from ..numbers import format_number
 from ..metrics.counters import ncu_counters
+from ..metrics.measure import Measurement
 from ..metrics.specs import counter_spec
+from ..numbers import format_number
 from ..report.escaping import terminal_text
 from ..report.names import function_name, short_name
 from ..report.values import rank_sections
@@ -43,7 +45,6 @@ from ..report.words import (
     verdict_line,
 )
 from ..trace.formats import is_ncu_input, is_nsys_input
-from ..metrics.measure import Measurement
 from .inputs import measure_any, measure_processes, measure_ranks, ncu_launches, read_results
 
 
@@ -174,8 +175,9 @@ def _describe(side: Side) -> str:
         count = f"{len(side.runs)} {'test' if side.kind == 'results' else 'rank'}(s)"
         return f"{side.path} ({what}, {count}{', ' + ', '.join(gpus) if gpus else ''})"
     r = side.runs[None]
-    if side.kind == "counters":
+    if r.counters is not None:  # an Nsight Compute report
         return f"{side.path} (Nsight Compute report, {len(r.counters['kernels'])} kernel(s))"
+    assert r.metrics is not None and r.backend is not None, "a trace's run is measured (load_side)"
     return (f"{side.path} ({gpu_text(r.gpu)}, {BACKEND_NAMES[r.backend]}, "
             f"{r.metrics['step_count']} step(s))")
 
@@ -196,10 +198,11 @@ def _compare(a_path: str, ra: TestResult | None, b_path: str, rb: TestResult | N
     if ra.gpu != rb.gpu:
         lines.append(f"note: A ran on {gpu_text(ra.gpu)}, B on {gpu_text(rb.gpu)} (the plugin compares runs of one "
                      "GPU model only)")
-    same_backend = (ra.backend or "torch") == (rb.backend or "torch")
+    backend_a, backend_b = ra.backend or "torch", rb.backend or "torch"  # a run that names none: torch's
+    same_backend = backend_a == backend_b
     if not same_backend:
-        lines.append(f"note: A was captured with {BACKEND_NAMES.get(ra.backend, ra.backend)}, B with "
-                     f"{BACKEND_NAMES.get(rb.backend, rb.backend)}: only counts and bytes are compared "
+        lines.append(f"note: A was captured with {BACKEND_NAMES.get(backend_a, backend_a)}, B with "
+                     f"{BACKEND_NAMES.get(backend_b, backend_b)}: only counts and bytes are compared "
                      f"(times and kernel names differ between profilers)")
     # as the plugin does: time metrics on their per-step samples where both runs have them
     verdicts = judge(rb.metrics, ra.metrics, rules, same_backend, (rb.per_step, ra.per_step),

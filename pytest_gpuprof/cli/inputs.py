@@ -7,9 +7,10 @@ import importlib.util
 import json
 import tempfile
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pandas as pd
 
@@ -18,11 +19,19 @@ from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
 from ..report.document import SCHEMA_VERSION
-from ..trace.formats import (JSON_HEAD, check_json_head, is_chrome_trace, is_ncu_input, is_ncu_report, is_nsys_input,
-                             is_sqlite, open_content)
+from ..trace.formats import (
+    JSON_HEAD,
+    check_json_head,
+    is_chrome_trace,
+    is_ncu_input,
+    is_ncu_report,
+    is_nsys_input,
+    is_sqlite,
+    open_content,
+)
 from ..trace.kineto import load_kineto
-from ..trace.ncu import read_ncu_csv, read_ncu_report
 from ..trace.model import Trace
+from ..trace.ncu import read_ncu_csv, read_ncu_report
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
 
 

@@ -145,7 +145,8 @@ def _rank_lines(path: str, ranks: dict, as_json: bool) -> list[str]:
     each rank's metrics, then ``rank_skew``."""
     skew = rank_skew({r: m for r, (_, m) in ranks.items()})
     if as_json:
-        return [json.dumps({"trace": path, "ranks": {str(r): {"trace": f, **m.to_json()} for r, (f, m) in ranks.items()},
+        return [json.dumps({"trace": path,
+                            "ranks": {str(r): {"trace": f, **m.to_json()} for r, (f, m) in ranks.items()},
                             "rank_skew": skew}, indent=2)]
     lines = []
     for rank, (file, m) in ranks.items():

@@ -11,6 +11,7 @@ from ..errors import GpuprofError
 from ..report.document import document_of
 from .inputs import read_results
 
+
 def merged(paths: list[str]) -> dict[str, Any]:
     """One results document of several: every test of each (a test on one GPU model in two
     files is an error naming both: the shards overlap), the skipped tests that ran in none,
@@ -26,7 +27,8 @@ def merged(paths: list[str]) -> dict[str, Any]:
             raise GpuprofError(f"{path}: not a results file (--gpuprof-json)" if Path(path).is_file()
                                else f"{path}: no such file")
         for i, test in enumerate(doc["tests"]):
-            if not isinstance(test, dict) or not isinstance(test.get("nodeid"), str) or test.get("status") not in STATUSES:
+            if (not isinstance(test, dict) or not isinstance(test.get("nodeid"), str)
+                    or test.get("status") not in STATUSES):
                 raise GpuprofError(f"{path}: tests[{i}] has no 'nodeid' or no known 'status'")
             key = (test["nodeid"], test.get("gpu"))
             if key in owner:

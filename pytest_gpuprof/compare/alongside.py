@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from ..metrics.specs import METRICS, MetricSpec
 from . import host
@@ -123,7 +124,8 @@ def decide(metric: str, bases: list[float | None], heads: list[float | None], ru
     time, base's median times exp(d) - 1 exceeds the time floor); same when
     d + t(1 - BETA / looks) s / sqrt(n) <= T, or that upper bound, in microseconds over
     base's median, is within the floor; not sure otherwise."""
-    kept = [(b, h, d) for b, h in zip(bases, heads) if (d := worse_by(metric, h, b)) is not None]
+    kept = [(b, h, d) for b, h in zip(bases, heads)
+            if b is not None and h is not None and (d := worse_by(metric, h, b)) is not None]
     if not kept:
         return Decision(metric, NOT_SURE, None, None, 0, None, None, None, scale)
     n = len(kept)

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from ..errors import BaselineError
 from ..files import recover, write_all_atomic
@@ -165,14 +167,19 @@ def _locked(folder: Path) -> Iterator[None]:
 
 # --- what an entry must hold (new_baseline_entry in compare.evaluate writes it) ------
 BACKENDS = ("torch", "nsys")
-#: Judged per-step ratios and when a step may have no value (nothing to divide): the words, the test.
 _COPY_TIMES = [f"memcpy_{kind}_time_us" for kind in COPY_KINDS]
-_NULL_WHEN = {
+
+
+def _no_copy(kind: str, steps: Mapping[str, Any], i: int) -> bool:
+    return steps[f"memcpy_{kind}_bytes"][i] == 0 or steps[f"memcpy_{kind}_time_us"][i] == 0
+
+
+#: Judged per-step ratios and when a step may have no value (nothing to divide): the words, the test.
+_NULL_WHEN: dict[str, tuple[str, Callable[[Mapping[str, Any], int], bool]]] = {
     **{name: ("a step with no window", lambda steps, i: steps["window_us"][i] == 0)
        for name, spec in METRICS.items() if spec.kind == "ratio" and judged_series(spec)},
     "overlap_efficiency": ("a step with no copy time", lambda steps, i: all(steps[c][i] == 0 for c in _COPY_TIMES)),
-    **{f"memcpy_{kind}_gbps": (f"a step with no {kind} copy", lambda steps, i, kind=kind:
-                               steps[f"memcpy_{kind}_bytes"][i] == 0 or steps[f"memcpy_{kind}_time_us"][i] == 0)
+    **{f"memcpy_{kind}_gbps": (f"a step with no {kind} copy", functools.partial(_no_copy, kind))
        for kind in COPY_KINDS},
     "pcie_utilization": ("a trace without its PCIe link", lambda steps, i: True),
     "comm_compute_overlap": ("a step with no communication kernel", lambda steps, i: not steps["comm_time_us"][i]),
@@ -323,7 +330,7 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
     for name, values in [*((n, per_step.get(n)) for n in [*series, "stalled"]),
                          *((f"kernels[{k}]", v) for k, v in kernels.items())]:
         where = f"{prefix}per_step.{name}"
-        if values is None and name in RECORDED_SINCE:
+        if name not in per_step and name in RECORDED_SINCE:  # recorded before it existed; a null is no list
             continue
         _need(isinstance(values, list), where, "a list of per-step values", values, missing=values is None)
         check, words = _bound(name)

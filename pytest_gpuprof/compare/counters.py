@@ -7,11 +7,12 @@ these verdicts to its others then; each decision is a small function of the two 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Mapping
+from typing import Any
 
 from ..metrics.counters import counter_needs, needs_lines
-from ..metrics.specs import BANDWIDTH, counter_spec, COUNTER_SPECS, kernel_counter
+from ..metrics.specs import BANDWIDTH, COUNTER_SPECS, counter_spec, kernel_counter
 from ..numbers import format_number
 from .evaluate import TestResult
 from .rules import Rules, Threshold

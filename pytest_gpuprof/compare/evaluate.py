@@ -7,18 +7,30 @@ use it.  ``evaluate`` turns a measurement and its stored baseline entry into one
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..metrics import health
-from ..metrics.specs import counter_spec, metric_spec
 from ..metrics.measure import Measurement
+from ..metrics.specs import counter_spec, metric_spec
 from ..metrics.timeline import sample
 from . import host
 from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
-from .verdicts import AS_BASE, BROKEN, UNSURE, Verdict, distribution, judge, pooled, same_program, stored_samples, test_status
+from .verdicts import (
+    AS_BASE,
+    BROKEN,
+    UNSURE,
+    Verdict,
+    distribution,
+    judge,
+    pooled,
+    same_program,
+    stored_samples,
+    test_status,
+)
 
 #: Statuses a test can end with, in the order reports list them (what needs a reviewer
 #: first); ``failed`` and ``error`` fail the test.
@@ -48,7 +60,8 @@ class TestResult:
     timeline: dict[str, Any] | None = None  # timeline.sample of this run
     baseline_entry: dict[str, Any] | None = None  # the whole stored entry (backend, environment, timeline)
     health: list[str] = field(default_factory=list)  # health.assess: why this measurement's times cannot be trusted
-    slower_machine: list[str] = field(default_factory=list)  # probes slower than the baseline's that explain a regression
+    # probes slower than the baseline's that explain a regression
+    slower_machine: list[str] = field(default_factory=list)
     per_step: dict[str, Any] | None = None  # this run's per-step samples as stored (verdicts.stored_samples)
     distribution: dict[str, Any] | None = None  # summaries of this run's judged series over its usable steps
     step_source: str | None = None  # where the steps came from (Measurement.step_source)
@@ -56,7 +69,7 @@ class TestResult:
     machine: dict[str, Any] | None = None  # the session's machine probes (capture.probes)
     confirmation: str = ""  # what re-measuring in fresh processes showed (--gpuprof-confirm)
     alongside: dict[str, Any] | None = None  # the base revision measured alongside (--gpuprof-base; run.alongside)
-    ranks: dict[str, "TestResult"] | None = None  # a distributed test's ranks, each judged (compare.ranks)
+    ranks: dict[str, TestResult] | None = None  # a distributed test's ranks, each judged (compare.ranks)
     counters: dict[str, Any] | None = None  # its heaviest kernels under Nsight Compute (run.ncu; compare.counters)
 
     @property
@@ -109,7 +122,7 @@ class TestResult:
         }
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any], backend: str | None = None) -> "TestResult":
+    def from_json(cls, doc: Mapping[str, Any], backend: str | None = None) -> TestResult:
         """A test of a results document read back; ``backend`` is the document's, for tests
         that do not name their own.  A document written before ``health`` and
         ``slower_machine`` were told apart (until 2026-11-23) has only ``unstable``: its
@@ -191,6 +204,8 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     health and machine sentences are notes: what differs, not what decides.  With
     ``strict`` a missing baseline fails.
     """
+    metrics = result.metrics
+    assert metrics is not None, "evaluate judges a measured result (of_measurement)"
     result.baseline_entry = dict(entry) if entry else None
     result.baseline = entry["metrics"] if entry else None
     note = health.stall_note(m.per_step)
@@ -201,14 +216,14 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     if gated and m.metrics.get("pcie_utilization") is None:
         result.notes.append(health.NO_PCIE_LINK)
     if update:
-        result.verdicts = judge(result.metrics, None, rules, samples=(result.per_step, None),
+        result.verdicts = judge(metrics, None, rules, samples=(result.per_step, None),
                                 distributions=(result.distribution, None))
         result.status = "failed" if any(v.failed for v in result.verdicts) else "updated"
         return result
     same_backend = entry is None or entry.get("backend", "torch") == result.backend
     stored = entry or {}
     runs = baseline_runs(entry)
-    result.verdicts = judge(result.metrics, result.baseline, rules, same_backend,
+    result.verdicts = judge(metrics, result.baseline, rules, same_backend,
                             (result.per_step, stored.get("per_step")),
                             (result.distribution, stored.get("distribution")), runs)
     result.status = test_status(result.verdicts, entry is not None)
@@ -270,7 +285,9 @@ def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, k
     entry no kernel to judge, which ``baseline.check_entry`` refuses.  A run without Nsight
     Compute's counters drops the previous ones (a kernel rebuilt under its name would keep its
     old registers), unless ``keep_counters`` (a later process of one recording)."""
-    run = {"per_step": result.per_step, "distribution": result.distribution, "environment": result.environment}
+    assert result.metrics is not None and result.per_step is not None, "a measured result (of_measurement)"
+    run: dict[str, Any] = {"per_step": result.per_step, "distribution": result.distribution,
+                           "environment": result.environment}
     if result.machine:
         run["machine"] = result.machine
     runs = (baseline_runs(previous) + [run])[-keep_runs:]

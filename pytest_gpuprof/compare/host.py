@@ -14,7 +14,8 @@ docs/metrics.md, "The host's speed", says why and what it costs.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..metrics.specs import METRICS
 from ..numbers import format_number

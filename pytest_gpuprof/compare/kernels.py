@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..metrics.specs import METRICS
 from .rules import Rules, beyond_time_rule, same
@@ -30,9 +31,9 @@ def kernel_diff(metrics: Mapping[str, Any], baseline: Mapping[str, Any] | None,
         bt = b["time_us"] / n_before if b else None
         if name in now_median and name in before_median:
             ct, bt = now_median[name]["median"], before_median[name]["median"]
-        if b is None:
+        if bc is None:
             status = "new"
-        elif c is None:
+        elif cc is None:
             status = "vanished"
         elif not same(cc, bc):
             status = "count changed"

@@ -10,7 +10,8 @@ machine's, not the code's.  A faster machine explains no regression.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..capture.probes import PROBES
 from ..metrics.specs import METRICS

@@ -10,7 +10,8 @@ rank under ``ranks`` and the skew of each recorded run under ``rank_skew``
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..metrics.specs import TEST_METRICS
 from ..numbers import format_number
@@ -95,7 +96,8 @@ def combine(nodeid: str, ranks: Mapping[int, TestResult], skew: float | None, en
         baseline=None if entry is None else {"rank_skew": max(recorded_skews(entry), default=None)},
         baseline_file=first.baseline_file, trace=first.trace, backend=first.backend, environment=first.environment,
         message="; ".join(f"rank {r}: {t.message}" for r, t in sorted(ranks.items()) if t.message),
-        machine=first.machine, **said, ranks={str(r): t for r, t in sorted(ranks.items())},
+        machine=first.machine, health=said["health"], slower_machine=said["slower_machine"], notes=said["notes"],
+        ranks={str(r): t for r, t in sorted(ranks.items())},
     )
 
 

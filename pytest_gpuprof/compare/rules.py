@@ -12,12 +12,21 @@ from __future__ import annotations
 import math
 import operator
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..errors import ConfigError
-from ..metrics.specs import (METRICS, NAMED_COUNTERS, TEST_METRICS, TOLERATED_COUNTERS, MetricSpec, counter_spec,
-                             kernel_counter, metric_spec)
+from ..metrics.specs import (
+    METRICS,
+    NAMED_COUNTERS,
+    TEST_METRICS,
+    TOLERATED_COUNTERS,
+    MetricSpec,
+    counter_spec,
+    kernel_counter,
+    metric_spec,
+)
 from ..numbers import format_number
 from ..options import RULE_OPTIONS, default
 
@@ -85,15 +94,16 @@ class Rules:
 
     @classmethod
     def from_options(cls, values: Mapping[str, float], thresholds: tuple[Threshold, ...],
-                     origin: Callable[[str], str]) -> "Rules":
+                     origin: Callable[[str], str]) -> Rules:
         """Rules from the rule options' values by option name (``options.RULE_OPTIONS``);
         ``origin(name)`` names an option in the error about a negative value."""
         for name in (o.name for o in RULE_OPTIONS):
             if values[name] < 0:
                 raise ConfigError(f"{origin(name)}: must not be negative, got {values[name]}")
-        return cls(**{o.name.replace("-", "_"): values[o.name] for o in RULE_OPTIONS}, thresholds=thresholds)
+        fields: dict[str, Any] = {o.name.replace("-", "_"): values[o.name] for o in RULE_OPTIONS}
+        return cls(**fields, thresholds=thresholds)
 
-    def with_marker(self, marker_kwargs: Mapping[str, Any], nodeid: str) -> "Rules":
+    def with_marker(self, marker_kwargs: Mapping[str, Any], nodeid: str) -> Rules:
         """These rules with a test's ``@pytest.mark.gpuprof`` thresholds and tolerances on top
         (a marker's threshold replaces the one on its metric); an error naming the test and
         what is wrong.  Light enough for the plugin to check every marker when tests are

@@ -130,18 +130,19 @@ def _ranks(values: np.ndarray) -> np.ndarray:
 def _u_distribution(n1: int, n2: int) -> np.ndarray:
     """Number of orderings of n1 + n2 distinct values giving each U = 0 .. n1*n2."""
     # f[i][j] is the distribution for sizes (i, j): f(i, j) = f(i-1, j) shifted by j + f(i, j-1)
-    f = [[None] * (n2 + 1) for _ in range(n1 + 1)]
+    f: list[list[np.ndarray]] = []
     for i in range(n1 + 1):
+        f.append([])
         for j in range(n2 + 1):
             if i == 0 or j == 0:
-                f[i][j] = np.ones(1, dtype=float)
+                f[i].append(np.ones(1, dtype=float))
                 continue
             dist = np.zeros(i * j + 1, dtype=float)
             prev = f[i - 1][j]
             dist[j:j + len(prev)] += prev
             other = f[i][j - 1]
             dist[: len(other)] += other
-            f[i][j] = dist
+            f[i].append(dist)
     return f[n1][n2]
 
 

@@ -26,8 +26,9 @@ A change in the good direction beyond the tolerance is reported as
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from ..metrics.specs import METRICS, RECORDED_SINCE, MetricSpec, counter_spec
 from ..numbers import format_change, format_number
@@ -74,7 +75,7 @@ class Verdict:
         return format_change(self.current, self.baseline, self.relative)
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "metric": self.metric, "status": self.status, "baseline": self.baseline,
             "current": self.current, "change": self.change(), "rule": self.rule, "evidence": self.evidence,
         }
@@ -188,7 +189,7 @@ def judge(
     current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool = True,
     samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None,
     distributions: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None,
-    runs: list[Mapping[str, Any]] | None = None,
+    runs: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[Verdict]:
     """Every verdict for one test: thresholds first, then each metric against the baseline.
 
@@ -210,12 +211,12 @@ def judge(
     # synchronizations: a new .item() makes the host wait and launch slower, and then the
     # reading measures the change, not the host
     speeds = _speeds(samples, baseline is not None and same_backend and same_program(current, baseline))
-    at_baseline_speed = _at_baseline_speed(samples, runs or [], speeds) if speeds else {}
+    at_baseline_speed = _at_baseline_speed(samples, runs or [], speeds)
     window = None
     if "window_us" in paired:
         utilization = paired["gpu_utilization"][0].summary["median"] if "gpu_utilization" in paired else None
         host_pair = (HostPair(*at_baseline_speed["window_us"], speeds, host.host_bound(utilization))
-                     if "window_us" in at_baseline_speed else None)
+                     if "window_us" in at_baseline_speed and speeds else None)
         window = _compare_samples(METRICS["window_us"], *paired["window_us"], rules, family, None, host_pair)
     by_host = _moved_by_the_host(window, speeds)
     verdicts = [check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
@@ -312,10 +313,10 @@ def _moved_by_the_host(window: Verdict | None, speeds: tuple[float, float] | Non
     return window.by_host or speeds[0] > speeds[1] and window.status != "regressed"
 
 
-def _with_the_window(verdict: Verdict, window: Verdict, speeds: tuple[float, float]) -> Verdict:
+def _with_the_window(verdict: Verdict, window: Verdict | None, speeds: tuple[float, float] | None) -> Verdict:
     """A ratio over the window that changed while the host's speed moved the window
-    (``_moved_by_the_host``): ``ok``, and its evidence says so."""
-    if verdict.status not in ("regressed", "improved"):
+    (``_moved_by_the_host``, which needs both): ``ok``, and its evidence says so."""
+    if window is None or speeds is None or verdict.status not in ("regressed", "improved"):
         return verdict
     return replace(verdict, status="ok", by_host=True, let_through=HOST_SPEED, evidence=(
         f"{verdict.evidence}; moved with the window, which the host's speed explains "
@@ -332,12 +333,16 @@ def _speeds(samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] |
     return (now, before) if now and before else None
 
 
-def _at_baseline_speed(samples: tuple[Mapping[str, Any], Mapping[str, Any]], runs: list[Mapping[str, Any]],
-                       speeds: tuple[float, float]) -> dict[str, tuple[Series, Series]]:
+def _at_baseline_speed(samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
+                       runs: Sequence[Mapping[str, Any]],
+                       speeds: tuple[float, float] | None) -> dict[str, tuple[Series, Series]]:
     """(baseline, current) of each host series (``host.HOST_SERIES``) at the baseline host's
     speed: both runs' steps scaled by their readings against the baseline's, and the
-    medians of the baseline's recorded runs likewise (runs that kept no readings left out)."""
-    now, before = (host.converted(p, speeds[1]) for p in samples)
+    medians of the baseline's recorded runs likewise (runs that kept no readings left out).
+    Empty without both runs' steps and host-speed readings (``_speeds``)."""
+    if not speeds or not samples or not samples[0] or not samples[1]:
+        return {}
+    now, before = host.converted(samples[0], speeds[1]), host.converted(samples[1], speeds[1])
     kept = [host.converted(r["per_step"], speeds[1]) for r in runs if host.speed(r.get("per_step"))]
     out = {}
     for name in host.HOST_SERIES:
@@ -356,8 +361,8 @@ def same_program(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     counted = [n for n, s in METRICS.items() if s.kind in ("count", "bytes")
                and not (n in RECORDED_SINCE and (va.get(n) is None or vb.get(n) is None))]  # an older run lacks it
     kernels = {k for k in list(va) + list(vb) if k.startswith("kernels[")}
-    return all(va.get(k) is not None and vb.get(k) is not None and same(va[k], vb[k])
-               or va.get(k) == vb.get(k) for k in [*counted, *kernels])
+    pairs = [(va.get(k), vb.get(k)) for k in [*counted, *kernels]]
+    return all(a == b or (a is not None and b is not None and same(a, b)) for a, b in pairs)
 
 
 def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
@@ -388,7 +393,7 @@ def check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Serie
         return Verdict(t.metric, "ok", None, None, f"{t.text} (not applicable: no value)", threshold=t)
     if t.holds(value):
         return Verdict(t.metric, "ok", None, value, t.text, threshold=t)
-    if pair is not None and speeds[0] > speeds[1] and t.holds(pair[1].summary["median"]):
+    if pair is not None and speeds is not None and speeds[0] > speeds[1] and t.holds(pair[1].summary["median"]):
         return Verdict(t.metric, "unstable", None, value, t.text, threshold=t, evidence=(
             f"broken only because {host.slower(*speeds)}: {format_number(pair[1].summary['median'])} "
             "at the baseline host's speed"))
@@ -445,14 +450,15 @@ def _direction(spec: MetricSpec, delta: float) -> str:
 def _paired_series(
     samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
     distributions: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
-    runs: list[Mapping[str, Any]],
+    runs: Sequence[Mapping[str, Any]],
 ) -> dict[str, tuple[Series, Series]]:
     """(baseline, current) of every judged series both runs kept, by the name its verdict
     takes: the time and ratio metrics, then ``kernels[NAME].time_us`` by kernel name."""
     if not samples or not samples[0] or not samples[1]:
         return {}
-    now, before = samples
-    now_d, before_d = (distribution(p, d) for p, d in zip(samples, distributions or (None, None)))
+    now, before = samples[0], samples[1]
+    now_stored, before_stored = distributions or (None, None)
+    now_d, before_d = distribution(now, now_stored), distribution(before, before_stored)
 
     summaries = [r["distribution"] for r in runs if r.get("distribution")]
 
@@ -632,8 +638,8 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
     changes only when it changes both as measured and at that speed."""
     b, c = before.summary["median"], now.summary["median"]
     level = rules.alpha / max(family, 1)
-    rule = (f"median per step {_within(spec, rules)} unless the steps differ (Mann-Whitney p < {format_number(rules.alpha)} / {family} series "
-            f"= {level:.2g})")
+    rule = (f"median per step {_within(spec, rules)} unless the steps differ "
+            f"(Mann-Whitney p < {format_number(rules.alpha)} / {family} series = {level:.2g})")
     relative = spec.kind != "ratio"
     if host_pair is not None:
         at_speed = (f"at the baseline host's speed, where the median must also lie outside the "

@@ -4,7 +4,8 @@ launches, and the share of the card's DRAM bandwidth the profiled kernels used
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 

@@ -64,7 +64,9 @@ def stall_note(per_step: dict[str, Any]) -> str | None:
 def clock_note(readings: dict[str, Any] | None) -> str | None:
     """``SM clock ranged 1560-1980 MHz ...`` when it dropped under CLOCK_DROP of its
     highest with no slowdown reason (then ``assess`` says why the run is unstable)."""
-    clocks = (readings or {}).get("sm_clock_mhz")
+    if not readings:
+        return None
+    clocks = readings.get("sm_clock_mhz")
     if not clocks or not clocks[1] or clocks[0] >= CLOCK_DROP * clocks[1] or readings.get("slowdowns"):
         return None
     return (f"SM clock ranged {clocks[0]}-{clocks[1]} MHz during the steps, with no slowdown reason "

@@ -23,7 +23,6 @@ from .health import stalled_steps
 from .intervals import clip, covered_length, longest_gap, merge_intervals, union_length, union_length_per_group
 from .specs import COPY_KINDS, METRICS
 
-
 #: The count metrics; a step whose counts differ from the median step's is no host stall
 #: (``health.stalled_steps``).
 COUNTS = [name for name, spec in METRICS.items() if spec.kind == "count"]
@@ -58,7 +57,7 @@ class Measurement:
     """Metrics of one trace plus what they were computed over."""
 
     metrics: dict[str, Any]
-    per_step: dict[str, list[int]]
+    per_step: dict[str, Any]  # each metric's value per step; under "kernels", the heaviest kernels' times
     steps: pd.DataFrame  # start, end, name of each measured step
     step_source: str  # "ProfilerStep#N", "step_N" or "whole trace"
     window: tuple[int, int]  # W in ns
@@ -146,7 +145,7 @@ def measure(trace: Trace) -> Measurement:
         "kernel_time_us": _us(_dur(kernels).sum()),
         "kernels": _per_kernel(kernels),
     }
-    per_step: dict[str, list] = {
+    per_step: dict[str, Any] = {
         "kernel_count": _bincount(k_step[k_step >= 0], n),
         "kernel_time_us": _step_us(k_step[k_step >= 0], n, _dur(kernels)),
     }
@@ -163,7 +162,8 @@ def measure(trace: Trace) -> Measurement:
         per_step[f"memcpy_{kind}_time_us"] = [_us(v) for v in step_ns]
         metrics[f"memcpy_{kind}_gbps"] = _gbps(copies["bytes"].to_numpy()[sel].sum(), _dur(copies)[sel].sum())
         per_step[f"memcpy_{kind}_gbps"] = [_gbps(b, d) for b, d in zip(per_step[f"memcpy_{kind}_bytes"], step_ns)]
-    per_step["kernels"] = _per_kernel_steps(kernels, k_step[k_step >= 0], n, list(metrics["kernels"])[:PER_STEP_KERNELS])
+    heaviest = list(metrics["kernels"])[:PER_STEP_KERNELS]
+    per_step["kernels"] = _per_kernel_steps(kernels, k_step[k_step >= 0], n, heaviest)
     metrics["memset_count"] = int(len(sets))
     per_step["memset_count"] = _bincount(s_step[s_step >= 0], n)
 
@@ -451,7 +451,7 @@ def _gbps(nbytes: int | np.integer, dur_ns: int | np.integer) -> float | None:
     return float(f"{int(nbytes) / int(dur_ns):.4g}") if nbytes > 0 and dur_ns > 0 else None
 
 
-def _ratio(num: int, den: int) -> float:
+def _ratio(num: float, den: float) -> float:
     return round(num / den, 6) if den > 0 else 0.0
 
 

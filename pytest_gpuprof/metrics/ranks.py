@@ -9,9 +9,10 @@ into the trace of a process that joined a process group (``trace.kineto``).
 from __future__ import annotations
 
 import statistics
-from typing import Mapping
+from collections.abc import Mapping
 
 from .measure import Measurement
+
 
 def step_spans_ns(m: Measurement) -> list[int]:
     """Each measured step's span: from its CPU start to the next step's CPU start, the last

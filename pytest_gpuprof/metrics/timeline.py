@@ -12,6 +12,7 @@ lines of its JSON, not thousands.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -102,7 +103,7 @@ def _ranges(table: pd.DataFrame | None, lo: int, hi: int, work: pd.DataFrame, or
     return text, [int(t) for t in threads], names, cut
 
 
-def events(sample_: dict[str, Any]) -> list[dict[str, Any]]:
+def events(sample_: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The sample's events as dicts: lane, stream, kind, start_ns, dur_ns, name."""
     out = []
     for item in filter(None, sample_["events"].split(";")):
@@ -112,7 +113,7 @@ def events(sample_: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def ranges(sample_: dict[str, Any]) -> list[dict[str, Any]]:
+def ranges(sample_: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The sample's ranges as dicts: thread (its id), depth, start_ns, end_ns, gpu_start_ns,
     gpu_end_ns (None when it launched no sampled work), name; none in a sample stored
     before ranges were kept."""

@@ -47,7 +47,8 @@ def benchmark_metrics() -> list[tuple[str, str]]:
 
 
 #: Shown in each benchmark entry's ``extra`` (higher is better, so not entries themselves).
-BENCHMARK_CONTEXT = ("gpu_utilization", "overlap_efficiency", "pcie_utilization", "memcpy_htod_gbps", "memcpy_dtoh_gbps")
+BENCHMARK_CONTEXT = ("gpu_utilization", "overlap_efficiency", "pcie_utilization", "memcpy_htod_gbps",
+                     "memcpy_dtoh_gbps")
 
 
 def write_benchmark(doc: dict[str, Any], path: Path) -> None:

@@ -7,8 +7,9 @@ Tests are ordered regressions first (``compare.evaluate.STATUSES``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .. import __version__
 from ..compare.evaluate import STATUSES, TestResult

@@ -9,8 +9,9 @@ what to do next (``words.next_steps``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..compare.evaluate import FAILED_STATUSES
 from ..files import write_atomic

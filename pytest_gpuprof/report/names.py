@@ -17,8 +17,8 @@ both fail on the CUTLASS name of the example suite, and neither is on every mach
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 import pydemumble
 
@@ -99,7 +99,8 @@ def in_metric(metric: str, show: Callable[[str], str] = short_name) -> str:
 def _depths(text: str) -> list[int] | None:
     """Each character's bracket depth (an opener and its closer at the outer depth), or
     None when the brackets do not balance (``operator<``, a cut name): then no folding."""
-    out, stack = [], []
+    out: list[int] = []
+    stack: list[str] = []
     for c in text:
         if c in _OPEN:
             out.append(len(stack))

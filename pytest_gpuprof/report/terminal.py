@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..compare.verdicts import distribution
 from ..metrics.measure import Measurement
-from ..numbers import format_number
 from ..metrics.specs import COPY_KINDS
+from ..numbers import format_number
 from .escaping import terminal_text
 from .names import short_name
 from .values import AS_JUDGED, VALUES_NOTE, Shown, rank_sections, shown_values
@@ -137,7 +138,8 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
         lines.append("collectives        calls and their input bytes, per step | total")
     for name, call in (x.get("collectives") or {}).items():  # per step: total / steps, as the verdicts judge it
         cells = [_cell_or_blank(value, width, unit) for value, width, unit in (
-            (call["count"] / n, 10, ""), (None, 14, " us"), (None if call["bytes"] is None else call["bytes"] / n, 14, " B"),
+            (call["count"] / n, 10, ""), (None, 14, " us"),
+            (None if call["bytes"] is None else call["bytes"] / n, 14, " B"),
             (call["count"], 10, ""), (None, 14, " us"), (call["bytes"], 14, " B"))]
         unknown = "" if call["bytes"] is not None else "   (bytes not in the trace)"
         lines.append(f"  {name:<16} {' '.join(cells[:3])}   | {' '.join(cells[3:])}".rstrip() + unknown)
@@ -148,7 +150,8 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     if x["kernels"]:
         sampled = summaries["kernels"]
         lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}): per step "
-                      f"(time: the median step where its steps were kept, else total / steps), then total over {n} steps"]
+                      "(time: the median step where its steps were kept, else total / steps), "
+                      f"then total over {n} steps"]
         for name, k in list(x["kernels"].items())[:top]:
             per_step = sampled[name]["median"] if name in sampled else k["time_us"] / n
             lines.append(f"  {per_step:>12.3f} us {format_number(k['count'] / n):>7}x   | "

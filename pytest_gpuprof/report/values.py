@@ -9,7 +9,8 @@ verdict says a median (``VALUES_NOTE`` says so beside each table).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from ..compare.ranks import rank_nodeid
 from ..compare.verdicts import judged_values

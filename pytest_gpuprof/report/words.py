@@ -9,8 +9,9 @@ The terminal, the Markdown summary, the HTML report, the JUnit properties and
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ..compare.alongside import AS_MEASURED, spec_of
 from ..compare.evaluate import FAILED_STATUSES, UNKNOWN_GPU, TestResult, is_timing
@@ -313,6 +314,7 @@ def ncu_lines(test: Mapping[str, Any]) -> list[str]:
     for name, k in c["kernels"].items():
         m = {key: format_number(k[key]["median"]) for key, _ in COUNTER_COLUMNS}
         lines.append(f"  {short_name(name, 80)}: {m['time_us']} us, DRAM {m['dram_throughput_pct']}%, SM "
-                     f"{m['sm_throughput_pct']}%, occupancy {m['achieved_occupancy_pct']}%, {m['registers_per_thread']} "
-                     f"registers, {m['local_memory_bytes']} B local ({k['launches']} launch(es))")
+                     f"{m['sm_throughput_pct']}%, occupancy {m['achieved_occupancy_pct']}%, "
+                     f"{m['registers_per_thread']} registers, {m['local_memory_bytes']} B local "
+                     f"({k['launches']} launch(es))")
     return lines

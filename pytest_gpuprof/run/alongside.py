@@ -22,9 +22,10 @@ import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ..capture.environment import git
 from ..compare import host
@@ -33,16 +34,11 @@ from ..compare.evaluate import TestResult, fails_on_timing_alone
 from ..compare.rules import Rules
 from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series, test_status
 from ..numbers import format_number
+from ..options import option_args
 from ..report.words import pair_change, pair_evidence, pair_values
 from . import side_plugin
-from .side_plugin import SIDE
 from .fresh import fresh_pytest
-
-
-def measuring_a_side() -> bool:
-    """Whether this process measures for another: one side's fresh process of an A/B
-    comparison, or a profiled rank of a distributed test."""
-    return bool(os.environ.get(SIDE))
+from .role import SIDE
 
 
 @dataclass(frozen=True)
@@ -116,8 +112,8 @@ def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int =
         mark["PYTHONPATH"] = os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p])
         files = sorted({n.split("::")[0] for n in present})
         args = [*files, "-p", side_plugin.NAME, "-p", "no:cacheprovider", "-q", "--rootdir", str(root), "--gpuprof",
-                f"--gpuprof-baseline-dir={folder / 'baselines'}", f"--gpuprof-json={folder / 'results.json'}",
-                "--gpuprof-confirm=0", f"--gpuprof-timeline-events={timeline_events}", *sides.args]
+                *option_args({"baseline-dir": folder / "baselines", "json": folder / "results.json", "confirm": 0,
+                              "timeline-events": timeline_events}), *sides.args]
         args += ["-n0"] if sides.xdist else []  # one process: an addopts -n would hand the tests to workers
         timeout = sides.timeout_s * len(present)  # each test may take a re-run's time
         ended |= {n: "not run" for n in present}  # until the process says otherwise
@@ -196,8 +192,9 @@ def judge_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideR
         bases.append(on_base.results[nodeid])
         heads.append(on_head.results[nodeid])
         decisions = decide_all(metrics, bases, heads, rules, cap)
-        say(f"gpuprof: {nodeid}: pair {k} of at most {cap} (base {on_base.seconds:.1f} s, head {on_head.seconds:.1f} s): "
-            + "; ".join(f"{d.metric} {d.outcome} ({pair_change(d.to_json())})" for d in decisions.values()))
+        outcomes = "; ".join(f"{d.metric} {d.outcome} ({pair_change(d.to_json())})" for d in decisions.values())
+        say(f"gpuprof: {nodeid}: pair {k} of at most {cap} (base {on_base.seconds:.1f} s, "
+            f"head {on_head.seconds:.1f} s): {outcomes}")
         if all(d.outcome != NOT_SURE for d in decisions.values()):
             break
     apply(result, decisions, base, time.monotonic() - started, problem)
@@ -234,8 +231,9 @@ def apply(result: TestResult, decisions: dict[str, Decision], base: Path, second
         if d is None or v.status not in BROKEN or d.pairs == 0:
             continue
         if v.status == "threshold" and v.threshold is not None:
-            upheld = v.threshold.holds(d.base)
-            v.evidence += f"; {pair_evidence(pair_values(d.to_json()), 'worse' if upheld else 'same', v.threshold.text)}"
+            upheld = d.base is None or v.threshold.holds(d.base)  # no base value: the failure stands
+            said = pair_evidence(pair_values(d.to_json()), "worse" if upheld else "same", v.threshold.text)
+            v.evidence += f"; {said}"
             v.status = v.status if upheld else AS_BASE
             continue
         v.evidence += f"; {pair_evidence(pair_values(d.to_json()), d.outcome)}"

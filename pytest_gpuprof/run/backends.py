@@ -1,9 +1,10 @@
-"""Where a profiled test's trace comes from: one small interface, one class per way.
+"""Where a profiled test's trace comes from: one interface, one class per way.
 
 ``TorchBackend`` profiles in this process with torch.profiler; ``ReplayBackend``
 runs nothing and reads kept traces; ``NsysInnerBackend`` is the session that
 ``nsys_backend`` re-runs under Nsight Systems: it only emits NVTX ranges, and the
-outer session judges the tests from nsys's report once it is written.
+outer session judges the tests from nsys's report once it is written.  The session
+asks a backend what it can do (``in_process``, ``judges_here``), never which it is.
 """
 
 from __future__ import annotations
@@ -12,18 +13,25 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..capture.profiler import GpuProf, StepPlan
+from ..compare.ranks import rank_nodeid
 from ..errors import GpuprofError
+from ..options import option_args
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
+from .ranks import RankOutcome, RankProfiling, rank_trace
 
 #: Why a test that passed without finishing its steps() loop is an error, under either backend.
 UNFINISHED_LOOP = ("the test uses the gpuprof fixture but did not run its `for _ in gpuprof.steps(...)` loop "
                    "to the end; nothing was measured")
+
+#: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
+NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 
 TRACE_SUFFIX = ".pt.trace.json.gz"
 READABLE_CHARS = 160  # of a trace name's node-id part: the whole name stays under 255 bytes
@@ -53,15 +61,34 @@ def ranks_folder(parent: Path, nodeid: str) -> Path:
     return parent / f"{unique_trace_name(nodeid).removesuffix(TRACE_SUFFIX)}.ranks"
 
 
+def _fresh(folder: Path) -> Path:
+    """``folder``, emptied of what an earlier run left."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 class Backend(Protocol):
     """How a pytest run obtains each profiled test's trace."""
 
     name: str  # recorded in baselines: "torch" or "nsys"
     runs_tests: bool  # False: the test bodies are not run at all
     needs_gpu: bool  # True: profiled tests are skipped where torch sees no CUDA device
+    # the trace is this process's own capture, read as the test ends: a test may be measured
+    # again in fresh processes (confirmation, the base revision, Nsight Compute) and its
+    # pytest-benchmark fixture wrapped
+    in_process: bool
+    judges_here: bool  # False: the session outside nsys judges the tests from its report
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         """The ``gpuprof`` fixture object of one test."""
+
+    def expect(self, nodeids: list[str]) -> None:
+        """The run's profiled tests, once collected."""
+
+    def unmeasurable(self, nodeid: str) -> str | None:
+        """Why the test (a distributed test's: its rank 0's node id) cannot be measured here,
+        or None."""
 
     def start(self) -> None:
         """A profiled test's call begins."""
@@ -70,14 +97,60 @@ class Backend(Protocol):
         """The finished test's trace and the file kept of it; None when the trace is
         judged later, elsewhere (under nsys)."""
 
+    def rank_profiling(self, nodeid: str, plan: list[str], timeline_events: int) -> RankProfiling:
+        """How a distributed test's ranks measure (``ranks.spawn``), given the run's step plan as
+        options and the timeline events kept: each rank measures its own steps and is judged
+        against nothing, writing into a fresh folder of this test's."""
+
+    def rank_traces(self, nodeid: str, size: int, outcomes: list[RankOutcome]) -> dict[int, tuple[Trace, Path | None]]:
+        """Each rank's trace of a distributed test of ``size`` ranks (``outcomes``: how its
+        spawned ranks ended) and the file kept of it."""
+
+    @property
+    def kept_traces(self) -> Path | None:
+        """The folder of the traces the results name, or None."""
+
+    def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None,
+               skipped: dict[str, str]) -> None:
+        """End of the tests: a backend that does not judge here hands them over."""
+
     def close(self) -> None:
         """End of the run: release what the backend holds."""
 
 
-class TorchBackend:
+class Defaults:
+    """What a backend does where it has nothing to do: it expects no test, opens nothing,
+    keeps no trace, hands nothing over and holds nothing."""
+
+    def expect(self, nodeids: list[str]) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    @property
+    def kept_traces(self) -> Path | None:
+        return None
+
+    def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None,
+               skipped: dict[str, str]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _no_gpu() -> str | None:
+    """``NO_GPU`` where torch sees no CUDA device."""
+    import torch
+
+    return None if torch.cuda.is_available() else NO_GPU
+
+
+class TorchBackend(Defaults):
     """torch.profiler in this process: one Kineto trace per test, kept or deleted once read."""
 
-    name, runs_tests, needs_gpu = "torch", True, True
+    name, runs_tests, needs_gpu, in_process, judges_here = "torch", True, True, True, True
 
     def __init__(self, output_dir: Path, keep_traces: bool) -> None:
         self._keep = keep_traces
@@ -88,30 +161,48 @@ class TorchBackend:
         self.folder.mkdir(parents=True, exist_ok=True)
         return GpuProf(plan, self.folder / unique_trace_name(nodeid))
 
-    def start(self) -> None:
-        pass
+    def unmeasurable(self, nodeid: str) -> str | None:
+        return _no_gpu()
 
-    def ranks_folder(self, nodeid: str) -> Path:
-        """Where a distributed test's ranks write their results and traces (``run.ranks``)."""
-        return ranks_folder(self.folder, nodeid)
+    def rank_profiling(self, nodeid: str, plan: list[str], timeline_events: int) -> RankProfiling:
+        """Each rank profiles with torch.profiler, writing its results and trace into the
+        test's folder beside this run's traces."""
+        folder = _fresh(ranks_folder(self.folder, nodeid))
+        (folder / "baselines").mkdir()
+        return RankProfiling([*option_args({"baseline-dir": folder / "baselines", "confirm": 0,
+                                            "timeline-events": timeline_events}), *plan], folder)
+
+    def rank_traces(self, nodeid: str, size: int, outcomes: list[RankOutcome]) -> dict[int, tuple[Trace, Path | None]]:
+        """The trace each rank kept, moved (with ``--gpuprof-keep-traces``) beside the other
+        tests' traces under its ``rank_nodeid``'s name, where a replay finds it."""
+        traces = {o.rank: rank_trace(o, nodeid) for o in sorted(outcomes)}
+        if self._keep:
+            traces = {rank: path.replace(self.folder / unique_trace_name(rank_nodeid(nodeid, rank)))
+                      for rank, path in traces.items()}
+        return {rank: (load_kineto(path), path if self._keep else None) for rank, path in traces.items()}
+
+    @property
+    def kept_traces(self) -> Path | None:
+        return self.folder if self._keep else None
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None]:
-        if not prof.completed:
+        path = prof.trace_path
+        if not prof.completed or path is None:
             raise GpuprofError(UNFINISHED_LOOP)
         try:
-            return load_kineto(prof.trace_path), prof.trace_path if self._keep else None
+            return load_kineto(path), path if self._keep else None
         finally:
             if not self._keep:
-                prof.trace_path.unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
 
     def close(self) -> None:
         self._tmp.cleanup()
 
 
-class ReplayBackend:
+class ReplayBackend(Defaults):
     """Kept traces judged again: the tests are not run, no GPU is needed."""
 
-    name, runs_tests, needs_gpu = "torch", False, False
+    name, runs_tests, needs_gpu, in_process, judges_here = "torch", False, False, False, True
 
     def __init__(self, replay_dir: Path) -> None:
         self.replay_dir = replay_dir
@@ -124,7 +215,7 @@ class ReplayBackend:
         for nodeid in nodeids:
             self._sharing.setdefault(trace_name(nodeid), []).append(nodeid)
 
-    def missing(self, nodeid: str) -> str | None:
+    def unmeasurable(self, nodeid: str) -> str | None:
         """Why the test cannot be replayed (no trace of it here), or None."""
         own, shared = self.replay_dir / unique_trace_name(nodeid), self.replay_dir / trace_name(nodeid)
         if own.exists() or shared.exists():
@@ -145,18 +236,20 @@ class ReplayBackend:
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
 
-    def start(self) -> None:
-        pass
-
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path]:
         path = self.path(nodeid)
         return load_kineto(path), path
 
-    def close(self) -> None:
-        pass
+    def rank_profiling(self, nodeid: str, plan: list[str], timeline_events: int) -> RankProfiling:
+        raise GpuprofError("a replay runs no test: its ranks' traces are replayed")
+
+    def rank_traces(self, nodeid: str, size: int, outcomes: list[RankOutcome]) -> dict[int, tuple[Trace, Path | None]]:
+        """Each rank's kept trace, under its ``rank_nodeid``'s name."""
+        paths = {rank: self.path(rank_nodeid(nodeid, rank)) for rank in range(size)}
+        return {rank: (load_kineto(path), path) for rank, path in paths.items()}
 
 
-class NsysInnerBackend:
+class NsysInnerBackend(Defaults):
     """Inside ``nsys profile``: NVTX ranges only (nsys owns CUPTI), within one
     cudaProfilerStart/Stop capture range opened before the first profiled test.  A
     distributed test's rank opens none (``owns_capture`` False): nsys records the processes
@@ -165,7 +258,7 @@ class NsysInnerBackend:
     Under ncu (``process_steps``) each measured step is also a process-wide range, which
     ncu's filter follows into every thread (``run.ncu``)."""
 
-    name, runs_tests, needs_gpu = "nsys", True, True
+    name, runs_tests, needs_gpu, in_process, judges_here = "nsys", True, True, False, False
 
     def __init__(self, results: Path, owns_capture: bool = True, process_steps: bool = False) -> None:
         self._results = results
@@ -184,12 +277,21 @@ class NsysInnerBackend:
             torch.cuda.profiler.start()
             self._capturing = True
 
+    def unmeasurable(self, nodeid: str) -> str | None:
+        return _no_gpu()
+
     def trace(self, nodeid: str, prof: GpuProf) -> None:
         return None
 
-    def ranks_folder(self, nodeid: str) -> Path:
-        """Where a distributed test's ranks write which process each was (``run.ranks``)."""
-        return ranks_folder(self._results.parent, nodeid)
+    def rank_profiling(self, nodeid: str, plan: list[str], timeline_events: int) -> RankProfiling:
+        """The ranks measure nothing themselves: each marks its steps in NVTX inside this
+        session's capture range, opened now, and writes which process it was."""
+        folder = _fresh(ranks_folder(self._results.parent, nodeid))
+        self.start()
+        return RankProfiling(plan, folder, nsys=True)
+
+    def rank_traces(self, nodeid: str, size: int, outcomes: list[RankOutcome]) -> dict[int, tuple[Trace, Path | None]]:
+        raise GpuprofError("under nsys the session outside judges the ranks, from its report")
 
     def close(self) -> None:
         """Close the capture range once every test has run."""

@@ -10,7 +10,8 @@ into ``benchmark.extra_info["gpuprof"]``, which ``--benchmark-json`` and
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..capture.profiler import GpuProf
 

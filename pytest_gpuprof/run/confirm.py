@@ -14,16 +14,15 @@ import json
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..compare.evaluate import TestResult, fails_on_timing_alone
 from ..compare.verdicts import BROKEN, test_status
 from ..numbers import format_number
+from ..options import option_args
 from .fresh import fresh_pytest
-
-#: Set in the re-runs, which judge but never confirm again.
-CONFIRMING = "GPUPROF_CONFIRMING"
+from .role import CONFIRMING
 
 
 def needs_confirmation(result: TestResult) -> bool:
@@ -65,7 +64,7 @@ def rerun(nodeid: str, args: list[str], rootdir: Path, timeout_s: float) -> Test
         out = Path(tmp) / "results.json"
         try:
             done = fresh_pytest([nodeid, "-p", "no:cacheprovider", "-q", "--rootdir", str(rootdir), *args,
-                                 f"--gpuprof-json={out}", "--gpuprof-confirm=0", "--gpuprof-timeline-events=0"],
+                                 *option_args({"json": out, "confirm": 0, "timeline-events": 0})],
                                 rootdir, {CONFIRMING: "1"}, timeout_s)
         except subprocess.TimeoutExpired:
             return (f"the re-run ran over {format_number(timeout_s)} s (--gpuprof-confirm-timeout) and was "
@@ -96,11 +95,12 @@ def apply(result: TestResult, reruns: list[TestResult | str]) -> None:
         missed = sum(1 for again in deciding if again is None or again.status != "regressed")
         if not deciding:
             undecided += 1
-            v.evidence += f"; no fresh process decided ({len(measured)} saw it unstable: {unsteady})" if measured else ""
-        elif not missed:
+            v.evidence += (f"; no fresh process decided ({len(measured)} saw it unstable: {unsteady})" if measured
+                           else "")
+        elif not missed:  # every deciding re-run measured it, regressed
             confirmed += 1
             v.evidence += f"; confirmed in {len(deciding)} fresh process(es): " + ", ".join(
-                again.change() or format_number(again.current) for again in deciding)
+                again.change() or format_number(again.current) for again in deciding if again is not None)
         else:
             v.status = "unconfirmed"
             v.evidence += f"; not reproduced in {missed} of {len(deciding)} fresh process(es)"

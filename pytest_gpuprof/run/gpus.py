@@ -9,7 +9,7 @@ worker reads it when the plugin loads, before any conftest can start CUDA."""
 from __future__ import annotations
 
 import os
-from typing import MutableMapping
+from collections.abc import MutableMapping
 
 #: The controller's visible GPUs, comma-separated, for the workers it starts.
 GPUS = "GPUPROF_XDIST_GPUS"

@@ -18,22 +18,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..capture.ncu import export_csv
-from ..capture.nsys import INNER_ENV
 from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
 from ..errors import GpuprofError
 from ..metrics.counters import ncu_counters, needs_lines, not_computed
 from ..numbers import format_number
+from ..options import option_args
 from ..report.names import function_name
 from ..trace.ncu import METRICS, read_ncu_csv
-from .side_plugin import SIDE
+from .role import INSIDE_NSYS, NCU_SIDE, SIDE
 
-#: The side (``side_plugin.SIDE``) of the pytest process ncu profiles.
-NCU_SIDE = "ncu"
 #: What ncu prints when the driver lets only administrators read the GPU's counters.
 NO_PERMISSION = "ERR_NVGPUCTRPERM"
 #: The fix for it, in NVIDIA's words' place.
@@ -64,14 +63,6 @@ def ncu_plan(marker: dict[str, Any], every: bool) -> NcuPlan | None:
     return NcuPlan(**asked) if isinstance(asked, dict) else NcuPlan()
 
 
-def under_ncu() -> bool:
-    """Whether this process is the one ``profile_kernels`` runs under ncu: its measured steps
-    are then process-wide NVTX ranges too (``capture.ranges.nvtx_process_range``), the
-    filter ``ncu_command`` gives ncu (a push/pop range's filter, ``NAME/``, would hold only
-    the kernels of the thread that opened it, not autograd's backward pass)."""
-    return os.environ.get(SIDE) == NCU_SIDE
-
-
 def kernel_filter(plan: NcuPlan, kernels: Mapping[str, Mapping[str, Any]]) -> str:
     """ncu's ``-k`` argument: the plan's expression, or the function names of the test's
     ``kernels`` (its metrics' ``kernels``: per name its ``time_us``), the heaviest first, up
@@ -90,7 +81,8 @@ def ncu_command(ncu: Path, report: Path, plan: NcuPlan, kernels: Mapping[str, Ma
     """``ncu`` profiling the plan's launches of ``pytest`` (a command), writing ``report``."""
     return [str(ncu), "--clock-control", "none", "--nvtx", "--nvtx-include",
             f"{NVTX_DOMAIN}@{STEP_RANGE_PREFIX}{plan.step}", "-k", kernel_filter(plan, kernels),
-            "--launch-count", str(plan.launches), "--metrics", METRICS, "-f", "-o", str(report.with_suffix("")), *pytest]
+            "--launch-count", str(plan.launches), "--metrics", METRICS, "-f", "-o", str(report.with_suffix("")),
+            *pytest]
 
 
 def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan: NcuPlan, ncu: Path, rootdir: Path,
@@ -107,9 +99,9 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
         report = folder / "test.ncu-rep"
         pytest = [sys.executable, "-m", "pytest", nodeid, "-q", "--rootdir", str(rootdir),
                   "-o", f"cache_dir={folder / 'cache'}", f"--junitxml={folder / 'junit.xml'}",
-                  *(["-n0"] if xdist else []), "--gpuprof-nsys", "--gpuprof-confirm=0",
-                  f"--gpuprof-baseline-dir={folder}", *options]
-        env = {**os.environ, INNER_ENV: str(folder / "inner.json"), SIDE: NCU_SIDE}
+                  *(["-n0"] if xdist else []), *option_args({"nsys": True, "confirm": 0, "baseline-dir": folder}),
+                  *options]
+        env = {**os.environ, INSIDE_NSYS: str(folder / "inner.json"), SIDE: NCU_SIDE}
         command = ncu_command(ncu, report, plan, kernels, pytest)
         said = _run(command, rootdir, env, timeout_s)
         if NO_PERMISSION in said:

@@ -17,6 +17,7 @@ both files are deleted unless ``--gpuprof-keep-traces`` asks to keep them.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -27,7 +28,6 @@ import pytest
 
 from ..capture.nsys import (
     HELD_ENV,
-    INNER_ENV,
     check_report,
     export_sqlite,
     find_nsys,
@@ -44,7 +44,9 @@ from ..errors import GpuprofError, TraceError
 from ..report.words import failure_message
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
-from .backends import UNFINISHED_LOOP
+from .backends import UNFINISHED_LOOP, Defaults
+from .ranks import RankOutcome, RankProfiling
+from .role import INSIDE_NSYS
 from .session import GpuprofSession, Settings
 
 #: The command nsys runs: ``python -m pytest ARGS``, once the held variables are back.
@@ -57,13 +59,15 @@ def run_inner(args: list[str]) -> int:
     return int(pytest.main(args))
 
 
-class NsysReportBackend:
-    """The tests of one nsys session report, each cut out by its NVTX range."""
+class NsysReportBackend(Defaults):
+    """The tests of one nsys session report, each cut out by its NVTX range (the session
+    outside nsys judges with it: nothing runs, nothing is measured again)."""
 
-    name, runs_tests, needs_gpu = "nsys", False, False
+    name, runs_tests, needs_gpu, in_process, judges_here = "nsys", False, False, False, True
 
     def __init__(self, report: Path, trace: Trace | None, kept: Path | None,
-                 unfinished: dict[str, list[int] | None], ranks: dict[str, dict[int, Trace | str]] | None = None) -> None:
+                 unfinished: dict[str, list[int] | None],
+                 ranks: dict[str, dict[int, Trace | str]] | None = None) -> None:
         self.report = report
         self._trace = trace
         self._kept = kept  # the scrubbed export, when kept
@@ -74,19 +78,26 @@ class NsysReportBackend:
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
 
-    def start(self) -> None:
-        pass
+    def unmeasurable(self, nodeid: str) -> str | None:
+        return None
+
+    def rank_profiling(self, nodeid: str, plan: list[str], timeline_events: int) -> RankProfiling:
+        raise GpuprofError("the session outside nsys runs no test: the report holds its ranks")
 
     def trace(self, nodeid: str, prof: GpuProf | None = None) -> tuple[Trace, Path | None]:
         if nodeid in self._unfinished:
             raise GpuprofError(UNFINISHED_LOOP)
+        if self._trace is None:  # no test of the session's own process ran to the end
+            raise GpuprofError(f"{self.report} holds no profiled test of the session's own process")
         try:
             return for_range(self._trace, nodeid), self._kept
         except TraceError as exc:
             raise TraceError(f"{self.report}: {exc}") from None
 
-    def rank_traces(self, nodeid: str) -> dict[int, tuple[Trace, Path | None]]:
-        """Each rank's part of a distributed test: its process's events inside the test's range."""
+    def rank_traces(self, nodeid: str, size: int = 0,
+                    outcomes: list[RankOutcome] | None = None) -> dict[int, tuple[Trace, Path | None]]:
+        """Each rank's part of a distributed test: its process's events inside the test's range
+        (the report names the ranks: ``size`` and ``outcomes`` are the spawning session's)."""
         if nodeid in self._unfinished:
             raise GpuprofError(f"rank {', '.join(map(str, self._unfinished[nodeid] or []))}: {UNFINISHED_LOOP}")
         cut = {}
@@ -98,9 +109,6 @@ class NsysReportBackend:
             except TraceError as exc:
                 raise TraceError(f"{self.report}: rank {rank}: {exc}") from None
         return cut
-
-    def close(self) -> None:
-        pass
 
 
 def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, GpuprofSession]:
@@ -116,7 +124,7 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
     launch, held = split_environment(os.environ)
     held_file = hold(held)
     try:
-        status, tail = run_streamed(cmd, env={**launch, INNER_ENV: str(results), HELD_ENV: str(held_file)}, cwd=cwd)
+        status, tail = run_streamed(cmd, env={**launch, INSIDE_NSYS: str(results), HELD_ENV: str(held_file)}, cwd=cwd)
         if not results.is_file():
             raise GpuprofError(f"the session under nsys ended (exit {status}) before writing {results}:\n{tail}")
         inner = json.loads(results.read_text())
@@ -148,10 +156,11 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
     session.machine = inner.get("machine")
     session.skipped.update(inner["skipped"])
     for test in inner["tests"]:  # the passed ones (a failed test is not judged)
+        nodeid = test["nodeid"]
         if "ranks" in test:
-            session.judge_ranks(test["nodeid"], test["marker"], lambda nodeid=test["nodeid"]: backend.rank_traces(nodeid))
+            session.judge_ranks(nodeid, test["marker"], functools.partial(backend.rank_traces, nodeid))
         else:
-            session.judge(test["nodeid"], test["marker"], lambda nodeid=test["nodeid"]: backend.trace(nodeid))
+            session.judge(nodeid, test["marker"], functools.partial(backend.trace, nodeid))
     status = inner["exitstatus"]
     if status == 0 and any(r.failed for r in session.results):
         status = 1

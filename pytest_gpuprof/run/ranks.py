@@ -4,7 +4,8 @@ and the test fails with the message of any rank that failed.
 
 The test's own process spawns the ranks and waits.  Under ``--gpuprof`` each rank profiles its own
 steps on its own GPU (``profiled``: gpuprof on in it, judged against nothing, its trace kept in
-the folder given), and the test's process judges the ranks together (``compare.ranks``).  A rank that does not finish within
+the folder given), and the test's process judges the ranks together (``compare.ranks``).  A
+rank that does not finish within
 ``--gpuprof-rank-timeout`` seconds is killed with every other rank (each rank leads its
 own process group, so its children go too), and the test fails saying which ranks hung;
 once a rank failed the others get ``GRACE_S`` to end (they are likely blocked in a
@@ -28,19 +29,11 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..errors import GpuprofError
+from ..options import option_args
 from . import side_plugin
-from ..capture.nsys import INNER_ENV
-from .record import RECORDING
-from .side_plugin import SIDE
+from .role import INSIDE_NSYS, PROFILED, RANK, RECORDING, SIDE, STORE, this_process
 
-#: Set in a rank's process: its rank (the test's own process has none).
-RANK = "GPUPROF_RANK"
-#: Where the ranks meet (a file store in the spawn's private folder: no port to race for).
-STORE = "GPUPROF_RANK_STORE"
-#: Set by torchrun in every process it starts (the run's id): each is a rank of the whole session.
-TORCHRUN = "TORCHELASTIC_RUN_ID"
-#: Set in a rank's process that profiles its steps for the test's process (gpuprof stays on in it).
-PROFILED = "GPUPROF_RANK_PROFILED"
 #: Kept in every rank's environment: NVLink multicast off (two-GPU machines lent without it).
 RANK_ENVIRONMENT = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
 
@@ -54,21 +47,15 @@ class Rank(NamedTuple):
     device: str  # "cuda:LOCAL_RANK", or "cpu" without a GPU
 
 
-def under_torchrun() -> bool:
-    """Whether torchrun started this pytest process as one rank of several of the whole session."""
-    return (bool(os.environ.get(TORCHRUN)) and os.environ.get(RANK) is None and "RANK" in os.environ
-            and int(os.environ.get("WORLD_SIZE", "1")) > 1)
-
-
 def this_rank() -> Rank | None:
     """This process's rank: one of a distributed test's ranks, or of a session torchrun started."""
-    if os.environ.get(RANK) is None and not under_torchrun():
+    place = this_process().place
+    if place is None:
         return None
-    local = int(os.environ["LOCAL_RANK"])
     import torch
 
-    device = f"cuda:{local}" if torch.cuda.is_available() else "cpu"
-    return Rank(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), local, device)
+    device = f"cuda:{place.local_rank}" if torch.cuda.is_available() else "cpu"
+    return Rank(place.rank, place.world_size, place.local_rank, device)
 
 
 def join(rank: Rank) -> None:
@@ -80,7 +67,8 @@ def join(rank: Rank) -> None:
     if rank.device.startswith("cuda"):
         torch.cuda.set_device(rank.local_rank)
     backend = "nccl" if rank.device.startswith("cuda") else "gloo"
-    init = "env://" if under_torchrun() else f"file://{os.environ[STORE]}"
+    process = this_process()
+    init = "env://" if process.torchrun else f"file://{process.store}"
     dist.init_process_group(backend, init_method=init, rank=rank.rank, world_size=rank.world_size)
 
 
@@ -142,21 +130,21 @@ def spawn(item_path: Path, nodeid: str, world_size: int, rootdir: Path, timeout_
 def _profiling(rank: int, profiled: RankProfiling | None) -> tuple[list[str], dict[str, str]] | None:
     """A profiled rank's gpuprof options and variables: the test's options, with its own
     results file (and trace folder, under torch.profiler); under nsys the rank is a session
-    inside nsys (``backends.NsysInnerBackend``) writing its results where ``INNER_ENV`` says."""
+    inside nsys (``backends.NsysInnerBackend``) writing its results where ``INSIDE_NSYS`` says."""
     if profiled is None:
         return None
     results = profiled.folder / f"rank{rank}.json"
     if profiled.nsys:
-        return [*profiled.args, "--gpuprof-nsys"], {INNER_ENV: str(results)}
-    return [*profiled.args, "--gpuprof", f"--gpuprof-json={results}",
-            f"--gpuprof-output-dir={profiled.folder / f'rank{rank}'}", "--gpuprof-keep-traces"], {}
+        return [*profiled.args, *option_args({"nsys": True})], {INSIDE_NSYS: str(results)}
+    return [*profiled.args, *option_args({"": True, "json": results, "output-dir": profiled.folder / f"rank{rank}",
+                                          "keep-traces": True})], {}
 
 
 def _start(rank: int, world_size: int, folder: Path, item_path: Path, nodeid: str, rootdir: Path,
            xdist: bool, gpuprof: tuple[list[str], dict[str, str]] | None) -> subprocess.Popen:
     """One rank: the same test in a fresh pytest process, its output kept for a crash's message;
     gpuprof off in it unless ``gpuprof`` gives its options and variables (it then measures, as
-    an A/B side does: nothing fails it, no probes, no base: ``side_plugin.SIDE``)."""
+    an A/B side does: nothing fails it, no probes, no base: ``role.SIDE``)."""
     options, variables = gpuprof if gpuprof is not None else ([], {})
     profiling = {PROFILED: "1", SIDE: "rank", **variables} if gpuprof is not None else {}
     inherited = {k: v for k, v in os.environ.items() if k != RECORDING}  # a recording's rank keeps its trace
@@ -190,7 +178,7 @@ def _wait(processes: list[subprocess.Popen], folder: Path, nodeid: str,
             if r not in failed and (when := _failed(r, p, folder, nodeid)) is not None:
                 failed[r] = when
         grace_from = now if failed and grace_from is None else grace_from
-        first = min(failed, key=failed.get) if failed else None
+        first = min(failed, key=failed.__getitem__) if failed else None
         if not running:
             return {}, first
         if now >= deadline:
@@ -258,3 +246,29 @@ def verdict(outcomes: list[RankOutcome], timeout_s: float) -> tuple[str, str] | 
     if skipped:
         return "fail", f"rank {skipped[0].rank} of {n} {skipped[0].ended}, while other ranks ran the test"
     return None
+
+
+def rank_trace(outcome: RankOutcome, nodeid: str) -> Path:
+    """The trace a profiled rank kept; an error naming the rank when it kept none."""
+    _, test = rank_result(outcome, nodeid)
+    trace = test.get("trace")
+    if trace is None or not Path(trace).is_file():
+        raise GpuprofError(f"rank {outcome.rank} measured nothing ({test.get('message') or 'no trace kept'}): "
+                           f"{outcome.results}")
+    return Path(trace)
+
+
+def rank_result(outcome: RankOutcome, nodeid: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A profiled rank's results document and its test ``nodeid`` in it; an error naming the
+    rank and the file when it cannot be read or holds no such test."""
+    path = outcome.results
+    try:
+        doc = json.loads(path.read_text()) if path is not None and path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        raise GpuprofError(f"rank {outcome.rank}'s results cannot be read: {path}: {exc}") from None
+    tests = [t for t in (doc.get("tests") if isinstance(doc, dict) else None) or []
+             if isinstance(t, dict) and t.get("nodeid") == nodeid]
+    if not tests:
+        why = "no results document" if path is None or not path.is_file() else f"its results hold no test {nodeid}"
+        raise GpuprofError(f"rank {outcome.rank} measured nothing ({why}): {outcome.results}")
+    return doc, tests[0]

@@ -9,23 +9,16 @@ runs of one process would learn no spread at all.  One command is then enough to
 
 from __future__ import annotations
 
-import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from ..options import option_args
 from .fresh import fresh_pytest
+from .role import RECORDING
 
-#: Set in the processes that record again, which neither record again, write reports nor
-#: keep traces (the first process's kept traces are the ones its results name).
-RECORDING = "GPUPROF_RECORDING"
 #: How an update's line begins (``session``), which a fresh process's output is read for.
 UPDATED, NOT_WRITTEN = "updated ", "no baseline written"
-
-
-def recording_again() -> bool:
-    """Whether this process is one of the fresh processes of a recording."""
-    return bool(os.environ.get(RECORDING))
 
 
 def replay_recorded(replay_dir: Path, processes: int) -> str:
@@ -44,7 +37,7 @@ def record_again(args: list[str], where: Path, processes: int, keep: int, say: C
     problems = []
     for k in range(2, processes + 1):
         started = time.monotonic()
-        done = fresh_pytest([*args, "--gpuprof-record-processes=1", f"--gpuprof-baseline-runs={max(keep, processes)}"],
+        done = fresh_pytest([*args, *option_args({"record-processes": 1, "baseline-runs": max(keep, processes)})],
                             where, {RECORDING: str(k)})
         lines = done.stdout.splitlines()
         updates = [line for line in lines if line.startswith((UPDATED, NOT_WRITTEN))]

@@ -9,55 +9,53 @@ at the end write the baselines recorded and the reports asked for.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from ..capture.ncu import find_ncu
+from ..capture.probes import READINGS, best_readings, measure_machine
 from ..capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
 from ..capture.ranges import nvtx_range
 from ..compare import baseline
-from ..capture.probes import READINGS, best_readings, measure_machine
-from ..compare.evaluate import TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
+from ..compare.alongside import base_entry
+from ..compare.counters import judge_counters
+from ..compare.evaluate import UNKNOWN_GPU, TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
 from ..compare.ranks import combine, entry_for, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
 from ..compare.rules import Rules
 from ..errors import ConfigError, GpuprofError
 from ..metrics.measure import measure
 from ..metrics.ranks import rank_skew
 from ..numbers import format_number
-from ..options import default
+from ..options import RULE_OPTIONS, default, option_args
 from ..report.document import results_document
 from ..report.escaping import terminal_text
 from ..report.junit import junit_properties
 from ..report.terminal import session_lines
 from ..report.words import failure_message
 from ..report.writers import write_reports
-from ..trace.kineto import load_kineto
 from ..trace.model import Trace
-from .backends import UNFINISHED_LOOP, Backend, NsysInnerBackend, ReplayBackend, TorchBackend, unique_trace_name
+from .alongside import SideRun, Sides, file_in, judge_pairs, needs_pairs, run_side, unusable
+from .backends import UNFINISHED_LOOP, Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
-from ..compare.alongside import base_entry
-from ..compare.counters import judge_counters
-from .alongside import Sides, SideRun, file_in, judge_pairs, measuring_a_side, needs_pairs, run_side, unusable
-from .ranks import PROFILED, RankOutcome, RankProfiling, this_rank
+from .confirm import confirm, needs_confirmation
+from .ncu import NcuPlan, ncu_plan, profile_kernels
+from .ranks import RankOutcome, RankProfiling, rank_result
 from .ranks import verdict as rank_verdict
+from .record import NOT_WRITTEN, UPDATED, record_again, replay_recorded
+from .role import Process
 from .torchrun import Torchrun
-from .confirm import CONFIRMING, confirm, needs_confirmation
-from .ncu import NcuPlan, ncu_plan, profile_kernels, under_ncu
-from .record import NOT_WRITTEN, UPDATED, record_again, recording_again, replay_recorded
+from .xdist_relay import Outbox
 
 #: What a distributed test is judged against in an A/B run (``--gpuprof-base``).
 RANKS_NOT_ALONGSIDE = ("a distributed test is judged against its stored baseline only, not against the base revision "
                        "measured alongside")
-#: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
-NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
 
 @dataclass(frozen=True)
 class Settings:
@@ -86,6 +84,7 @@ class Settings:
     base_only: bool = False  # every test judged against the base, none against stored baselines
     base_pairs: int = default("base-pairs")  # at most this many base/head pairs decide a failure
     torchrun: Torchrun | None = None  # this process is one rank of a session torchrun started (run.torchrun)
+    process: Process = Process()  # what this pytest process is for, as its parent said (run.role)
     reports: dict[str, Path | None] = field(default_factory=dict)  # report kind -> path (report.writers.REPORTS)
 
 
@@ -116,8 +115,7 @@ class GpuprofSession:
         self.deferred: list[dict[str, Any]] = []  # inside nsys: profiled tests, judged by the outer session
         self.machine: dict[str, Any] | None = None  # this machine's probes, taken before the first profiled test
         self._probed_again = 0  # how many times the probes were read again (_probe_again)
-        self.worker = False  # a pytest-xdist worker: sends what it finds to the controller, writes nothing
-        self._outbox: list[tuple[str, Callable[[], Any]]] = []  # (worker) what it found since its last test report
+        self.outbox: Outbox | None = None  # a pytest-xdist worker's: what it finds goes to the controller
         self._profiled: list[str] = []  # the profiled tests collected, in order
         self._base_pass: SideRun | None = None  # the base revision's fresh process for tests judged against it
         self._base_missing = ""  # why none of the profiled tests is at the base revision, if none is
@@ -129,8 +127,8 @@ class GpuprofSession:
             return ReplayBackend(s.replay_dir)
         if s.nsys_inner is not None:
             # a distributed test's rank: its test's session holds the capture range open
-            return NsysInnerBackend(s.nsys_inner, owns_capture=os.environ.get(PROFILED) is None,
-                                    process_steps=under_ncu())
+            return NsysInnerBackend(s.nsys_inner, owns_capture=not s.process.profiled_rank,
+                                    process_steps=s.process.under_ncu)
         return TorchBackend(s.output_dir, s.keep_traces)
 
     # --- the gpuprof fixture object and the rules of one test -------------------
@@ -152,13 +150,20 @@ class GpuprofSession:
     # --- judging ----------------------------------------------------------------
     @property
     def _counters_after_ncu(self) -> bool:
-        """Counters are judged once: under torch.profiler after Nsight Compute ran (the end of
-        ``_profiled_call``), for every other backend in ``judge`` (no ncu runs there)."""
-        return isinstance(self.backend, TorchBackend)
+        """Counters are judged once: after Nsight Compute ran (the end of ``_profiled_call``)
+        where it may (``in_process``), else in ``judge``."""
+        return self.backend.in_process
 
     def judge_test(self, item: pytest.Item, prof: GpuProf) -> TestResult:
         """Judge a finished test from the trace the backend gives for it."""
-        return self.judge(item.nodeid, marker_arguments(item), lambda: self.backend.trace(item.nodeid, prof))
+        return self.judge(item.nodeid, marker_arguments(item), lambda: self._trace_here(item, prof))
+
+    def _trace_here(self, item: pytest.Item, prof: GpuProf) -> tuple[Trace, Path | None]:
+        """The test's trace from a backend that judges here (``judges_here``), which gives one."""
+        found = self.backend.trace(item.nodeid, prof)
+        if found is None:
+            raise GpuprofError(f"{item.nodeid}: no trace to judge in this process")
+        return found
 
     def judge(self, nodeid: str, marker_kwargs: dict[str, Any],
               load: Callable[[], tuple[Trace, Path | None]]) -> TestResult:
@@ -169,10 +174,11 @@ class GpuprofSession:
             trace, kept = load()
             m = measure(trace)
             result = of_measurement(nodeid, m, s.backend, s.timeline_events)
+            gpu = result.gpu or UNKNOWN_GPU  # (of_measurement names one)
             result.trace, result.machine = kept, self.machine
             result.baseline_file = baseline.baseline_file(s.baseline_dir, nodeid)
-            entry = None if s.base_only else baseline.entry(result.baseline_file, nodeid, result.gpu)
-            entry, mismatch = entry_for(entry, 1)
+            stored = None if s.base_only else baseline.entry(result.baseline_file, nodeid, gpu)
+            entry, mismatch = entry_for(stored, 1)
             if entry is None and self.sides is not None:
                 entry = self._against_base(result)
             rules = self.rules_for(nodeid, marker_kwargs)
@@ -181,14 +187,15 @@ class GpuprofSession:
             if result.slower_machine and self._probe_again():
                 result.machine = self.machine
                 evaluate(result, m, entry, rules, update=s.update_baseline, strict=s.strict, alongside=alongside)
-            if result.message and (result.alongside or {}).get("note"):  # --gpuprof-strict: say why not against base
-                result.message += f"; {result.alongside['note']}"
+            note = (result.alongside or {}).get("note")
+            if result.message and note:  # --gpuprof-strict: say why not against base
+                result.message += f"; {note}"
             result.notes += [mismatch] if mismatch else []
             if not self._counters_after_ncu:  # no ncu here: its thresholds noted unchecked
                 judge_counters(result, rules, s.update_baseline)
             if s.update_baseline:
-                new, how = new_baseline_entry(result, entry, s.baseline_runs, keep_counters=recording_again())
-                self._add_entry(str(result.baseline_file), nodeid, result.gpu, new, how)
+                new, how = new_baseline_entry(result, entry, s.baseline_runs, keep_counters=s.process.recording)
+                self._add_entry(str(result.baseline_file), nodeid, gpu, new, how)
         except GpuprofError as exc:
             result = TestResult(nodeid, "error", message=str(exc))
         self._add_result(result)
@@ -198,15 +205,7 @@ class GpuprofSession:
         """How a distributed test's ranks measure (``run.ranks.spawn``): each rank measures its
         own steps and is judged against nothing; under nsys each marks them in NVTX inside this
         session's capture range, opened now."""
-        folder = self.backend.ranks_folder(item.nodeid)
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
-        if isinstance(self.backend, NsysInnerBackend):  # the ranks measure nothing themselves: nsys records
-            self.backend.start()
-            return RankProfiling(self._plan_args(), folder, nsys=True)
-        (folder / "baselines").mkdir()
-        return RankProfiling([f"--gpuprof-baseline-dir={folder / 'baselines'}", "--gpuprof-confirm=0",
-                              f"--gpuprof-timeline-events={self.settings.timeline_events}", *self._plan_args()], folder)
+        return self.backend.rank_profiling(item.nodeid, self._plan_args(), self.settings.timeline_events)
 
     def judge_ranks(self, nodeid: str, marker_kwargs: dict[str, Any],
                     load: Callable[[], dict[int, tuple[Trace, Path | None]]]) -> TestResult:
@@ -227,7 +226,8 @@ class GpuprofSession:
                 # this process probed rank 0's GPU (the first visible): its readings explain rank 0 alone
                 ranks[rank].trace, ranks[rank].machine, ranks[rank].baseline_file = (
                     traces[rank][1], self.machine if rank == 0 else None, file)
-            stored = None if s.base_only else baseline.entry(file, nodeid, ranks[0].gpu)
+            gpu = ranks[0].gpu or UNKNOWN_GPU  # (of_measurement names one)
+            stored = None if s.base_only else baseline.entry(file, nodeid, gpu)
             entry, mismatch = entry_for(stored, len(ranks))
             for rank, m in measured.items():
                 evaluate(ranks[rank], m, rank_entry(entry, rank), rank_rules(rules), update=s.update_baseline,
@@ -240,7 +240,7 @@ class GpuprofSession:
             result = fail_unjudged(result, s.strict)
             if s.update_baseline:
                 new, how = new_distributed_entry(result, stored, s.baseline_runs)
-                self._add_entry(str(file), nodeid, result.gpu, new, how)
+                self._add_entry(str(file), nodeid, gpu, new, how)
         except (GpuprofError, OSError, ValueError) as exc:  # a rank's file unreadable or damaged, a move refused
             result = TestResult(nodeid, "error", message=str(exc))
         self._add_result(result)
@@ -249,11 +249,11 @@ class GpuprofSession:
     def judge_rank_traces(self, item: pytest.Item, outcomes: list[RankOutcome]) -> TestResult:
         """``judge_ranks`` from the Kineto traces the ranks kept (``outcomes``), or replayed;
         the ranks' folder goes once they are read."""
-        kept = self.settings.keep_traces or isinstance(self.backend, ReplayBackend)
+        t = self.settings.torchrun
 
         def load() -> dict[int, tuple[Trace, Path | None]]:
-            return {rank: (load_kineto(path), path if kept else None)
-                    for rank, path in self._rank_traces(item, outcomes).items()}
+            size = marker_arguments(item).get("world_size", 1) if t is None else t.world_size
+            return self.backend.rank_traces(item.nodeid, size, outcomes)
 
         try:
             return self.judge_ranks(item.nodeid, marker_arguments(item), load)
@@ -261,25 +261,11 @@ class GpuprofSession:
             if outcomes and outcomes[0].results is not None:
                 shutil.rmtree(outcomes[0].results.parent, ignore_errors=True)
 
-    def _rank_traces(self, item: pytest.Item, outcomes: list[RankOutcome]) -> dict[int, Path]:
-        """Each rank's trace: replayed from ``rank_nodeid``'s trace name, or the one the rank
-        kept, moved (with ``--gpuprof-keep-traces``) beside the other tests' traces under that
-        name, where a replay finds it."""
-        if isinstance(self.backend, ReplayBackend):
-            t = self.settings.torchrun
-            size = marker_arguments(item).get("world_size", 1) if t is None else t.world_size
-            return {rank: self.backend.path(rank_nodeid(item.nodeid, rank)) for rank in range(size)}
-        traces = {o.rank: _rank_trace(o, item.nodeid) for o in sorted(outcomes)}
-        if not self.settings.keep_traces:
-            return traces
-        return {rank: path.replace(self.backend.folder / unique_trace_name(rank_nodeid(item.nodeid, rank)))
-                for rank, path in traces.items()}
-
     @property
     def sides(self) -> Sides | None:
         """The two checkouts of an A/B comparison (``--gpuprof-base``), or None."""
         s = self.settings
-        if s.base is None or not isinstance(self.backend, TorchBackend):
+        if s.base is None or not self.backend.in_process or self.config is None:
             return None
         return Sides(self.config.rootpath, s.base.resolve(), s.base_python or sys.executable, sys.executable,
                      tuple(self._plan_args()), s.confirm_timeout, self.config.pluginmanager.has_plugin("xdist"))
@@ -294,7 +280,7 @@ class GpuprofSession:
         if self._base_missing:
             raise GpuprofError(self._base_missing)
         if self._base_pass is None or nodeid not in self._base_pass.ended:
-            self._base_pass = self._measure_base(result.gpu, nodeid)
+            self._base_pass = self._measure_base(result.gpu or UNKNOWN_GPU, nodeid)
         problem = unusable(self._base_pass, nodeid, "base")
         note = f"not judged against the base: {problem}" if problem else ""
         if problem and self.settings.base_only:  # no stored baseline may stand in: it cannot pass unjudged
@@ -322,23 +308,24 @@ class GpuprofSession:
         if not self.worker:
             raise pytest.UsageError(self._base_missing)
 
-    def _measure_base(self, gpu: str | None, nodeid: str) -> SideRun:
+    def _measure_base(self, gpu: str, nodeid: str) -> SideRun:
         """One fresh process of the base revision measuring ``nodeid`` and every profiled test
         still to come that has no stored baseline for ``gpu`` (all of them, ``--gpuprof-base-only``)."""
-        s = self.settings
+        s, sides, config = self.settings, self.sides, self.config
+        assert sides is not None and config is not None  # (called where a base is compared, once the run began)
         todo = self._profiled[self._profiled.index(nodeid):] if nodeid in self._profiled and not self.worker \
             else [nodeid]
         if not s.base_only:
             todo = [n for n in todo if n == nodeid or not self._has_baseline(n, gpu)]
-        _say(self.config, f"gpuprof: measuring {len(todo)} test(s) without a stored baseline for {gpu} at the base "
-                          f"revision ({s.base}) in a fresh process" if not s.base_only else
+        _say(config, f"gpuprof: measuring {len(todo)} test(s) without a stored baseline for {gpu} at the base "
+                     f"revision ({s.base}) in a fresh process" if not s.base_only else
              f"gpuprof: measuring {len(todo)} test(s) at the base revision ({s.base}) in a fresh process")
-        run = run_side(self.sides, "base", todo, s.timeline_events)
-        _say(self.config, f"gpuprof: the base revision measured {len(run.results)} of {len(todo)} test(s) in "
+        run = run_side(sides, "base", todo, s.timeline_events)
+        _say(config, f"gpuprof: the base revision measured {len(run.results)} of {len(todo)} test(s) in "
                           f"{run.seconds:.1f} s" + (f" ({run.problem})" if run.problem else ""))
         return run
 
-    def _has_baseline(self, nodeid: str, gpu: str | None) -> bool:
+    def _has_baseline(self, nodeid: str, gpu: str) -> bool:
         try:
             return baseline.entry(baseline.baseline_file(self.settings.baseline_dir, nodeid), nodeid, gpu) is not None
         except GpuprofError:
@@ -374,27 +361,29 @@ class GpuprofSession:
         self._send("skipped", lambda: [nodeid, reason])
         self.skipped[nodeid] = reason
 
-    def _send(self, kind: str, content: Callable[[], Any]) -> None:
-        """(worker) Queue a part for the controller; it goes with the next test report, made
-        then (``content()``): a result is still changed after it is judged (confirmed,
-        measured against the base, its kernels under Nsight Compute)."""
-        if self.worker:
-            self._outbox.append((kind, content))
+    @property
+    def worker(self) -> bool:
+        """A pytest-xdist worker: it sends what it finds to the controller and writes nothing."""
+        return self.outbox is not None
 
-    def _receive(self, message: str) -> None:
-        """(controller) What a worker sent with a test report."""
-        for part in json.loads(message):
-            if part["kind"] == "result":
-                self._add_result(TestResult.from_json(part["content"]))
-            else:
-                {"entry": self._add_entry, "skipped": self.add_skipped}[part["kind"]](*part["content"])
+    def _send(self, kind: str, content: Callable[[], Any]) -> None:
+        if self.outbox is not None:
+            self.outbox.send(kind, content)
+
+    def receive(self, kind: str, content: Any) -> None:
+        """(the controller) A part a worker sent (``xdist_relay.Inbox``)."""
+        if kind == "result":
+            self._add_result(TestResult.from_json(content))
+        elif kind == "entry":
+            self._add_entry(*content)
+        else:
+            self.add_skipped(*content)
 
     # --- pytest hooks -----------------------------------------------------------
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """Note whether this is a pytest-xdist worker; otherwise finish or undo a baseline
-        update that a killed run left midway (a worker's controller has done so)."""
+        """Finish or undo a baseline update that a killed run left midway (a pytest-xdist
+        worker's controller has done so)."""
         self.config = session.config
-        self.worker = hasattr(session.config, "workerinput")
         t = self.settings.torchrun
         if t is not None and self.backend.needs_gpu:  # each rank's tests, probes and readings on its own GPU
             import torch
@@ -413,8 +402,7 @@ class GpuprofSession:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._profiled = [item.nodeid for item in session.items if is_profiled(item)]
-        if isinstance(self.backend, ReplayBackend):
-            self.backend.expect(self._profiled)
+        self.backend.expect(self._profiled)
         self._check_base_has_tests()
 
     @pytest.hookimpl(tryfirst=True)
@@ -429,25 +417,20 @@ class GpuprofSession:
         if reason:
             self.add_skipped(item.nodeid, reason)
             pytest.skip(f"gpuprof: {reason}")
-        if self.backend.needs_gpu and self.machine is None and not measuring_a_side():
+        if self.backend.needs_gpu and self.machine is None and not self.settings.process.measures_for_another:
             import torch
 
             t = self.settings.torchrun  # under torchrun: this rank's own GPU, not every rank on the first
             self.machine = measure_machine(torch.cuda.current_device() if t is None else t.local_rank)
 
     def _unmeasurable(self, item: pytest.Item) -> str | None:
-        if isinstance(self.backend, ReplayBackend):  # a distributed test: its ranks' traces
-            try:
-                ranks = marker_arguments(item).get("world_size", 1)
-            except ConfigError:
-                ranks = 1  # the test fails naming its bad marker argument when it runs
-            ranks = ranks if self.settings.torchrun is None else self.settings.torchrun.world_size
-            return self.backend.missing(item.nodeid if ranks <= 1 else rank_nodeid(item.nodeid, 0))
-        if self.backend.needs_gpu:
-            import torch
-
-            return None if torch.cuda.is_available() else NO_GPU
-        return None
+        """Why the backend cannot measure the test here (a distributed test: by its rank 0)."""
+        try:
+            ranks = marker_arguments(item).get("world_size", 1)
+        except ConfigError:
+            ranks = 1  # the test fails naming its bad marker argument when it runs
+        ranks = ranks if self.settings.torchrun is None else self.settings.torchrun.world_size
+        return self.backend.unmeasurable(item.nodeid if ranks <= 1 else rank_nodeid(item.nodeid, 0))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
@@ -455,24 +438,13 @@ class GpuprofSession:
         if PROFILER in item.stash:
             item.stash[PROFILER].close()
 
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call) -> Iterator[None]:
-        """(worker) What this test's phase found goes to the controller with its report."""
-        report = yield
-        if self._outbox:
-            report.gpuprof = json.dumps([{"kind": kind, "content": content()} for kind, content in self._outbox])
-            self._outbox = []
-        return report
-
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if (self.settings.torchrun is not None and report.when == "setup" and not report.passed
                 and report.nodeid in self._profiled):  # the test never ran here: say so to the others
             reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
-            self.share_ending(report.nodeid, f"skipped: {reason.removeprefix('Skipped: ')}" if report.skipped
+            self.share_ending(self.settings.torchrun, report.nodeid,
+                              f"skipped: {reason.removeprefix('Skipped: ')}" if report.skipped
                               else "error")
-        message = getattr(report, "gpuprof", None)
-        if message is not None and not self.worker:
-            self._receive(message)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem: pytest.Function) -> bool | None:
@@ -497,7 +469,7 @@ class GpuprofSession:
         try:
             return (yield from self._profiled_call(item))
         finally:
-            if BENCHMARK in item.stash:
+            if BENCHMARK in item.stash and isinstance(item, pytest.Function):
                 item.funcargs["benchmark"] = item.stash[BENCHMARK]
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -511,7 +483,7 @@ class GpuprofSession:
             terminalreporter.write_line(line)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if isinstance(self.backend, NsysInnerBackend):
+        if not self.backend.judges_here:
             self.backend.finish(self.deferred, exitstatus, self.machine, self.skipped)
             return
         if self.worker:  # the controller writes, from what the workers sent
@@ -533,7 +505,7 @@ class GpuprofSession:
 
     def _spawns_ranks(self, item: pytest.Item) -> bool:
         """A distributed test's own process, which runs its ranks (``plugin.pytest_pyfunc_call``)."""
-        return _or_fail(lambda: marker_arguments(item)).get("world_size", 1) > 1 and this_rank() is None
+        return _or_fail(lambda: marker_arguments(item)).get("world_size", 1) > 1 and self.settings.process.place is None
 
     def _profiled_call(self, item: pytest.Item):
         if not is_profiled(item):
@@ -542,7 +514,7 @@ class GpuprofSession:
             return (yield from self._across_ranks(item, self.settings.torchrun))
         if self._spawns_ranks(item):  # its ranks ran it (plugin.pytest_pyfunc_call), each profiled
             outcome = yield
-            if isinstance(self.backend, NsysInnerBackend):  # judged by the outer session from each rank's process
+            if not self.backend.judges_here:  # judged by the outer session from each rank's process
                 marker = _or_fail(lambda: marker_arguments(item))
                 self.deferred.append(_or_error(lambda: nsys_ranks(item.nodeid, marker, item.stash[RANKS])))
                 return outcome
@@ -559,26 +531,25 @@ class GpuprofSession:
             outcome = yield
         prof = _or_fail(lambda: self.profiler_of(item))
         kwargs = _or_fail(lambda: marker_arguments(item))
-        if isinstance(self.backend, NsysInnerBackend):  # judged by the outer session once nsys wrote the report
+        if not self.backend.judges_here:  # judged by the outer session once nsys wrote the report
             self.deferred.append({"nodeid": item.nodeid, "marker": kwargs, "completed": prof.completed})
             return outcome
         result = item.stash[RESULT] if RESULT in item.stash else self.judge_test(item, prof)
-        sides = self.sides
+        sides, process = self.sides, self.settings.process
         if sides is not None and needs_pairs(result):
             judge_pairs(result, self.rules_for(item.nodeid, kwargs), lambda side: run_side(sides, side, [item.nodeid]),
                         sides.base, self.settings.base_pairs, lambda line: _say(item.config, line))
-        elif self.settings.confirm and isinstance(self.backend, TorchBackend) and needs_confirmation(result) \
-                and not os.environ.get(CONFIRMING):
+        elif self.settings.confirm and self.backend.in_process and needs_confirmation(result) \
+                and not process.confirming:
             confirm(result, self._confirm_args(), item.config.rootpath, self.settings.confirm,
                     self.settings.confirm_timeout, lambda line: _say(item.config, line))
         plan = ncu_plan(kwargs, self.settings.ncu)
-        if plan is not None and isinstance(self.backend, TorchBackend) and result.metrics and not (
-                measuring_a_side() or os.environ.get(CONFIRMING) or recording_again()):  # the first process only
+        if plan is not None and self.backend.in_process and result.metrics and process.first:
             self._profile_kernels(item, result, plan)
-        if result.metrics and self._counters_after_ncu and not measuring_a_side():
+        if result.metrics and self._counters_after_ncu and not process.measures_for_another:
             judge_counters(result, self.rules_for(item.nodeid, kwargs), self.settings.update_baseline)
         item.user_properties.extend(junit_properties(result))  # JUnit XML <properties> (docs/results.md)
-        if result.status == "error" or result.failed and this_rank() is None:  # a rank's verdicts: its test's
+        if result.status == "error" or result.failed and process.place is None:  # a rank's verdicts: its test's
             pytest.fail(failure_message(result), pytrace=False)
         return outcome
 
@@ -592,11 +563,11 @@ class GpuprofSession:
             with nvtx_range(item.nodeid) if self.backend.runs_tests else contextlib.nullcontext():
                 outcome = yield
         except BaseException as exc:  # the body failed, skipped or was interrupted on this rank
-            self.share_ending(key, _ended_as(exc), item)
+            self.share_ending(t, key, _ended_as(exc), item)
             raise
         prof = _or_fail(lambda: self.profiler_of(item))
         traces = [{"nodeid": key, "trace": str(prof.trace_path) if prof.completed else None,
-                   "message": "" if prof.completed else UNFINISHED_LOOP}] if isinstance(self.backend, TorchBackend) \
+                   "message": "" if prof.completed else UNFINISHED_LOOP}] if self.backend.in_process \
             else []
         t.share(key, {"ended": "passed", "tests": traces})
         if t.judges:
@@ -612,10 +583,9 @@ class GpuprofSession:
             pytest.fail(verdict["message"], pytrace=False)
         return outcome
 
-    def share_ending(self, key: str, ended: str, item: pytest.Item | None = None) -> None:
+    def share_ending(self, t: Torchrun, key: str, ended: str, item: pytest.Item | None = None) -> None:
         """Under torchrun: this rank's test ended without a trace to judge (it failed, skipped,
         or its set-up did); rank 0 still says how the test went for every rank."""
-        t = self.settings.torchrun
         t.share(key, {"ended": ended, "tests": []})
         if t.judges:
             t.share(f"verdict {key}", self._torchrun_verdict(key, t, item))
@@ -635,7 +605,9 @@ class GpuprofSession:
             how, why = found
             return {"failed": how == "fail", "skipped": f"gpuprof: {why}" if how == "skip" else None,
                     "message": f"gpuprof: {why}"}
-        outcomes = [] if isinstance(self.backend, ReplayBackend) else [
+        if item is None:  # (every rank passed its set-up: item is the test)
+            return {"failed": True, "message": f"gpuprof: {key} did not run on rank {t.rank}"}
+        outcomes = [] if not self.backend.runs_tests else [
             RankOutcome(r, "passed", "", t.path(key, r)) for r in shared]
         result = self.judge_rank_traces(item, outcomes)
         item.user_properties.extend(junit_properties(result))
@@ -646,12 +618,13 @@ class GpuprofSession:
         what goes wrong there is a note, and the test stays judged as it was."""
         say = lambda line: _say(item.config, line)  # noqa: E731
         say(f"gpuprof: {item.nodeid}: profiling its heaviest kernels under Nsight Compute in a fresh process")
+        metrics = result.metrics or {}
         try:
-            steps = result.metrics.get("step_count") or 0
+            steps = metrics.get("step_count") or 0
             if plan.step >= steps:
                 raise GpuprofError(f"ncu's step {plan.step} is not a measured step (the test measured {steps})")
             ncu = find_ncu(self.settings.ncu_path, "--gpuprof-ncu-path")
-            result.counters = profile_kernels(item.nodeid, result.metrics.get("kernels") or {}, plan, ncu,
+            result.counters = profile_kernels(item.nodeid, metrics.get("kernels") or {}, plan, ncu,
                                               item.config.rootpath, self._plan_args(), self.settings.confirm_timeout,
                                               item.config.pluginmanager.has_plugin("xdist"))
         except GpuprofError as exc:
@@ -659,16 +632,17 @@ class GpuprofSession:
             say(f"gpuprof: {item.nodeid}: Nsight Compute: {exc}")
             return
         c = result.counters
-        if self.settings.update_baseline:  # the entry judge() made for this test, written at the session's end
+        if self.settings.update_baseline and result.baseline_file and result.gpu:  # judge() made its entry
             self._pending[result.baseline_file][item.nodeid][result.gpu]["counters"] = c
         bandwidth = c["memory_bandwidth_utilization"]
         say(f"gpuprof: {item.nodeid}: Nsight Compute profiled {len(c['kernels'])} kernel(s) of {c['profiled']} in "
-            f"{c['seconds']} s; memory_bandwidth_utilization {'n/a' if bandwidth is None else format_number(bandwidth)}")
+            f"{c['seconds']} s; memory_bandwidth_utilization "
+            f"{'n/a' if bandwidth is None else format_number(bandwidth)}")
 
     def _wrap_benchmark(self, item: pytest.Function) -> bool:
         """Under --gpuprof with torch.profiler on a CUDA machine, wrap the test's ``benchmark``
         (pytest-benchmark's, an optional dependency: not a fixture of that name of the suite's own)."""
-        if not isinstance(self.backend, TorchBackend) or not item.config.pluginmanager.has_plugin("benchmark") \
+        if not self.backend.in_process or not item.config.pluginmanager.has_plugin("benchmark") \
                 or self.settings.torchrun is not None:  # under torchrun rank 0 judges every rank's trace
             return False
         import torch
@@ -680,7 +654,7 @@ class GpuprofSession:
         def metrics_of(p: GpuProf) -> dict[str, Any]:
             """A gated test is judged here, once: _profiled_call reports that result."""
             if not is_profiled(item):
-                return measure(self.backend.trace(item.nodeid, p)[0]).metrics
+                return measure(self._trace_here(item, p)[0]).metrics
             item.stash[RESULT] = self.judge_test(item, p)
             return item.stash[RESULT].metrics or {}
 
@@ -692,29 +666,26 @@ class GpuprofSession:
     def _confirm_args(self) -> list[str]:
         """This run's judging options, for a re-run in a fresh process (``confirm``)."""
         s, r = self.settings, self.settings.rules
-        args = ["--gpuprof", f"--gpuprof-baseline-dir={s.baseline_dir}", f"--gpuprof-kernel-time-tolerance={r.kernel_time_tolerance}",
-                f"--gpuprof-time-tolerance={r.time_tolerance}", f"--gpuprof-time-floor-us={r.time_floor_us}",
-                f"--gpuprof-ratio-tolerance={r.ratio_tolerance}"]
-        return args + [f"--gpuprof-threshold={t.text}" for t in r.thresholds] + self._plan_args()
+        return option_args({"": True, "baseline-dir": s.baseline_dir,
+                            **{o.name: getattr(r, o.name.replace("-", "_")) for o in RULE_OPTIONS},
+                            "threshold": [t.text for t in r.thresholds]}) + self._plan_args()
 
     def _plan_args(self) -> list[str]:
         """This run's step plan as options, for a measurement in a fresh process."""
         plan = self.settings.plan
-        args = [f"--gpuprof-wait={plan.wait}", f"--gpuprof-warmup={plan.warmup}", f"--gpuprof-active={plan.active}"]
-        return args + (["--gpuprof-flush-l2"] if plan.flush_l2 else [])
+        return option_args({"wait": plan.wait, "warmup": plan.warmup, "active": plan.active, "flush-l2": plan.flush_l2})
 
     # --- end of run -------------------------------------------------------------
     def document(self) -> dict[str, Any]:
         """The results document of the run so far (report.document)."""
         s = self.settings
-        kept = s.keep_traces and isinstance(self.backend, TorchBackend)
         return results_document(self.results, self.skipped, s.backend, s.baseline_dir, s.replay_dir,
-                                s.output_dir / "traces" if kept else None)
+                                self.backend.kept_traces)
 
     def lines(self) -> list[str]:
         """The gpuprof section of the terminal, rendered from the results document."""
         return session_lines(self.document(), (r.to_json() for r in self.results), self.written,
-                             inside_nsys=isinstance(self.backend, NsysInnerBackend))
+                             inside_nsys=not self.backend.judges_here)
 
     def finish(self, config: pytest.Config | None = None) -> bool:
         """End of run: write the pending baselines, all files or none, then record them again
@@ -750,7 +721,7 @@ class GpuprofSession:
             self.written.append(f"--gpuprof-strict: {len(self.skipped)} of {len(self.skipped) + len(self.results)} "
                                 "profiled test(s) were not measured (skipped, see above): the gate fails")
         t = self.settings.torchrun
-        if not recording_again() and (t is None or t.judges):  # the first process (rank 0) writes the reports
+        if not self.settings.process.recording and (t is None or t.judges):  # the first process (rank 0) writes them
             lines, reported = write_reports(self.document(), self.settings.reports)
             self.written += lines
             refused = refused or not reported
@@ -759,8 +730,9 @@ class GpuprofSession:
     def _records_again(self) -> bool:
         """An update that measured its tests records them again in fresh processes, unless it
         is one of those processes or replayed kept traces (the same traces again)."""
-        return (self.settings.update_baseline and self.settings.record_processes > 1 and not recording_again()
-                and self.settings.replay_dir is None and self.settings.torchrun is None)
+        s = self.settings
+        return (s.update_baseline and s.record_processes > 1 and not s.process.recording and s.replay_dir is None
+                and s.torchrun is None)
 
 
 def nsys_ranks(nodeid: str, marker: dict[str, Any], outcomes: list[RankOutcome]) -> dict[str, Any]:
@@ -771,40 +743,15 @@ def nsys_ranks(nodeid: str, marker: dict[str, Any], outcomes: list[RankOutcome])
     try:
         pids, unfinished = {}, []
         for o in sorted(outcomes):
-            doc, test = _rank_result(o, nodeid)
+            doc, test = rank_result(o, nodeid)
             if not isinstance(doc.get("pid"), int):
                 raise GpuprofError(f"rank {o.rank} measured nothing (no results naming its process): {o.results}")
             pids[str(o.rank)] = doc["pid"]
             unfinished += [] if test.get("completed") else [o.rank]
     finally:
-        if outcomes:
+        if outcomes and outcomes[0].results is not None:
             shutil.rmtree(outcomes[0].results.parent, ignore_errors=True)
     return {"nodeid": nodeid, "marker": marker, "completed": not unfinished, "unfinished": unfinished, "ranks": pids}
-
-
-def _rank_trace(outcome: RankOutcome, nodeid: str) -> Path:
-    """The trace a profiled rank kept; an error naming the rank when it kept none."""
-    _, test = _rank_result(outcome, nodeid)
-    trace = test.get("trace")
-    if trace is None or not Path(trace).is_file():
-        raise GpuprofError(f"rank {outcome.rank} measured nothing ({test.get('message') or 'no trace kept'}): "
-                           f"{outcome.results}")
-    return Path(trace)
-
-
-def _rank_result(outcome: RankOutcome, nodeid: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A profiled rank's results document and its test ``nodeid`` in it; an error naming the
-    rank and the file when it cannot be read or holds no such test."""
-    try:
-        doc = json.loads(outcome.results.read_text()) if outcome.results.is_file() else {}
-    except (OSError, ValueError) as exc:
-        raise GpuprofError(f"rank {outcome.rank}'s results cannot be read: {outcome.results}: {exc}") from None
-    tests = [t for t in (doc.get("tests") if isinstance(doc, dict) else None) or []
-             if isinstance(t, dict) and t.get("nodeid") == nodeid]
-    if not tests:
-        why = "no results document" if not outcome.results.is_file() else f"its results hold no test {nodeid}"
-        raise GpuprofError(f"rank {outcome.rank} measured nothing ({why}): {outcome.results}")
-    return doc, tests[0]
 
 
 def _say(config: pytest.Config, line: str) -> None:

@@ -22,10 +22,6 @@ from pathlib import Path
 
 #: The name the plugin is loaded under (``-p``), in the folder ``install`` copies it to.
 NAME = "_gpuprof_side"
-#: Set in a process that measures for another (an A/B side: ``alongside``; a profiled rank of a
-#: distributed test: ``ranks``): it neither compares with a base, confirms, probes the machine
-#: nor fails on ``--gpuprof-strict``.
-SIDE = "GPUPROF_SIDE"
 
 _ended: dict[str, str] = {}  # nodeid -> passed | failed | error | skipped: REASON
 _messages: dict[str, str] = {}  # nodeid -> the failure's text

@@ -14,7 +14,6 @@ atomically; the others wait for it, up to ``--gpuprof-rank-timeout`` seconds.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,10 +21,8 @@ from typing import Any, NamedTuple
 from ..errors import ConfigError, GpuprofError
 from ..files import write_atomic
 from .backends import TRACE_SUFFIX, unique_trace_name
-from .ranks import TORCHRUN, under_torchrun
+from .role import Process
 
-#: Where torchrun asks each worker to write its error: a folder per rank in a folder per attempt.
-ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
 #: How often a waiting rank looks for the others' files.
 POLL_S = 0.05
 
@@ -77,21 +74,14 @@ class Torchrun(NamedTuple):
         return [json.loads(p.read_text()) for p in paths]
 
 
-def launched(output_dir: Path, timeout_s: float) -> Torchrun | None:
+def launched(process: Process, output_dir: Path, timeout_s: float) -> Torchrun | None:
     """This process's place when torchrun started it (not one of a distributed test's ranks,
     which ``ranks`` starts), or None."""
-    if not under_torchrun():
+    place = process.place
+    if process.torchrun is None or place is None:
         return None
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
-        return None
-    if int(os.environ.get("LOCAL_WORLD_SIZE", world)) != world:
-        raise ConfigError(f"torchrun: {world} ranks on several nodes; gpuprof's ranks meet on one node "
-                          f"(LOCAL_WORLD_SIZE {os.environ['LOCAL_WORLD_SIZE']})")
-    # torchrun's run id is "none" unless given, and a restarted attempt keeps it: the attempt's
-    # folder of error files (one a launch and attempt, shared by the node's ranks) tells them apart
-    error_file = os.environ.get(ERROR_FILE)
-    launch = (str(Path(error_file).parent.parent) if error_file else
-              f"{os.environ[TORCHRUN]}-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}")
-    return Torchrun(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", os.environ["RANK"])),
-                    output_dir / "torchrun" / unique_trace_name(launch).removesuffix(TRACE_SUFFIX), timeout_s)
+    if place.local_world_size != place.world_size:
+        raise ConfigError(f"torchrun: {place.world_size} ranks on several nodes; gpuprof's ranks meet on one node "
+                          f"(LOCAL_WORLD_SIZE {place.local_world_size})")
+    return Torchrun(place.rank, place.world_size, place.local_rank,
+                    output_dir / "torchrun" / unique_trace_name(process.torchrun).removesuffix(TRACE_SUFFIX), timeout_s)

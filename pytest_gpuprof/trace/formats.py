@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import io
 import json
 from pathlib import Path
-from typing import BinaryIO
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -40,7 +40,7 @@ def is_gzipped(path: str | Path) -> bool:
         return probe.read(len(GZIP_MAGIC)) == GZIP_MAGIC
 
 
-def open_content(path: str | Path) -> BinaryIO:
+def open_content(path: str | Path) -> io.BufferedIOBase:
     """The file's bytes, gunzipped when it is gzipped."""
     return gzip.open(path, "rb") if is_gzipped(path) else open(path, "rb")
 

@@ -37,14 +37,16 @@ import gzip
 import json
 import re
 import zlib
+from collections.abc import Iterable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import TraceError
+from .formats import JSON_HEAD, check_json_head, is_gzipped, is_sqlite, open_content
 from .model import (
     COLLECTIVE_COLUMNS,
     COPY_COLUMNS,
@@ -60,7 +62,6 @@ from .model import (
     first_problem,
     make_table,
 )
-from .formats import JSON_HEAD, check_json_head, is_gzipped, is_sqlite, open_content
 from .nsys_sqlite import sqlite_given_as_json
 
 CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime", "cuda_driver", "user_annotation")
@@ -146,7 +147,8 @@ def load_kineto(path: str | Path) -> Trace:
     if problem:
         raise TraceError(f"{path}: {problem}")
     if trace.span() is None:
-        raise TraceError(f"{path} holds no kernel, memcpy, runtime or annotation events (is it a torch.profiler trace?)")
+        raise TraceError(f"{path} holds no kernel, memcpy, runtime or annotation events "
+                         "(is it a torch.profiler trace?)")
     return trace
 
 
@@ -173,7 +175,7 @@ class _Columns:
     def __init__(self) -> None:
         self.codes: dict[bytes, int] = {}
         self.names: dict[str, int] = {}
-        self.cols: dict[str, dict[str, list]] = {
+        self.cols: dict[str, dict[str, Any]] = {  # lists of chunks; under "args", a dict of them
             cat: {"name": [], "tid": [], "start": [], "dur": [], "args": {}} for cat in CATEGORIES
         }
         self.collectives: list[tuple[int, str, int]] = []  # (start, name, bytes) of record_param_comms
@@ -450,10 +452,12 @@ def _collectives(events) -> list[tuple[int, str, int]]:
         raw = args.get("Collective name")
         if ev.get("ph") != "X" or not isinstance(raw, str):
             continue
-        nelems, size = args.get("In msg nelems"), DTYPE_BYTES.get(args.get("dtype"))
-        exact = isinstance(nelems, int) and not isinstance(nelems, bool) and nelems >= 0 and size is not None
+        nelems, dtype = args.get("In msg nelems"), args.get("dtype")
+        size = DTYPE_BYTES.get(dtype) if isinstance(dtype, str) else None  # a list or an object: unhashable
+        total = (nelems * size if isinstance(nelems, int) and not isinstance(nelems, bool) and nelems >= 0
+                 and size is not None else -1)
         out.append((_ns(ev, "ts", f"record_param_comms {raw[:40]!r}"), collective_name(raw) or raw.lower(),
-                    nelems * size if exact and nelems * size <= INT64_MAX else -1))
+                    total if total <= INT64_MAX else -1))
     return out
 
 
@@ -528,7 +532,8 @@ def _build(columns: _Columns, header: dict, file: str) -> Trace:
         gpu_name = next((d.get("name") for d in devices if d.get("id") == used), devices[0].get("name"))
     elif devices:
         gpu_name = devices[0].get("name")
-    metadata = header.get("gpuprof") if isinstance(header.get("gpuprof"), dict) else {}
+    stored = header.get("gpuprof")
+    metadata: dict[str, Any] = stored if isinstance(stored, dict) else {}
     distributed = header.get("distributedInfo")
     if isinstance(distributed, dict) and type(distributed.get("rank")) is int:
         # the rank of a process in a process group (docs/metrics.md, "Several ranks")

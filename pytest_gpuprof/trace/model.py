@@ -52,7 +52,7 @@ _ROWS = {"kernels": ("kernel", "name"), "copies": ("memcpy", "kind"), "sets": ("
          "runtime": ("runtime call", "name"), "ranges": ("range", "name")}
 
 
-def first_problem(trace: "Trace", processes: np.ndarray | None = None) -> str | None:
+def first_problem(trace: Trace, processes: np.ndarray | None = None) -> str | None:
     """What makes a loaded trace impossible (an event at a negative time or ending before
     it starts, a negative byte count, a span past ``MAX_SPAN_NS``, bytes past
     ``MAX_TOTAL_BYTES``, a peak memory that is not a byte count, a PCIe link that is not one,
@@ -90,7 +90,7 @@ def first_problem(trace: "Trace", processes: np.ndarray | None = None) -> str | 
     return _shared_correlation(trace, processes)
 
 
-def _shared_correlation(trace: "Trace", processes: np.ndarray | None) -> str | None:
+def _shared_correlation(trace: Trace, processes: np.ndarray | None) -> str | None:
     """GPU work that cannot be tied to the call that launched it: a correlation id that the work
     carries and more than one runtime call of one process holds.  CUPTI gives each call an id
     of its own; the kernels of one CUDA graph share their ``cudaGraphLaunch``'s, which is one

@@ -103,7 +103,7 @@ def read_ncu_csv(source: str | Path, named: str | None = None) -> pd.DataFrame:
     errors call it.  A counter none of whose ways the page holds is NaN."""
     name = named or str(source)
     try:
-        text = source if named is not None else Path(source).read_text(encoding="utf-8")
+        text = str(source) if named is not None else Path(source).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"cannot read {name}: {exc}") from None
     try:
@@ -151,7 +151,7 @@ def read_ncu_report(path: str | Path) -> pd.DataFrame:
         context = ncu_report.load_report(str(path))
     except Exception as exc:  # the module raises its own kinds
         raise TraceError(f"{path} is not an Nsight Compute report: {exc}") from None
-    launches = []
+    launches: list[dict] = []
     for r in range(context.num_ranges()):
         profiled = context.range_by_idx(r)
         for a in range(profiled.num_actions()):

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -172,8 +172,8 @@ def _query(con: sqlite3.Connection, tables: set[str], table: str, sql: str) -> p
                                f"is not a string of StringIds")
         elif col != "name_id" and not pd.api.types.is_integer_dtype(frame[col]):
             at = list(frame.columns).index(col)  # pandas made the column float or object: find the row
-            bad, value = next((i, r[at]) for i, r in enumerate(con.execute(sql)) if not isinstance(r[at], int))
-            raise _Invalid(f"{table} row {bad + 1}: {col} is {_shown(value)}, not an integer")
+            row, value = next((i, r[at]) for i, r in enumerate(con.execute(sql)) if not isinstance(r[at], int))
+            raise _Invalid(f"{table} row {row + 1}: {col} is {_shown(value)}, not an integer")
     return frame.drop(columns=["name_id"], errors="ignore")
 
 
@@ -210,7 +210,8 @@ def _read(con: sqlite3.Connection, tables: set[str], process: int | None, file: 
         FROM CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId""" + _only(process,
                                                                                                 "r.globalTid"))
     ranges, metadata, collectives = _nvtx(con, tables, process)
-    gpu = con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id").fetchone() if "TARGET_INFO_GPU" in tables else None
+    gpu = (con.execute("SELECT name FROM TARGET_INFO_GPU ORDER BY id").fetchone() if "TARGET_INFO_GPU" in tables
+           else None)
     if gpu and not isinstance(gpu[0], (str, type(None))):
         raise _Invalid(f"TARGET_INFO_GPU: the GPU name is {_shown(gpu[0])}, not text")
     return Trace(
@@ -250,7 +251,8 @@ def _nvtx(con: sqlite3.Connection, tables: set[str],
     nccl = created.loc[created["name"] == NCCL_DOMAIN, "domain"]
     calls = events[events["domain"].isin(_nvtx_integer(nccl, "domainId").tolist())
                    & events["eventType"].isin(_NVTX_RANGE_TYPES)]
-    named = [(start, collective_name(name)) for start, name in zip(calls["start"], calls["name"].fillna("").astype(str))]
+    named = [(start, collective_name(name))
+             for start, name in zip(calls["start"], calls["name"].fillna("").astype(str))]
     named = sorted((int(start), name) for start, name in named if name is not None and isinstance(start, int))
     collectives = make_table(COLLECTIVE_COLUMNS, {"start": [s for s, _ in named], "name": [n for _, n in named],
                                                   "bytes": [-1] * len(named)})

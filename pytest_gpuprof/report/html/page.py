@@ -22,6 +22,7 @@ one hover (title) or click (details) away.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,8 @@ from ...compare.rules import same
 from ...compare.verdicts import BROKEN, compared_values
 from ...files import write_atomic
 from ...metrics import timeline
-from ...metrics.specs import METRICS, kernel_counter
 from ...metrics.measure import is_comm_kernel
+from ...metrics.specs import METRICS, kernel_counter
 from ...numbers import format_number
 from ..names import full_name, kernel_metric, short_name
 from ..values import Shown, rank_sections, shown_values
@@ -114,7 +115,7 @@ def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
         summary=[_summary_row(i, t) for i, t in enumerate(tests)],
         summary_heads=[head for _, head in SUMMARY_METRICS],
         gpus=", ".join(sorted({t["gpu"] for t in tests if t.get("gpu")})) or "n/a",
-        capture=capture_words(doc.get("backend"), doc.get("replay_dir")),
+        capture=capture_words(doc.get("backend") or "", doc.get("replay_dir")),
         failing=sum(1 for t in doc.get("tests") or [] if t.get("status") in FAILED_STATUSES),
         status_colors=STATUS_COLORS, kind_colors=KIND_COLORS, kind_labels=KIND_LABELS,
     )
@@ -142,7 +143,7 @@ def _verdict_class(status: str | None) -> str:
     return status if status in ("improved", "undecided") else "ok"
 
 
-def _class_of(v: dict[str, Any]) -> str:
+def _class_of(v: Mapping[str, Any]) -> str:
     """A verdict's colour class: as its status's, or ``let-through`` for an ok that let a
     change beyond its tolerance through (``words.verdict_state`` says why)."""
     return "let-through" if v.get("let_through") else _verdict_class(v["status"])
@@ -167,14 +168,14 @@ def unit_of(metric: str) -> str:
 
 # --- summary ---------------------------------------------------------------------
 
-def summary_values(t: dict[str, Any]) -> dict[str, Shown]:
+def summary_values(t: Mapping[str, Any]) -> dict[str, Shown]:
     """The summary table's value of each of its metrics (current, baseline, change): the
     values its verdicts judged (``report.values.shown_values``), as every other output shows."""
     shown = shown_values(t) if t.get("metrics") else {}
     return {m: shown.get(m, Shown(None, None, "")) for m, _ in SUMMARY_METRICS}
 
 
-def _summary_row(i: int, t: dict[str, Any]) -> dict[str, Any]:
+def _summary_row(i: int, t: Mapping[str, Any]) -> dict[str, Any]:
     verdicts = {v["metric"]: v["status"] for v in t.get("verdicts") or [] if v.get("threshold") is None}
     broken = {v["metric"] for v in t.get("verdicts") or [] if _failing(v["status"])}  # to colour, by metric
     cells = []
@@ -203,10 +204,10 @@ def _direction(metric: str, now: float, before: float, status: str | None, broke
 
 # --- one test --------------------------------------------------------------------
 
-def _test(i: int, t: dict[str, Any], folder: Path | None) -> dict[str, Any]:
+def _test(i: int, t: Mapping[str, Any], folder: Path | None) -> dict[str, Any]:
     status = t.get("status", "")
     m = t.get("metrics")
-    bits = [f"GPU {t.get('gpu') or 'n/a'}", f"captured with {BACKEND_NAMES.get(t.get('backend'), 'n/a')}"]
+    bits = [f"GPU {t.get('gpu') or 'n/a'}", f"captured with {BACKEND_NAMES.get(t.get('backend') or '', 'n/a')}"]
     if m and m.get("step_count") is not None:
         bits.append(f"{m['step_count']} measured step(s)")
     if t.get("baseline_metrics") and t["baseline_metrics"].get("step_count") is not None:
@@ -236,7 +237,7 @@ def _trace_link(trace: str | None, folder: Path | None) -> dict[str, str] | None
     return {"href": href, "name": Path(trace).name}
 
 
-def _environment_notes(t: dict[str, Any]) -> list[str]:
+def _environment_notes(t: Mapping[str, Any]) -> list[str]:
     env, old = t.get("environment") or {}, t.get("baseline_environment")
     notes = []
     if t.get("baseline_backend") and t.get("backend") and t["baseline_backend"] != t["backend"]:
@@ -250,7 +251,7 @@ def _environment_notes(t: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _said(t: dict[str, Any]) -> list[dict[str, Any]]:
+def _said(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     """What the verdicts say, each group under its own heading: what broke, one line per
     broken metric in the failure message's words (``words.broken_metrics``, the count every
     report gives); what improved; what was undecided; the changes let through.  Per-kernel
@@ -292,7 +293,7 @@ def _said(t: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _kernel_verdict_words(v: dict[str, Any]) -> str:
+def _kernel_verdict_words(v: Mapping[str, Any]) -> str:
     """A per-kernel verdict without the (long) name: what changed, per step (``rank N`` first
     for a rank's, in a distributed test's own section)."""
     s, b, c = v["status"], v.get("baseline"), v.get("current")
@@ -312,7 +313,7 @@ def _kernel_verdict_words(v: dict[str, Any]) -> str:
     return f"{rank}{what} {format_number(b)}{unit} → {format_number(c)}{unit}{moved} [{verdict_state(v)}]"
 
 
-def _counters(t: dict[str, Any]) -> dict[str, Any] | None:
+def _counters(t: Mapping[str, Any]) -> dict[str, Any] | None:
     """Nsight Compute's counters of the profiled kernels (``counters``), the baseline's beside
     them where it stored some, each cell coloured by its verdict (``compare.counters``)."""
     now = t.get("counters")
@@ -342,13 +343,13 @@ def _counters(t: dict[str, Any]) -> dict[str, Any] | None:
 
 # --- timeline --------------------------------------------------------------------
 
-def _timeline(t: dict[str, Any]) -> dict[str, Any]:
+def _timeline(t: Mapping[str, Any]) -> dict[str, Any]:
     """What ``timeline.js`` draws: both runs' samples with names shortened (the full ones
     for hover), each stream's role, the kernels new in one run (or vanished from it)."""
     before = set((t.get("baseline_metrics") or {}).get("kernels") or {})
     now = set((t["metrics"] or {}).get("kernels") or {})
     have_base = t.get("baseline_metrics") is not None
-    runs = []
+    runs: list[dict[str, Any]] = []
     for label, sample, marked in (("baseline", t.get("baseline_timeline"), (before - now) if have_base else set()),
                                   ("current", t.get("timeline"), (now - before) if have_base else set())):
         if sample is None:
@@ -358,7 +359,7 @@ def _timeline(t: dict[str, Any]) -> dict[str, Any]:
             continue
         events = [{**e, "kind": "comm"} if e["kind"] == "kernel" and is_comm_kernel(e["name"]) else e
                   for e in timeline.events(sample)]
-        kinds = [set() for _ in sample["streams"]]
+        kinds: list[set[str]] = [set() for _ in sample["streams"]]
         for e in events:
             kinds[e["lane"]].add(e["kind"])
         names = sample["names"]
@@ -391,7 +392,7 @@ def _role(kinds: set[str]) -> str:
 
 # --- metrics ---------------------------------------------------------------------
 
-def _metric_rows(t: dict[str, Any]) -> dict[str, Any]:
+def _metric_rows(t: Mapping[str, Any]) -> dict[str, Any]:
     """One row per scalar metric: per-step values, the comparison verdict, thresholds and
     its bar; metrics 0 or n/a in both runs only named."""
     now = compared_values(t["metrics"])
@@ -405,7 +406,8 @@ def _metric_rows(t: dict[str, Any]) -> dict[str, Any]:
             thresholds.setdefault(v["metric"], []).append({**v, **v["threshold"]})
         else:
             compare[v["metric"]] = v
-    rows, zero = [], []
+    rows: list[dict[str, Any]] = []
+    zero: list[str] = []
     for order, (name, spec) in enumerate(METRICS.items()):
         if name == "step_count":
             continue
@@ -416,9 +418,9 @@ def _metric_rows(t: dict[str, Any]) -> dict[str, Any]:
                else "undecided" if "undecided" in statuses else "let-through" if v and v.get("let_through")
                else "ok" if verdicts else "reported")
         # the values judged: a time metric judged on per-step samples is compared by its median
-        judged = v is not None and v.get("baseline") is not None and v.get("current") is not None
-        b = v["baseline"] if judged else before.get(name)
-        c = v["current"] if judged else now.get(name)
+        judged = v if v is not None and v.get("baseline") is not None and v.get("current") is not None else None
+        b = judged["baseline"] if judged else before.get(name)
+        c = judged["current"] if judged else now.get(name)
         if not (thresholds.get(name) or cls == "fail" or any(x not in (None, 0) for x in (b, c))):
             zero.append(name)
             continue
@@ -436,7 +438,8 @@ def _metric_rows(t: dict[str, Any]) -> dict[str, Any]:
             "badges": badges or ["ok" if thresholds.get(name) else "reported only"],
             "baseline": value_text(b, unit) + (f" ({b:.2%})" if ratio and b is not None else ""),
             "current": value_text(c, unit) + (f" ({c:.2%})" if ratio and c is not None else ""),
-            "change": v["change"] if v and v.get("change") else (change(name, c, b) if None not in (b, c) else ""),
+            "change": v["change"] if v and v.get("change") else (
+                change(name, c, b) if b is not None and c is not None else ""),
             "iqr": [_iqr(t.get("baseline_distribution"), name), _iqr(t.get("distribution"), name)],
             "bar": _bar(name, spec.kind, b, c, thresholds.get(name, []), VERDICT_COLORS[cls]),
         })
@@ -473,14 +476,14 @@ def _bar(metric: str, kind: str, b: float | None, c: float | None, thresholds: l
 
 # --- kernel diff -----------------------------------------------------------------
 
-def _kernel_diff(t: dict[str, Any]) -> dict[str, Any] | None:
+def _kernel_diff(t: Mapping[str, Any]) -> dict[str, Any] | None:
     if t.get("baseline_metrics") is None:
         return None
     rows = kernel_diff(t["metrics"], t["baseline_metrics"], _summaries(t))
     gated = sum(1 for r in rows if r["status"] != "time only")
     # the per-kernel time verdicts (median per-step time against the baseline's)
-    timed = {kernel_metric(v["metric"])[0]: v for v in t.get("verdicts") or []
-             if v["metric"].startswith("kernels[") and v["metric"].endswith(".time_us")}
+    timed = {found[0]: v for v in t.get("verdicts") or []
+             if v["metric"].endswith(".time_us") and (found := kernel_metric(v["metric"]))}
     out = []
     for r in rows:
         bt, ct = r["baseline_time_us"], r["current_time_us"]
@@ -503,7 +506,7 @@ def _kernel_diff(t: dict[str, Any]) -> dict[str, Any] | None:
     return {"gated": gated, "total": len(rows), "shown": out[:shown], "rest": out[shown:]}
 
 
-def _summaries(t: dict[str, Any]) -> tuple[Any, Any]:
+def _summaries(t: Mapping[str, Any]) -> tuple[Any, Any]:
     """(this run's, the baseline's) ``distribution``: a kernel's time is its median step where
     both kept its steps, as its verdict judges it (``compare.kernels.kernel_diff``)."""
     return t.get("distribution"), t.get("baseline_distribution")
