@@ -53,8 +53,7 @@ def sqlite_of(report: str, nsys: str | None) -> Iterator[tuple[str, str | None]]
 def measure_any(path: str, test_range: str | None = None, nsys: str | None = None) -> Measurement:
     """The metrics of any trace (an nsys report of several processes: all their events as
     one timeline; ``measure_processes`` cuts it); one the metrics cannot use is an error
-    naming it."""
-    check_range(path, test_range)
+    naming it; ``test_range`` applies to an nsys report (``check_range`` says so first)."""
     if is_nsys_input(path):
         with sqlite_of(path, nsys) as (sqlite, named):
             trace = load_nsys(sqlite, named=named)

@@ -185,6 +185,16 @@ def judged_values(metrics: Mapping[str, Any], summaries: Mapping[str, Any] | Non
     return out
 
 
+def _judged_side(metrics: Mapping[str, Any], samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
+                 distributions: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
+                 side: int) -> dict[str, float | None]:
+    """``judged_values`` of one side (0: current, 1: baseline), summarized from its samples
+    and its stored distribution where it kept them."""
+    per_step = samples[side] if samples else None
+    stored = distributions[side] if distributions else None
+    return judged_values(metrics, distribution(per_step, stored) if per_step else None)
+
+
 def judge(
     current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool = True,
     samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None = None,
@@ -203,8 +213,7 @@ def judge(
     verdict.  Thresholds apply to the medians per step where the run kept samples.  A
     baseline recorded with the other backend is compared on counts and bytes only: times
     differ between profilers, and so do the spellings of kernel names."""
-    now_summaries = distribution(*(samples[0], (distributions or (None,))[0])) if samples and samples[0] else None
-    now = judged_values(current, now_summaries)
+    now = _judged_side(current, samples, distributions, 0)
     paired = _paired_series(samples, distributions, runs or []) if same_backend and baseline is not None else {}
     family = len(paired)  # the series judged on samples: the Bonferroni correction's m
     # the host's speed is taken out only of a step that does the baseline's GPU work and
@@ -225,9 +234,7 @@ def judge(
         return verdicts
     judged_now, now = now, compared_values(current)  # the medians shown where a series is not compared
     before = compared_values(baseline)
-    before_summaries = distribution(*(samples[1], (distributions or (None, None))[1])) if samples and samples[1] \
-        else None
-    judged_before = judged_values(baseline, before_summaries)  # the same medians of the baseline
+    judged_before = _judged_side(baseline, samples, distributions, 1)  # the same medians of the baseline
     shared = pooled_log_spread([before.run_medians for key, (before, _) in paired.items() if kernel_series(key)])
     for name, spec in METRICS.items():
         if spec.kind == "info" or (spec.kind == "ratio" and spec.better is None):

@@ -18,6 +18,8 @@ INPUTS = {"time_us": ("time_ns",), "local_memory_bytes": ("local_load_bytes", "l
           BANDWIDTH.name: ("dram_bytes", "dram_peak_bytes_per_cycle", "dram_cycles_per_second", "time_ns")}
 #: What each kernel counter holds over the kernel's launches.
 STATS = ("median", "min", "max")
+
+
 def ncu_counters(launches: pd.DataFrame, function: Callable[[str], str]) -> dict[str, Any]:
     """A report's counters as results, baselines and ``gpuprof diff`` hold them:
     ``memory_bandwidth_utilization`` and ``kernels``, each kernel with its ``function``

@@ -409,7 +409,7 @@ def _step_slices(step_start: np.ndarray, step_end: np.ndarray, pairs) -> tuple[n
 
 def _launching_threads(trace: Trace) -> np.ndarray:
     """The threads whose runtime calls launched GPU work in the trace."""
-    launched = np.concatenate([t["correlation"].to_numpy(np.int64) for t in (trace.kernels, trace.copies, trace.sets)])
+    launched = trace.launch_ids()
     calls = trace.runtime
     return np.unique(calls["tid"].to_numpy(np.int64)[np.isin(calls["correlation"].to_numpy(np.int64), launched)])
 

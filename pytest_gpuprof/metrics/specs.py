@@ -124,5 +124,3 @@ def counter_spec(metric: str) -> MetricSpec | None:
         return BANDWIDTH
     found = kernel_counter(metric)
     return None if found is None else COUNTER_SPECS[found[1]]
-
-

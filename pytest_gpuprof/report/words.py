@@ -211,8 +211,9 @@ def next_steps(test: Mapping[str, Any]) -> list[str]:
     elif test["message"]:  # failed with nothing broken: no baseline under --gpuprof-strict
         kinds = ["no baseline"]
     else:
-        kinds = [k for k in NEXT_STEPS if any(failure_kind(v, against_base(test)) == k
-                                              for v in test["verdicts"] if is_broken(v))]
+        base = against_base(test)
+        found = {failure_kind(v, base) for v in test["verdicts"] if is_broken(v)}
+        kinds = [k for k in NEXT_STEPS if k in found]
     return [f"Next step for {NEXT_STEPS[k][0]}: {NEXT_STEPS[k][1]}." for k in kinds]
 
 

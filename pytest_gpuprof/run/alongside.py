@@ -110,10 +110,10 @@ def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int =
             mark["GPUPROF_SIDE_FORBID"] = str(top_level(sides.head))
             mark["GPUPROF_SIDE_ALLOW"] = os.pathsep.join([str(sides.base), str(folder)])
         mark["PYTHONPATH"] = os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p])
-        files = sorted({n.split("::")[0] for n in present})
-        args = [*files, "-p", side_plugin.NAME, "-p", "no:cacheprovider", "-q", "--rootdir", str(root), "--gpuprof",
-                *option_args({"baseline-dir": folder / "baselines", "json": folder / "results.json", "confirm": 0,
-                              "timeline-events": timeline_events}), *sides.args]
+        files = sorted({str(file_in(root, n).relative_to(root)) for n in present})
+        args = [*files, "-p", side_plugin.NAME, "-p", "no:cacheprovider", "-q", "--rootdir", str(root),
+                *option_args({"": True, "baseline-dir": folder / "baselines", "json": folder / "results.json",
+                              "confirm": 0, "timeline-events": timeline_events}), *sides.args]
         args += ["-n0"] if sides.xdist else []  # one process: an addopts -n would hand the tests to workers
         timeout = sides.timeout_s * len(present)  # each test may take a re-run's time
         ended |= {n: "not run" for n in present}  # until the process says otherwise

@@ -69,7 +69,10 @@ def _fresh(folder: Path) -> Path:
 
 
 class Backend(Protocol):
-    """How a pytest run obtains each profiled test's trace."""
+    """How a pytest run obtains each profiled test's trace.  A backend names it as its base
+    and takes its bodies where it has nothing to do: it expects no test, is unmeasurable only
+    where it needs a GPU and has none, opens nothing, keeps no trace, hands nothing over and
+    holds nothing."""
 
     name: str  # recorded in baselines: "torch" or "nsys"
     runs_tests: bool  # False: the test bodies are not run at all
@@ -85,13 +88,16 @@ class Backend(Protocol):
 
     def expect(self, nodeids: list[str]) -> None:
         """The run's profiled tests, once collected."""
+        return None
 
     def unmeasurable(self, nodeid: str) -> str | None:
         """Why the test (a distributed test's: its rank 0's node id) cannot be measured here,
         or None."""
+        return _no_gpu() if self.needs_gpu else None
 
     def start(self) -> None:
         """A profiled test's call begins."""
+        return None
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None] | None:
         """The finished test's trace and the file kept of it; None when the trace is
@@ -109,35 +115,16 @@ class Backend(Protocol):
     @property
     def kept_traces(self) -> Path | None:
         """The folder of the traces the results name, or None."""
-
-    def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None,
-               skipped: dict[str, str]) -> None:
-        """End of the tests: a backend that does not judge here hands them over."""
-
-    def close(self) -> None:
-        """End of the run: release what the backend holds."""
-
-
-class Defaults:
-    """What a backend does where it has nothing to do: it expects no test, opens nothing,
-    keeps no trace, hands nothing over and holds nothing."""
-
-    def expect(self, nodeids: list[str]) -> None:
-        pass
-
-    def start(self) -> None:
-        pass
-
-    @property
-    def kept_traces(self) -> Path | None:
         return None
 
     def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None,
                skipped: dict[str, str]) -> None:
-        pass
+        """End of the tests: a backend that does not judge here hands them over."""
+        return None
 
     def close(self) -> None:
-        pass
+        """End of the run: release what the backend holds."""
+        return None
 
 
 def _no_gpu() -> str | None:
@@ -147,7 +134,7 @@ def _no_gpu() -> str | None:
     return None if torch.cuda.is_available() else NO_GPU
 
 
-class TorchBackend(Defaults):
+class TorchBackend(Backend):
     """torch.profiler in this process: one Kineto trace per test, kept or deleted once read."""
 
     name, runs_tests, needs_gpu, in_process, judges_here = "torch", True, True, True, True
@@ -160,9 +147,6 @@ class TorchBackend(Defaults):
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         self.folder.mkdir(parents=True, exist_ok=True)
         return GpuProf(plan, self.folder / unique_trace_name(nodeid))
-
-    def unmeasurable(self, nodeid: str) -> str | None:
-        return _no_gpu()
 
     def rank_profiling(self, nodeid: str, plan: list[str], timeline_events: int) -> RankProfiling:
         """Each rank profiles with torch.profiler, writing its results and trace into the
@@ -199,7 +183,7 @@ class TorchBackend(Defaults):
         self._tmp.cleanup()
 
 
-class ReplayBackend(Defaults):
+class ReplayBackend(Backend):
     """Kept traces judged again: the tests are not run, no GPU is needed."""
 
     name, runs_tests, needs_gpu, in_process, judges_here = "torch", False, False, False, True
@@ -249,7 +233,7 @@ class ReplayBackend(Defaults):
         return {rank: (load_kineto(path), path) for rank, path in paths.items()}
 
 
-class NsysInnerBackend(Defaults):
+class NsysInnerBackend(Backend):
     """Inside ``nsys profile``: NVTX ranges only (nsys owns CUPTI), within one
     cudaProfilerStart/Stop capture range opened before the first profiled test.  A
     distributed test's rank opens none (``owns_capture`` False): nsys records the processes
@@ -276,9 +260,6 @@ class NsysInnerBackend(Defaults):
 
             torch.cuda.profiler.start()
             self._capturing = True
-
-    def unmeasurable(self, nodeid: str) -> str | None:
-        return _no_gpu()
 
     def trace(self, nodeid: str, prof: GpuProf) -> None:
         return None

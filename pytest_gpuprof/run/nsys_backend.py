@@ -44,7 +44,7 @@ from ..errors import GpuprofError, TraceError
 from ..report.words import failure_message
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
-from .backends import UNFINISHED_LOOP, Defaults
+from .backends import UNFINISHED_LOOP, Backend
 from .ranks import RankOutcome, RankProfiling
 from .role import INSIDE_NSYS
 from .session import GpuprofSession, Settings
@@ -59,7 +59,7 @@ def run_inner(args: list[str]) -> int:
     return int(pytest.main(args))
 
 
-class NsysReportBackend(Defaults):
+class NsysReportBackend(Backend):
     """The tests of one nsys session report, each cut out by its NVTX range (the session
     outside nsys judges with it: nothing runs, nothing is measured again)."""
 
@@ -77,9 +77,6 @@ class NsysReportBackend(Defaults):
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)
-
-    def unmeasurable(self, nodeid: str) -> str | None:
-        return None
 
     def rank_profiling(self, nodeid: str, plan: list[str], timeline_events: int) -> RankProfiling:
         raise GpuprofError("the session outside nsys runs no test: the report holds its ranks")

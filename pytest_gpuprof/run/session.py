@@ -249,11 +249,8 @@ class GpuprofSession:
     def judge_rank_traces(self, item: pytest.Item, outcomes: list[RankOutcome]) -> TestResult:
         """``judge_ranks`` from the Kineto traces the ranks kept (``outcomes``), or replayed;
         the ranks' folder goes once they are read."""
-        t = self.settings.torchrun
-
         def load() -> dict[int, tuple[Trace, Path | None]]:
-            size = marker_arguments(item).get("world_size", 1) if t is None else t.world_size
-            return self.backend.rank_traces(item.nodeid, size, outcomes)
+            return self.backend.rank_traces(item.nodeid, self._ranks_of(item), outcomes)
 
         try:
             return self.judge_ranks(item.nodeid, marker_arguments(item), load)
@@ -424,13 +421,15 @@ class GpuprofSession:
             self.machine = measure_machine(torch.cuda.current_device() if t is None else t.local_rank)
 
     def _unmeasurable(self, item: pytest.Item) -> str | None:
-        """Why the backend cannot measure the test here (a distributed test: by its rank 0)."""
-        try:
-            ranks = marker_arguments(item).get("world_size", 1)
-        except ConfigError:
-            ranks = 1  # the test fails naming its bad marker argument when it runs
-        ranks = ranks if self.settings.torchrun is None else self.settings.torchrun.world_size
+        """Why the backend cannot measure the test here (a distributed test: by its rank 0).
+        A test whose marker is wrong never gets here: it failed its set-up first (plugin.py)."""
+        ranks = self._ranks_of(item)
         return self.backend.unmeasurable(item.nodeid if ranks <= 1 else rank_nodeid(item.nodeid, 0))
+
+    def _ranks_of(self, item: pytest.Item) -> int:
+        """The ranks of the test: its marker's ``world_size``, or torchrun's."""
+        t = self.settings.torchrun
+        return marker_arguments(item).get("world_size", 1) if t is None else t.world_size
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:

@@ -101,7 +101,7 @@ def _shared_correlation(trace: Trace, processes: np.ndarray | None) -> str | Non
     order = np.lexsort((ids, owners))
     ids, owners = ids[order], owners[order]
     again = (ids[1:] > 0) & (ids[1:] == ids[:-1]) & (owners[1:] == owners[:-1])
-    carried = np.concatenate([t["correlation"].to_numpy(np.int64) for t in (trace.kernels, trace.copies, trace.sets)])
+    carried = trace.launch_ids()
     shared = again.copy()
     shared[again] = np.isin(ids[1:][again], carried)  # few or none: a real trace shares no id
     if not shared.any():
@@ -167,6 +167,11 @@ class Trace:
         if not starts:
             return None
         return int(min(starts)), int(max(ends))
+
+    def launch_ids(self) -> np.ndarray:
+        """The correlation ids the GPU work carries: kernels, copies and sets, each that of
+        the runtime call that launched it."""
+        return np.concatenate([t["correlation"].to_numpy(np.int64) for t in (self.kernels, self.copies, self.sets)])
 
     def _tables(self) -> tuple[pd.DataFrame, ...]:
         return (self.kernels, self.copies, self.sets, self.runtime, self.ranges)
