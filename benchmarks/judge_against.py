@@ -9,7 +9,7 @@ baselines do the same GPU work).  Each test's own samples and summaries are judg
 ``gate_noise.rejudged_regressions`` judges (the run's health and machine probes as it
 recorded them; no confirmation re-runs), with the entry for its GPU in BASELINE_DIR; one
 line per run: each test's failing metrics, or "passed".  A test with Nsight Compute
-counters is also judged on them against the entry's (``compare.counters``, the plugin's rules
+counters is also judged on them against the entry's (``compare.counter_verdicts``, the plugin's rules
 without the marker's thresholds): the runs of docs/benchmarks.md's counter sections.
 """
 
@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gate_noise import SLOWED, rejudged_regressions  # noqa: E402
 
 from pytest_gpuprof.compare.baseline import baseline_file, lookup, read  # noqa: E402
-from pytest_gpuprof.compare.counters import counter_verdicts  # noqa: E402
+from pytest_gpuprof.compare.counter_verdicts import counter_verdicts  # noqa: E402
 from pytest_gpuprof.compare.evaluate import baseline_runs  # noqa: E402
 from pytest_gpuprof.compare.rules import Rules  # noqa: E402
 from pytest_gpuprof.compare.verdicts import judge  # noqa: E402

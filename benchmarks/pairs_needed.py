@@ -1,6 +1,6 @@
-"""How many base/head pairs ``compare.alongside.decide`` needs, by simulation: each process's
+"""How many base/head pairs ``compare.pairs.decide`` needs, by simulation: each process's
 value is the true value times exp(N(0, sigma)), pairs added until the metric is decided or
-the cap is reached, as ``run.alongside.judge_pairs`` does.  Prints, per case, how often each
+the cap is reached, as ``run.sides.judge_pairs`` does.  Prints, per case, how often each
 outcome ends the sequence and the mean pairs it took (docs/metrics.md, "Against the base
 revision measured alongside").
 
@@ -14,7 +14,7 @@ import math
 import random
 from collections import Counter
 
-from pytest_gpuprof.compare.alongside import decide
+from pytest_gpuprof.compare.pairs import decide
 from pytest_gpuprof.compare.rules import Rules
 
 CASES = (  # metric, its value at base, the change at head, the process spread (log sd), metrics judged

@@ -293,9 +293,9 @@ def _resolve_settings(config: pytest.Config):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """A distributed test's body runs in its ranks, one fresh process each (``run.ranks``);
+    """A distributed test's body runs in its ranks, one fresh process each (``run.rank_processes``);
     this process waits for them and fails with a failing rank's message."""
-    from .run.ranks import spawn, verdict
+    from .run.rank_processes import spawn, verdict
 
     size = world_size(pyfuncitem)
     place = this_process().place
@@ -373,7 +373,7 @@ def gpuprof_rank(request: pytest.FixtureRequest):
     group joined before the test and left after it (NCCL on GPUs, gloo without; under torchrun
     joined once, ``_gpuprof_torchrun_group``); None outside a rank.  A replay runs no test body:
     nothing to join."""
-    from .run.ranks import join, leave, this_rank
+    from .run.rank_processes import join, leave, this_rank
 
     rank = this_rank()
     session = request.config.stash.get(SESSION, None)
@@ -398,7 +398,7 @@ def _gpuprof_torchrun_group():
     test after, and left when the session ends if gpuprof joined it."""
     import torch.distributed as dist
 
-    from .run.ranks import join, leave, this_rank
+    from .run.rank_processes import join, leave, this_rank
 
     joined = not dist.is_initialized()
     rank = this_rank()

@@ -1,4 +1,4 @@
-"""The base revision measured alongside (compare/alongside.py, run/alongside.py): the
+"""The base revision measured alongside (compare/pairs.py, run/sides.py): the
 decision of the pairs, checked against bounds worked out by hand; the pairs' loop with
 stand-in processes; and each side's process importing its own checkout's code, with a
 tiny package whose two revisions differ, the head's installed the way an editable
@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare.alongside import AS_MEASURED, AT_SPEED, decide, process_value, scale_of, worse_by
+from pytest_gpuprof.compare.pairs import AS_MEASURED, AT_SPEED, decide, process_value, scale_of, worse_by
 from pytest_gpuprof.compare.evaluate import TestResult
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import Verdict
 from pytest_gpuprof.report.words import pair_change
-from pytest_gpuprof.run.alongside import SideRun, Sides, judge_pairs, needs_pairs, run_side, unusable
+from pytest_gpuprof.run.sides import SideRun, Sides, judge_pairs, needs_pairs, run_side, unusable
 
 KERNEL = "kernels[gelu].time_us"
 

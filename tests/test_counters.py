@@ -1,4 +1,4 @@
-"""Nsight Compute's counters judged (compare/counters.py) without a GPU: the counters of a real
+"""Nsight Compute's counters judged (compare/counter_verdicts.py) without a GPU: the counters of a real
 H100 report (tests/data/ncu, recorded by tests/data/record_ncu.py) against thresholds and
 against a baseline holding the same counters with one thing changed, each expected value
 read from ncu's CSV cells here."""
@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuprof.compare.baseline import check_entry
-from pytest_gpuprof.compare.counters import NOT_PROFILED, NOT_STORED, judge_counters
+from pytest_gpuprof.compare.counter_verdicts import NOT_PROFILED, NOT_STORED, judge_counters
 from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.errors import ConfigError
 from pytest_gpuprof.metrics.counters import ncu_counters
 from pytest_gpuprof.report.names import function_name
-from pytest_gpuprof.trace.ncu import read_ncu_csv
+from pytest_gpuprof.trace.ncu_report import read_ncu_csv
 
 CSV = Path(__file__).parent / "data" / "ncu" / "small.raw.csv"
 GEMM = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
@@ -32,7 +32,7 @@ def cell(kernel_prefix: str, metric: str) -> float:
 
 
 def counters() -> dict:
-    """The counters as run/ncu.py attaches them to a test's result."""
+    """The counters as run/kernel_profiling.py attaches them to a test's result."""
     return {**ncu_counters(read_ncu_csv(CSV), function_name), "profiled": "step_0, kernels regex:^(a)$, 3 launch(es)",
             "seconds": 12.5}
 
@@ -259,7 +259,7 @@ def test_a_recording_session_stores_the_counters_ncu_read_with_the_tests_entry(t
     from types import SimpleNamespace
 
     from pytest_gpuprof.run import session as session_module
-    from pytest_gpuprof.run.ncu import NcuPlan
+    from pytest_gpuprof.run.kernel_profiling import NcuPlan
     from test_gate import session_settings
 
     session = session_module.GpuprofSession(dataclasses.replace(session_settings(tmp_path), update_baseline=True), None)

@@ -256,7 +256,7 @@ def test_one_place_tells_each_kind_of_input_from_its_name_and_first_bytes(tmp_pa
     with formats.open_content(results) as fh:
         head = fh.read()
     assert not formats.is_chrome_trace(head) and not formats.is_sqlite(head)
-    assert formats.is_nsys_input("run.nsys-rep") and not formats.is_nsys_input("run.ncu-rep")
+    assert formats.is_nsys_input("run.nsys-rep") and not formats.is_nsys_input("run.kernel_profiling-rep")
 
 
 # --- the first bytes: what cannot be JSON is refused from them, what can is read on --------

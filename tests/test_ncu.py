@@ -13,7 +13,7 @@ import pytest
 from pytest_gpuprof.cli.main import main
 from pytest_gpuprof.errors import TraceError
 from pytest_gpuprof.metrics.counters import kernel_counters, memory_bandwidth_utilization
-from pytest_gpuprof.trace.ncu import COUNTERS, WHOLE, read_ncu_csv, read_ncu_report
+from pytest_gpuprof.trace.ncu_report import COUNTERS, WHOLE, read_ncu_csv, read_ncu_report
 
 DATA = Path(__file__).parent / "data" / "ncu"
 CSV = DATA / "small.raw.csv"
@@ -123,7 +123,7 @@ def test_bad_input_is_an_error_naming_the_file_and_the_fix(tmp_path, monkeypatch
         read_ncu_report(tmp_path / "x.ncu-rep")
 
 
-# --- a test's kernels profiled under ncu (run/ncu.py), with a stand-in for ncu ----------
+# --- a test's kernels profiled under ncu (run/kernel_profiling.py), with a stand-in for ncu ----------
 
 FAKE_NCU = """#!{python}
 # Stands in for ncu: `ncu --import REPORT ...` prints the committed report's CSV page;
@@ -184,7 +184,7 @@ HEAVIEST = {"void at::native::reduce_kernel<512, 1>(...)": {"count": 10, "time_u
 
 
 def test_a_tests_heaviest_kernels_of_its_first_step_are_profiled_and_read_back(tmp_path, fake_ncu):
-    from pytest_gpuprof.run.ncu import NcuPlan, profile_kernels
+    from pytest_gpuprof.run.kernel_profiling import NcuPlan, profile_kernels
 
     got = profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path, ["--gpuprof-active=2"],
                           timeout_s=120)
@@ -210,7 +210,7 @@ def test_a_tests_heaviest_kernels_of_its_first_step_are_profiled_and_read_back(t
 
 def test_ncu_without_counter_permission_or_without_a_kernel_says_why(tmp_path, fake_ncu, monkeypatch):
     from pytest_gpuprof.errors import GpuprofError
-    from pytest_gpuprof.run.ncu import NcuPlan, profile_kernels
+    from pytest_gpuprof.run.kernel_profiling import NcuPlan, profile_kernels
 
     monkeypatch.setenv("NCU_FAKE_DENY", "1")
     with pytest.raises(GpuprofError, match=r"ERR_NVGPUCTRPERM\): run the tests as root, or let every user read them"):
@@ -225,7 +225,7 @@ def test_a_report_of_the_test_without_a_metric_gpuprof_judges_is_an_error_naming
     """ncu was asked for every counter's metric (METRICS): one it did not give would leave a
     gate unchecked, so the counters are not taken (the session notes the error)."""
     from pytest_gpuprof.errors import GpuprofError
-    from pytest_gpuprof.run.ncu import NcuPlan, profile_kernels
+    from pytest_gpuprof.run.kernel_profiling import NcuPlan, profile_kernels
 
     monkeypatch.setenv("NCU_FAKE_CSV", str(DATA / "full.raw.csv"))  # --set full: no dram__throughput
     with pytest.raises(GpuprofError, match=r"^ncu's report of the test lacks metrics gpuprof judges: "
@@ -236,7 +236,7 @@ def test_a_report_of_the_test_without_a_metric_gpuprof_judges_is_an_error_naming
 def test_kernels_are_chosen_by_function_name_as_ncu_matches_them():
     from pytest_gpuprof.errors import GpuprofError
     from pytest_gpuprof.report.names import function_name
-    from pytest_gpuprof.run.ncu import NcuPlan, kernel_filter
+    from pytest_gpuprof.run.kernel_profiling import NcuPlan, kernel_filter
 
     assert function_name("void (anonymous namespace)::softmax_warp_forward<float, 10>(float*, int)") == \
         "softmax_warp_forward"
@@ -271,7 +271,7 @@ def test_the_counters_travel_with_the_result_and_the_terminal_shows_them():
 
 
 def test_the_marker_chooses_the_plan():
-    from pytest_gpuprof.run.ncu import NcuPlan, ncu_plan
+    from pytest_gpuprof.run.kernel_profiling import NcuPlan, ncu_plan
 
     assert ncu_plan({}, every=False) is None and ncu_plan({}, every=True) == NcuPlan()
     assert ncu_plan({"ncu": False}, every=True) is None  # a test left out of --gpuprof-ncu
@@ -307,7 +307,7 @@ def test_ncu_past_its_time_is_stopped_with_the_test_under_it(tmp_path, fake_ncu,
     import time
 
     from pytest_gpuprof.errors import GpuprofError
-    from pytest_gpuprof.run.ncu import NcuPlan, profile_kernels
+    from pytest_gpuprof.run.kernel_profiling import NcuPlan, profile_kernels
 
     monkeypatch.setenv("CHILD_HANGS", "1")
     with pytest.raises(GpuprofError, match=r"^ncu ran over 5 s \(--gpuprof-confirm-timeout\) and was stopped, with the "

@@ -2,7 +2,7 @@
 H200: ncu's default set, ``--set full``, gpuprof's own ``--metrics``) read as they are: each
 kernel's duration, DRAM bytes and registers as ncu's own CSV page of the report says,
 worked out here from its cells; what a report cannot give null, said once.  Each other way
-of working a counter out (trace/ncu.py's ``COUNTERS``) is checked against the first on the
+of working a counter out (trace/ncu_report.py's ``COUNTERS``) is checked against the first on the
 same launches (tests/data/record_ncu_alternatives.py)."""
 
 import csv
@@ -17,7 +17,7 @@ from pytest_gpuprof.cli.main import main
 from pytest_gpuprof.errors import GpuprofError, TraceError
 from pytest_gpuprof.metrics.counters import kernel_counters, memory_bandwidth_utilization, not_computed
 from pytest_gpuprof.report.names import function_name
-from pytest_gpuprof.trace.ncu import read_ncu_csv, read_ncu_report
+from pytest_gpuprof.trace.ncu_report import read_ncu_csv, read_ncu_report
 
 DATA = Path(__file__).parent / "data" / "ncu"
 SETS = ("default", "full", "gpuprof")
@@ -174,7 +174,7 @@ def test_a_counter_one_launch_lacks_is_null_for_its_kernel_and_the_bandwidth():
 @pytest.mark.parametrize("name", SETS)
 def test_analyze_prints_a_report_through_ncu_as_its_committed_csv_page_says(name, reports, capsys):
     """On a machine with Nsight Compute: the report printed by ncu itself (no NVIDIA module)."""
-    from pytest_gpuprof.capture.ncu import find_ncu
+    from pytest_gpuprof.capture.nsight_compute import find_ncu
 
     try:
         ncu = find_ncu(None)

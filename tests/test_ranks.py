@@ -1,4 +1,4 @@
-"""Several ranks of one distributed run (metrics/ranks.py, ``gpuprof analyze FOLDER``):
+"""Several ranks of one distributed run (metrics/skew.py, ``gpuprof analyze FOLDER``):
 each rank's trace measured on its own timeline, and ``rank_skew`` worked out by hand from
 traces built from the definition in docs/metrics.md ("Several ranks")."""
 

@@ -1,4 +1,4 @@
-"""A distributed test judged as one (compare/ranks.py), on real two-GPU traces recorded on
+"""A distributed test judged as one (compare/distributed.py), on real two-GPU traces recorded on
 two H100s (tests/data/ranks, tests/data/record_ranks.py): each rank's communication metrics
 worked out by hand from the raw trace, both backends' counts per rank, every rank against
 its own baseline entry, the skew against the recorded runs', and the entry's checks."""
@@ -17,10 +17,10 @@ from naive import Naive
 
 from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
-from pytest_gpuprof.compare.ranks import SKEW_SPREADS, combine, judge_skew, new_distributed_entry, rank_entry, rank_rules
+from pytest_gpuprof.compare.distributed import SKEW_SPREADS, combine, judge_skew, new_distributed_entry, rank_entry, rank_rules
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.metrics.measure import measure
-from pytest_gpuprof.metrics.ranks import rank_skew
+from pytest_gpuprof.metrics.skew import rank_skew
 from pytest_gpuprof.report.words import failure_message
 from pytest_gpuprof.trace.kineto import load_kineto
 from pytest_gpuprof.trace.nsys_sqlite import cuda_processes, load_nsys
@@ -236,7 +236,7 @@ def test_a_collective_changed_is_a_changed_count_on_its_rank(measured):
 
 
 def test_an_entry_of_another_number_of_processes_judges_nothing(measured):
-    from pytest_gpuprof.compare.ranks import entry_for
+    from pytest_gpuprof.compare.distributed import entry_for
 
     entry = recorded(measured["moe"])
     assert entry["world_size"] == 2 and entry_for(entry, 2) == (entry, "")

@@ -1,4 +1,4 @@
-"""Distributed tests (run/ranks.py): ``@pytest.mark.gpuprof(world_size=N)`` runs the body in
+"""Distributed tests (run/rank_processes.py): ``@pytest.mark.gpuprof(world_size=N)`` runs the body in
 N fresh processes joined in a process group (gloo here, on the CPU), fails with a failing
 rank's message, kills every rank when one hangs, and leaves no process behind."""
 
@@ -145,7 +145,7 @@ def test_the_first_rank_to_fail_is_named_even_when_its_process_ends_last(tmp_pat
     whose collective lost its peer, failed later but ended first."""
     import json
 
-    from pytest_gpuprof.run.ranks import _wait
+    from pytest_gpuprof.run.rank_processes import _wait
 
     for rank, when in ((0, 200.0), (1, 100.0)):  # each rank's own clock of its failure
         (tmp_path / f"rank{rank}.json").write_text(json.dumps(

@@ -64,4 +64,4 @@ def test_only_the_role_module_reads_the_variables_that_say_what_a_process_is():
             if literal in ROLE_VARIABLES:
                 readers.setdefault(str(path.relative_to(PACKAGE)), set()).add(literal)
     # ranks._start sets a rank's own place, as torchrun would: the only names written outside role.py
-    assert readers == {"run/ranks.py": {"RANK", "LOCAL_RANK", "WORLD_SIZE"}}
+    assert readers == {"run/rank_processes.py": {"RANK", "LOCAL_RANK", "WORLD_SIZE"}}

@@ -78,7 +78,7 @@ PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan))
 MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances", "world_size", "ncu"}
 #: What ``ncu=`` may hold besides True or False: how many of the heaviest kernels' functions,
 #: a regular expression of function names instead, which measured step, at most how many
-#: launches (``run.ncu.NcuPlan``).
+#: launches (``run.kernel_profiling.NcuPlan``).
 NCU_KEYS: dict[str, type[Any]] = {"top": int, "kernels": str, "step": int, "launches": int}
 
 

@@ -5,7 +5,7 @@ a results file written by ``--gpuprof-json``, a distributed run (a folder of per
 Kineto traces, an nsys report of several processes), or an Nsight Compute report
 (``.ncu-rep``, or its raw page as CSV); two results files are compared test by test,
 matched by node id, two distributed runs rank by rank, two Nsight Compute reports (or two
-tests' ``counters``) counter by counter (``compare.counters``).  The verdicts come from ``compare.judge`` with
+tests' ``counters``) counter by counter (``compare.counter_verdicts``).  The verdicts come from ``compare.judge`` with
 the plugin's default rules (or the tolerances given), and are printed in the
 words of the plugin's failure message, then a per-kernel table: new and vanished
 kernels, changed counts and times, biggest time change first.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compare.counters import counter_verdicts
+from ..compare.counter_verdicts import counter_verdicts
 from ..compare.evaluate import TestResult, of_measurement
 from ..compare.kernels import kernel_changes
 from ..compare.rules import Rules

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..capture.ncu import export_csv, find_ncu
+from ..capture.nsight_compute import export_csv, find_ncu
 from ..capture.nsys import export_sqlite, find_nsys
 from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
@@ -31,7 +31,7 @@ from ..trace.formats import (
 )
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
-from ..trace.ncu import read_ncu_csv, read_ncu_report
+from ..trace.ncu_report import read_ncu_csv, read_ncu_report
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
 
 

@@ -11,7 +11,7 @@ from .. import __version__
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError, GpuprofError
 from ..metrics.counters import ncu_counters, needs_lines, not_computed
-from ..metrics.ranks import rank_skew
+from ..metrics.skew import rank_skew
 from ..numbers import format_number
 from ..options import REPORT_OPTIONS, RULE_OPTIONS, add_report_options, add_rule_options
 from ..report.escaping import terminal_text

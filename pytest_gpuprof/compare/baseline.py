@@ -192,7 +192,7 @@ def check_entry(entry: dict[str, Any]) -> None:
     at most 1), so that no part is silently skipped (a missing value is "not compared", a
     weaker gate).  Entries written before per-step samples (only ``metrics``) or their
     summaries (no ``distribution``) were kept are judged as they were; samples come with
-    their runs.  A distributed test's entry holds one such entry per rank (``compare.ranks``)."""
+    their runs.  A distributed test's entry holds one such entry per rank (``compare.distributed``)."""
     if "ranks" in entry:
         _check_distributed(entry)
         return

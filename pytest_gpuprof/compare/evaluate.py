@@ -68,9 +68,9 @@ class TestResult:
     notes: list[str] = field(default_factory=list)  # health facts that do not downgrade (host stalls left out)
     machine: dict[str, Any] | None = None  # the session's machine probes (capture.probes)
     confirmation: str = ""  # what re-measuring in fresh processes showed (--gpuprof-confirm)
-    alongside: dict[str, Any] | None = None  # the base revision measured alongside (--gpuprof-base; run.alongside)
-    ranks: dict[str, TestResult] | None = None  # a distributed test's ranks, each judged (compare.ranks)
-    counters: dict[str, Any] | None = None  # its heaviest kernels under Nsight Compute (run.ncu; compare.counters)
+    alongside: dict[str, Any] | None = None  # the base revision measured alongside (--gpuprof-base; run.sides)
+    ranks: dict[str, TestResult] | None = None  # a distributed test's ranks, each judged (compare.distributed)
+    counters: dict[str, Any] | None = None  # its heaviest kernels' counters (run.kernel_profiling)
 
     @property
     def failed(self) -> bool:
@@ -200,7 +200,7 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     so has each regression that a machine slower than the baseline's can explain
     (``machine``); machine differences that explain no regression, host stalls and clock
     moves are notes.  With ``alongside`` (the base revision can be measured on this GPU:
-    ``run.alongside`` decides the time and ratio failures) nothing is downgraded, and the
+    ``run.sides`` decides the time and ratio failures) nothing is downgraded, and the
     health and machine sentences are notes: what differs, not what decides.  With
     ``strict`` a missing baseline fails.
     """
@@ -313,7 +313,7 @@ def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, k
     if result.timeline is not None:
         entry["timeline"] = result.timeline
     # Nsight Compute's counters: this run's; in a later process of one recording (``keep_counters``:
-    # the first process alone runs ncu, run.ncu) the previous entry's, while its runs are kept
+    # the first process alone runs ncu, run.kernel_profiling) the previous entry's, while its runs are kept
     kept = (previous or {}).get("counters") if keep_counters and len(runs) > 1 else None
     counters = result.counters or kept
     if counters:

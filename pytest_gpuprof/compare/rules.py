@@ -125,7 +125,7 @@ class Rules:
         name = "kernel_time_us" if spec.name.startswith("kernels[") else spec.name
         if name in self.tolerances:
             return self.tolerances[name]
-        if spec.kind in ("ratio", "percent"):  # a percentage's, over 100 (compare.counters)
+        if spec.kind in ("ratio", "percent"):  # a percentage's, over 100 (compare.counter_verdicts)
             return self.ratio_tolerance
         return self.kernel_time_tolerance if name == "kernel_time_us" else self.time_tolerance
 

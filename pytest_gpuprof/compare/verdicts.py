@@ -39,7 +39,7 @@ from .stats import Prior, evenly_spaced, mann_whitney_u, pooled_squares, smalles
 FAILING = ("regressed", "changed", "threshold")
 BROKEN = (*FAILING, "new", "vanished")  # statuses that fail a test (a new or vanished kernel too)
 #: A failure on times or ratios that the base revision measured alongside did not uphold
-#: (``compare.alongside``): head measured the same as base, or the pairs could not tell.
+#: (``compare.pairs``): head measured the same as base, or the pairs could not tell.
 AS_BASE, UNSURE = "same as base", "not sure"
 #: Why an ``ok`` verdict let a median that moved beyond its tolerance through (``Verdict.let_through``):
 #: the Mann-Whitney p not under the corrected level; the median inside the prediction interval
@@ -59,7 +59,7 @@ class Verdict:
     evidence: str = ""  # time metrics judged on samples: medians and spreads, the test and its p-value
     threshold: Threshold | None = None  # the absolute requirement this verdict checked, as data
     by_host: bool = False  # changed as measured, not at the baseline host's speed (the window: ``host``)
-    rank: int | None = None  # the rank of a distributed test whose metric this is (``compare.ranks``)
+    rank: int | None = None  # the rank of a distributed test whose metric this is (``compare.distributed``)
     p_value: float | None = None  # the Mann-Whitney U test's p on the samples, where it ran
     p_level: float | None = None  # what p had to get under: alpha / the series judged (Bonferroni)
     let_through: str = ""  # an ok whose median moved beyond the tolerance: why (NOT_SIGNIFICANT, ...)
@@ -229,7 +229,7 @@ def judge(
         window = _compare_samples(METRICS["window_us"], *paired["window_us"], rules, family, None, host_pair)
     by_host = _moved_by_the_host(window, speeds)
     verdicts = [check_threshold(t, now.get(t.metric), at_baseline_speed.get(t.metric) if by_host else None, speeds)
-                for t in rules.thresholds if counter_spec(t.metric) is None]  # counters': compare.counters
+                for t in rules.thresholds if counter_spec(t.metric) is None]  # counters': compare.counter_verdicts
     if baseline is None:
         return verdicts
     judged_now, now = now, compared_values(current)  # the medians shown where a series is not compared

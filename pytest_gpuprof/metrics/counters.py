@@ -9,10 +9,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..trace.ncu import needs
+from ..trace.ncu_report import needs
 from .specs import BANDWIDTH, KERNEL_COUNTERS
 
-#: The launch table's counters (``trace.ncu.COUNTERS``) a figure is worked out from, where
+#: The launch table's counters (``trace.ncu_report.COUNTERS``) a figure is worked out from, where
 #: not from the one of its own name.
 INPUTS = {"time_us": ("time_ns",), "local_memory_bytes": ("local_load_bytes", "local_store_bytes"),
           BANDWIDTH.name: ("dram_bytes", "dram_peak_bytes_per_cycle", "dram_cycles_per_second", "time_ns")}
@@ -29,7 +29,7 @@ def ncu_counters(launches: pd.DataFrame, function: Callable[[str], str]) -> dict
 
 
 def kernel_counters(launches: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """Per kernel name (``trace.ncu`` launches): its launches, then each of ``KERNEL_COUNTERS``
+    """Per kernel name (``trace.ncu_report`` launches): its launches, then each of ``KERNEL_COUNTERS``
     as ``{"median", "min", "max"}`` over them, the largest time first; each null where a
     launch of the kernel could not give the counter (``not_computed`` says why)."""
     table = launches.assign(time_us=launches["time_ns"] / 1e3,
@@ -60,7 +60,7 @@ def memory_bandwidth_utilization(launches: pd.DataFrame) -> float | None:
 
 def not_computed(launches: pd.DataFrame) -> dict[str, list[str]]:
     """Each figure (``KERNEL_COUNTERS``, then ``memory_bandwidth_utilization``) that some launch
-    could not give, with the metrics it needs that a launch lacks (``trace.ncu.needs``): a
+    could not give, with the metrics it needs that a launch lacks (``trace.ncu_report.needs``): a
     report's gaps, said once for all its kernels."""
     lacking = {figure: [needs(key) for key in _inputs(figure) if launches[key].isna().any()]
                for figure in (*KERNEL_COUNTERS, BANDWIDTH.name)}
@@ -68,7 +68,7 @@ def not_computed(launches: pd.DataFrame) -> dict[str, list[str]]:
 
 
 def counter_needs(figure: str) -> list[str]:
-    """Every metric a figure needs (``trace.ncu.needs`` of each of its inputs)."""
+    """Every metric a figure needs (``trace.ncu_report.needs`` of each of its inputs)."""
     return [needs(key) for key in _inputs(figure)]
 
 

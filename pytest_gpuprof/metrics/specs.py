@@ -83,7 +83,7 @@ KERNEL_COUNTERS = ("time_us", "sm_throughput_pct", "memory_throughput_pct", "dra
 
 
 def _counter_specs() -> dict[str, MetricSpec]:
-    """How each counter is judged (``compare.counters``): a register count is exact (a changed
+    """How each counter is judged (``compare.counter_verdicts``): a register count is exact (a changed
     count is a changed kernel), local memory exact with fewer bytes better (spills), a
     percentage of peak higher-is-better within an absolute tolerance; times and DRAM bytes
     reported (the timeline judges times)."""

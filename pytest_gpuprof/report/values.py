@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from ..compare.ranks import rank_nodeid
+from ..compare.distributed import rank_nodeid
 from ..compare.verdicts import judged_values
 from ..metrics.specs import METRICS
 from .words import change

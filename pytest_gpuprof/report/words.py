@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..compare.alongside import AS_MEASURED, spec_of
 from ..compare.evaluate import FAILED_STATUSES, UNKNOWN_GPU, TestResult, is_timing
+from ..compare.pairs import AS_MEASURED, spec_of
 from ..compare.verdicts import BROKEN, HOST_SPEED, NOT_SIGNIFICANT, RUNS_LEVEL, WITHIN_RUNS
 from ..metrics.specs import METRICS, counter_spec
 from ..numbers import format_change, format_number
@@ -67,12 +67,12 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
     return out
 
 
-#: How the pairs' outcome for a metric is said (``compare.alongside`` outcomes).
+#: How the pairs' outcome for a metric is said (``compare.pairs`` outcomes).
 PAIR_OUTCOMES = {"worse": "a regression", "same": "not a regression", "not sure": "not sure (never fails)"}
 
 
 def pair_change(d: Mapping[str, Any]) -> str:
-    """A pairs' decision's (``compare.alongside.Decision``) mean worse-direction difference:
+    """A pairs' decision's (``compare.pairs.Decision``) mean worse-direction difference:
     +4.1% (worse) or +0.02 for a ratio."""
     if d["mean"] is None:
         return "n/a"
@@ -102,7 +102,7 @@ def pair_evidence(values: str, outcome: str, threshold: str | None = None) -> st
 
 
 def alongside_line(alongside: Mapping[str, Any]) -> str:
-    """What the base revision measured alongside showed for a test (``run.alongside``):
+    """What the base revision measured alongside showed for a test (``run.sides``):
     ``A/B against BASE: judged against the base revision measured alongside, 3 base/head
     pair(s) in fresh processes, 41.2 s: kernel_time_us: same as base``."""
     parts = ["judged against the base revision measured alongside"] if alongside.get("against") == "base" else []

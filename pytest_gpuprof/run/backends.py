@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..capture.profiler import GpuProf, StepPlan
-from ..compare.ranks import rank_nodeid
+from ..compare.distributed import rank_nodeid
 from ..errors import GpuprofError
 from ..options import option_args
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
-from .ranks import RankOutcome, RankProfiling, rank_trace
+from .rank_processes import RankOutcome, RankProfiling, rank_trace
 
 #: Why a test that passed without finishing its steps() loop is an error, under either backend.
 UNFINISHED_LOOP = ("the test uses the gpuprof fixture but did not run its `for _ in gpuprof.steps(...)` loop "
@@ -104,7 +104,7 @@ class Backend(Protocol):
         judged later, elsewhere (under nsys)."""
 
     def rank_profiling(self, nodeid: str, plan: list[str], timeline_events: int) -> RankProfiling:
-        """How a distributed test's ranks measure (``ranks.spawn``), given the run's step plan as
+        """How a distributed test's ranks measure (``rank_processes.spawn``), given the run's step plan as
         options and the timeline events kept: each rank measures its own steps and is judged
         against nothing, writing into a fresh folder of this test's."""
 
@@ -240,7 +240,7 @@ class NsysInnerBackend(Backend):
     the session starts inside its range, and the range ends at the first cudaProfilerStop
     (``--capture-range-end=stop``), so a rank closing its own would end every rank's.
     Under ncu (``process_steps``) each measured step is also a process-wide range, which
-    ncu's filter follows into every thread (``run.ncu``)."""
+    ncu's filter follows into every thread (``run.kernel_profiling``)."""
 
     name, runs_tests, needs_gpu, in_process, judges_here = "nsys", True, True, False, False
 

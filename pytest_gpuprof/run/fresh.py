@@ -1,6 +1,6 @@
 """A pytest command run again in a fresh process: what a multi-process recording
 (``record``), a confirmation (``confirm``) and each side of an A/B comparison
-(``alongside``) do."""
+(``sides``) do."""
 
 from __future__ import annotations
 

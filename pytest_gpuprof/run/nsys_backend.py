@@ -45,7 +45,7 @@ from ..report.words import failure_message
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
 from .backends import UNFINISHED_LOOP, Backend
-from .ranks import RankOutcome, RankProfiling
+from .rank_processes import RankOutcome, RankProfiling
 from .role import INSIDE_NSYS
 from .session import GpuprofSession, Settings
 

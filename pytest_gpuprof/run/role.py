@@ -1,9 +1,9 @@
 """Which process this is: read in one place from what its parent set in its environment.
 
 gpuprof starts pytest processes of its own, and torchrun starts others: one side of an A/B
-comparison (``alongside``), a confirmation re-run (``confirm``), a recording's later process
-(``record``), a distributed test's rank (``ranks``), the session inside Nsight Systems
-(``nsys_backend``), the test under Nsight Compute (``ncu``), each rank of a session torchrun
+comparison (``sides``), a confirmation re-run (``confirm``), a recording's later process
+(``record``), a distributed test's rank (``rank_processes``), the session inside Nsight Systems
+(``nsys_backend``), the test under Nsight Compute (``kernel_profiling``), each rank of a session torchrun
 launched (``torchrun``).  A parent marks its child with the variables below; this module alone
 reads them (``this_process``), and the session asks the ``Process`` it read once.  pytest-xdist
 marks its workers itself (``config.workerinput``), and ``gpus`` hands them their GPUs.
@@ -46,7 +46,7 @@ ERROR_FILE = "TORCHELASTIC_ERROR_FILE"
 
 class Place(NamedTuple):
     """A rank's place (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and ``LOCAL_WORLD_SIZE``, as
-    torchrun sets them and ``ranks`` sets them for a distributed test's ranks)."""
+    torchrun sets them and ``rank_processes`` sets them for a distributed test's ranks)."""
 
     rank: int
     world_size: int
@@ -75,9 +75,9 @@ class Process:
 
     @property
     def under_ncu(self) -> bool:
-        """The process ``ncu.profile_kernels`` runs under ncu: its measured steps are then
+        """The process ``kernel_profiling.profile_kernels`` runs under ncu: its measured steps are then
         process-wide NVTX ranges too (``capture.ranges.nvtx_process_range``), the filter
-        ``ncu.ncu_command`` gives ncu (a push/pop range's filter, ``NAME/``, would hold only the
+        ``kernel_profiling.ncu_command`` gives ncu (a push/pop range's filter, ``NAME/``, would hold only the
         kernels of the thread that opened it, not autograd's backward pass)."""
         return self.side == NCU_SIDE
 

@@ -19,19 +19,19 @@ from typing import Any
 
 import pytest
 
-from ..capture.ncu import find_ncu
+from ..capture.nsight_compute import find_ncu
 from ..capture.probes import READINGS, best_readings, measure_machine
 from ..capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
 from ..capture.ranges import nvtx_range
 from ..compare import baseline
-from ..compare.alongside import base_entry
-from ..compare.counters import judge_counters
+from ..compare.counter_verdicts import judge_counters
+from ..compare.distributed import combine, entry_for, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
 from ..compare.evaluate import UNKNOWN_GPU, TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
-from ..compare.ranks import combine, entry_for, new_distributed_entry, rank_entry, rank_nodeid, rank_rules
+from ..compare.pairs import base_entry
 from ..compare.rules import Rules
 from ..errors import ConfigError, GpuprofError
 from ..metrics.measure import measure
-from ..metrics.ranks import rank_skew
+from ..metrics.skew import rank_skew
 from ..numbers import format_number
 from ..options import RULE_OPTIONS, default, option_args
 from ..report.document import results_document
@@ -41,15 +41,15 @@ from ..report.terminal import session_lines
 from ..report.words import failure_message
 from ..report.writers import write_reports
 from ..trace.model import Trace
-from .alongside import SideRun, Sides, file_in, judge_pairs, needs_pairs, run_side, unusable
 from .backends import UNFINISHED_LOOP, Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import GpuBenchmark
 from .confirm import confirm, needs_confirmation
-from .ncu import NcuPlan, ncu_plan, profile_kernels
-from .ranks import RankOutcome, RankProfiling, rank_result
-from .ranks import verdict as rank_verdict
+from .kernel_profiling import NcuPlan, ncu_plan, profile_kernels
+from .rank_processes import RankOutcome, RankProfiling, rank_result
+from .rank_processes import verdict as rank_verdict
 from .record import NOT_WRITTEN, UPDATED, record_again, replay_recorded
 from .role import Process
+from .sides import SideRun, Sides, file_in, judge_pairs, needs_pairs, run_side, unusable
 from .torchrun import Torchrun
 from .xdist_relay import Outbox
 
@@ -72,14 +72,14 @@ class Settings:
     backend: str = default("backend")  # "torch" or "nsys"
     nsys_path: str | None = None
     nsys_inner: Path | None = None  # set inside the session nsys re-executes: where its results go
-    ncu: bool = False  # every profiled test's heaviest kernels also under Nsight Compute (run.ncu; not in a side)
+    ncu: bool = False  # every profiled test's heaviest kernels also under Nsight Compute (not in a side)
     ncu_path: str | None = None  # the ncu binary
     timeline_events: int = default("timeline-events")  # events of the timeline sample kept with results, baselines
     baseline_runs: int = default("baseline-runs")  # recorded runs a baseline entry keeps
     confirm: int = default("confirm")  # fresh re-runs that must reproduce a time or ratio failure
     record_processes: int = default("record-processes")  # fresh processes an update records in
     confirm_timeout: float = default("confirm-timeout")  # seconds one such re-run may take
-    base: Path | None = None  # the base revision's checkout, measured alongside (run.alongside)
+    base: Path | None = None  # the base revision's checkout, measured alongside (run.sides)
     base_python: str | None = None  # its interpreter (None: this one)
     base_only: bool = False  # every test judged against the base, none against stored baselines
     base_pairs: int = default("base-pairs")  # at most this many base/head pairs decide a failure
@@ -202,7 +202,7 @@ class GpuprofSession:
         return result
 
     def rank_profiling(self, item: pytest.Item) -> RankProfiling:
-        """How a distributed test's ranks measure (``run.ranks.spawn``): each rank measures its
+        """How a distributed test's ranks measure (``run.rank_processes.spawn``): each rank measures its
         own steps and is judged against nothing; under nsys each marks them in NVTX inside this
         session's capture range, opened now."""
         return self.backend.rank_profiling(item.nodeid, self._plan_args(), self.settings.timeline_events)
@@ -211,7 +211,7 @@ class GpuprofSession:
                     load: Callable[[], dict[int, tuple[Trace, Path | None]]]) -> TestResult:
         """Judge a distributed test from its ranks' traces (``load``: each rank's trace and the
         file kept of it), each rank against its own entry and the skew against the recorded
-        runs' (``compare.ranks``); one result for the test."""
+        runs' (``compare.distributed``); one result for the test."""
         s = self.settings
         try:
             if self.sides is not None and s.base_only:  # no stored baseline may stand in: it cannot pass unjudged
@@ -270,7 +270,7 @@ class GpuprofSession:
     def _against_base(self, result: TestResult) -> dict[str, Any] | None:
         """The entry a test without a stored baseline (every test, ``--gpuprof-base-only``) is
         judged against: the base revision measured in a fresh process, once for every such
-        test of the session (``run.alongside``); None, said in ``result.alongside``, when the
+        test of the session (``run.sides``); None, said in ``result.alongside``, when the
         base did not measure it.  An error when nothing else may judge it: under
         ``--gpuprof-base-only``, or when no profiled test is at the base."""
         nodeid = result.nodeid or ""
@@ -613,7 +613,7 @@ class GpuprofSession:
         return {"failed": result.failed, "message": failure_message(result) if result.failed else ""}
 
     def _profile_kernels(self, item: pytest.Item, result: TestResult, plan: NcuPlan) -> None:
-        """The test's heaviest kernels under Nsight Compute, in a fresh process (``run.ncu``);
+        """The test's heaviest kernels under Nsight Compute, in a fresh process (``run.kernel_profiling``);
         what goes wrong there is a note, and the test stays judged as it was."""
         say = lambda line: _say(item.config, line)  # noqa: E731
         say(f"gpuprof: {item.nodeid}: profiling its heaviest kernels under Nsight Compute in a fresh process")

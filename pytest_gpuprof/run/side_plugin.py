@@ -1,5 +1,5 @@
-"""The pytest plugin of one side's fresh process in an A/B comparison (``alongside``), and
-of one rank of a distributed test (``ranks``).
+"""The pytest plugin of one side's fresh process in an A/B comparison (``sides``), and
+of one rank of a distributed test (``rank_processes``).
 
 It runs only the tests asked for (``GPUPROF_SIDE_NODEIDS``, a JSON list), records how
 each ended (a failure's text too), and on the base side lists the modules imported from the head's checkout

@@ -1,7 +1,7 @@
 """The form DeepSpeed and Megatron users run: ``torchrun --nproc-per-node N -m pytest --gpuprof``.
 
 Every rank runs the whole suite and profiles each test on its own GPU; rank 0 judges each
-profiled test from every rank's trace, as one distributed test (``compare.ranks``), and
+profiled test from every rank's trace, as one distributed test (``compare.distributed``), and
 writes the baselines and reports; every rank then passes or fails that test as rank 0
 judged it, and every rank ends with the same exit status (the worst rank's).
 
@@ -76,7 +76,7 @@ class Torchrun(NamedTuple):
 
 def launched(process: Process, output_dir: Path, timeout_s: float) -> Torchrun | None:
     """This process's place when torchrun started it (not one of a distributed test's ranks,
-    which ``ranks`` starts), or None."""
+    which ``rank_processes`` starts), or None."""
     place = process.place
     if process.torchrun is None or place is None:
         return None

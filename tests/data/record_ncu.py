@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: The metrics of the committed report: gpuprof's counters (trace.ncu.COUNTERS) and a few more.
+#: The metrics of the committed report: gpuprof's counters (trace.ncu_report.COUNTERS) and a few more.
 METRICS = ("gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,"
            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,"
            "dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,dram__bytes_read.sum,"

@@ -1,7 +1,7 @@
 """Record the Nsight Compute report that checks each counter's other ways (run on a machine
 with a GPU, ncu and CuPy).
 
-trace/ncu.py works a counter out by the first of its ways (``COUNTERS``) that a report
+trace/ncu_report.py works a counter out by the first of its ways (``COUNTERS``) that a report
 holds.  This report holds every way of every counter at once, so that tests can check each
 other way against the first on the same launch:
 
@@ -55,7 +55,7 @@ def workload() -> None:
 
 
 def main(out: Path) -> None:
-    from pytest_gpuprof.trace.ncu import COUNTERS
+    from pytest_gpuprof.trace.ncu_report import COUNTERS
 
     out.mkdir(parents=True, exist_ok=True)
     every = ",".join(dict.fromkeys(m for ways in COUNTERS.values() for way in ways for m in way.metrics))

@@ -6,7 +6,7 @@ gpuprof's NVTX step ranges), the kernels of ``step_1`` profiled three ways:
   python tests/data/record_ncu_sets.py OUT
       OUT/default.ncu-rep   ncu's default set (no --set, no --metrics)
       OUT/full.ncu-rep      --set full
-      OUT/gpuprof.ncu-rep   --metrics trace.ncu.METRICS (what --gpuprof-ncu asks for)
+      OUT/gpuprof.ncu-rep   --metrics trace.ncu_report.METRICS (what --gpuprof-ncu asks for)
       OUT/NAME.raw.csv      ncu --import OUT/NAME.ncu-rep --csv --page raw --print-units base
       OUT/default.units.csv ncu --import OUT/default.ncu-rep --csv --page raw (ncu's display units)
       OUT/ncu_version.txt   ncu --version
@@ -44,7 +44,7 @@ def scrub(text: str) -> str:
 
 
 def main(out: Path) -> None:
-    from pytest_gpuprof.trace.ncu import METRICS
+    from pytest_gpuprof.trace.ncu_report import METRICS
 
     out.mkdir(parents=True, exist_ok=True)
     sets = {**SETS, "gpuprof": ("--metrics", METRICS)}

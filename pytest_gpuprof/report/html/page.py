@@ -306,7 +306,7 @@ def _kernel_verdict_words(v: Mapping[str, Any]) -> str:
     if counter is not None and s == "threshold":
         return f"{rank}{counter[1]} {format_number(c)} violates {v['rule']}"
     moved = f" ({v['change']})" if v.get("change") else ""
-    if counter is not None:  # Nsight Compute's (compare.counters), the median of its launches
+    if counter is not None:  # Nsight Compute's (compare.counter_verdicts), the median of its launches
         return f"{rank}{counter[1]} {format_number(b)} → {format_number(c)}{moved} [{verdict_state(v)}]"
     what = "time per step" if v["metric"].endswith(".time_us") else "count per step"
     unit = " us" if what.startswith("time") else ""
@@ -315,7 +315,7 @@ def _kernel_verdict_words(v: Mapping[str, Any]) -> str:
 
 def _counters(t: Mapping[str, Any]) -> dict[str, Any] | None:
     """Nsight Compute's counters of the profiled kernels (``counters``), the baseline's beside
-    them where it stored some, each cell coloured by its verdict (``compare.counters``)."""
+    them where it stored some, each cell coloured by its verdict (``compare.counter_verdicts``)."""
     now = t.get("counters")
     if not now:
         return None

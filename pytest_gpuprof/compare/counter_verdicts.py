@@ -1,5 +1,5 @@
 """Nsight Compute's counters judged (docs/metrics.md, "Inside the kernels"): a test's counters
-(``run.ncu``) against the thresholds that name them and against the counters its baseline
+(``run.kernel_profiling``) against the thresholds that name them and against the counters its baseline
 stored.  ncu profiles a test after it was measured and judged, so ``judge_counters`` adds
 these verdicts to its others then; each decision is a small function of the two sides.
 """

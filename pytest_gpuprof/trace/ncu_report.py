@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..capture.ncu import EXPORT_ARGS
+from ..capture.nsight_compute import EXPORT_ARGS
 from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
 from ..errors import TraceError
 

@@ -1,7 +1,7 @@
 """Nsight Compute on a test's heaviest kernels: the test runs again in a fresh pytest
 process under ``ncu``, as a session inside a profiler (NVTX ranges only: ncu owns CUPTI, as
 nsys does), and ncu profiles the launches of its first measured step whose function is one
-of the test's heaviest; the report's counters are read back (``trace.ncu``,
+of the test's heaviest; the report's counters are read back (``trace.ncu_report``,
 ``metrics.counters``).
 
 ncu replays each profiled kernel once per pass its metrics need, so a profiled kernel costs
@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..capture.ncu import export_csv
+from ..capture.nsight_compute import export_csv
 from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
 from ..errors import GpuprofError
 from ..metrics.counters import ncu_counters, needs_lines, not_computed
 from ..numbers import format_number
 from ..options import option_args
 from ..report.names import function_name
-from ..trace.ncu import METRICS, read_ncu_csv
+from ..trace.ncu_report import METRICS, read_ncu_csv
 from .role import INSIDE_NSYS, NCU_SIDE, SIDE
 
 #: What ncu prints when the driver lets only administrators read the GPU's counters.

@@ -4,7 +4,7 @@ and the test fails with the message of any rank that failed.
 
 The test's own process spawns the ranks and waits.  Under ``--gpuprof`` each rank profiles its own
 steps on its own GPU (``profiled``: gpuprof on in it, judged against nothing, its trace kept in
-the folder given), and the test's process judges the ranks together (``compare.ranks``).  A
+the folder given), and the test's process judges the ranks together (``compare.distributed``).  A
 rank that does not finish within
 ``--gpuprof-rank-timeout`` seconds is killed with every other rank (each rank leads its
 own process group, so its children go too), and the test fails saying which ranks hung;

@@ -1,4 +1,4 @@
-"""Running Nsight Compute: find it, and print a report's raw page as CSV (``trace.ncu``
+"""Running Nsight Compute: find it, and print a report's raw page as CSV (``trace.ncu_report``
 reads it).  Never with its own clock control: gpuprof measures the card as it is set."""
 
 from __future__ import annotations

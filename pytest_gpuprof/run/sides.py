@@ -1,5 +1,5 @@
 """The base revision measured alongside (``--gpuprof-base DIR``): fresh pytest processes
-of either checkout on this GPU, and what their pairs decide (``compare.alongside``).
+of either checkout on this GPU, and what their pairs decide (``compare.pairs``).
 
 A test that would fail on times or ratios alone is measured again in pairs of fresh
 processes, base then head, until the pairs decide every metric that broke or the cap
@@ -29,8 +29,8 @@ from typing import NamedTuple
 
 from ..capture.environment import git
 from ..compare import host
-from ..compare.alongside import AS_MEASURED, NOT_SURE, SAME, Decision, decide, kernel_pool, process_value, scale_of
 from ..compare.evaluate import TestResult, fails_on_timing_alone
+from ..compare.pairs import AS_MEASURED, NOT_SURE, SAME, Decision, decide, kernel_pool, process_value, scale_of
 from ..compare.rules import Rules
 from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series, test_status
 from ..numbers import format_number
@@ -172,7 +172,7 @@ def values(result: TestResult, metric: str, reference: float | None) -> float | 
 def judge_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideRun], base: Path, cap: int,
                 say: Callable[[str], None]) -> None:
     """Measure base then head, a pair at a time, each in a fresh process, until every metric
-    that broke is decided (``compare.alongside.decide``) or ``cap`` pairs ran; then keep the
+    that broke is decided (``compare.pairs.decide``) or ``cap`` pairs ran; then keep the
     failures head is worse on, and say per pair what they show.  ``measure(side)`` runs one
     side's process of this test (``run_side``)."""
     nodeid = result.nodeid or ""
