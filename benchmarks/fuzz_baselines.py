@@ -1,6 +1,6 @@
 """Hostile baseline files: the real baselines of baselines/ altered, each judged.
 
-Every altered file is judged the way a pytest run judges a test (``GpuprofSession.judge``:
+Every altered file is judged the way a pytest run judges a test (``compare.judge.Judge``:
 the trace measured, the test's entry read from the file and checked, then evaluated),
 against the test's shipped trace or a trace of it with a planted bug (tests/data/planted),
 in a comparing run or, one input in four, a run that updates the baseline; then the
@@ -55,7 +55,8 @@ from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.metrics.specs import COPY_KINDS, METRICS
 from pytest_gpuprof.report.words import failure_message
 from pytest_gpuprof.run.backends import ReplayBackend, trace_name
-from pytest_gpuprof.run.session import GpuprofSession, Settings
+from pytest_gpuprof.run.outcomes import Outcomes
+from pytest_gpuprof.run.settings import Settings
 from pytest_gpuprof.trace.kineto import load_kineto
 
 from fuzz_loaders import OUTCOMES, main
@@ -541,14 +542,14 @@ def traced(path: Path):
     return load_kineto(path)
 
 
-def session(folder: Path, update: bool) -> GpuprofSession:
+def session(folder: Path, update: bool) -> Settings:
     """A run under --gpuprof (or --gpuprof-update-baseline) replaying FOLDER, with every report."""
     reports = {"json": folder / "r.json", "summary": folder / "s.md", "html": folder / "r.html",
                "benchmark-json": folder / "b.json"}
     settings = Settings(update_baseline=update, strict=False, baseline_dir=folder / "baselines",
                         output_dir=folder / "out", keep_traces=False, replay_dir=folder, plan=StepPlan(),
                         rules=Rules(), reports=reports)
-    return GpuprofSession(settings, ReplayBackend(folder))
+    return settings
 
 
 def verdicts_of(result) -> str:
@@ -579,9 +580,10 @@ def judge(item: Altered, folder: Path) -> tuple[str, str]:
     path.parent.mkdir(parents=True)
     path.write_bytes(item.data)
     try:
-        run = session(folder, item.update)
-        result = run.judge(src.nodeid, {}, lambda: (traced(item.trace), item.trace))
-        wrote = run.finish()
+        settings = session(folder, item.update)
+        run = Outcomes(settings, ReplayBackend(folder).kept_traces)
+        result = run.add(settings.judge().judge(src.nodeid, {}, lambda: {0: (traced(item.trace), item.trace)}))
+        wrote = run.finish(None, records_again=False, writes_reports=True)
         "\n".join(run.lines() + ([failure_message(result)] if result.failed else [])).encode()  # as a terminal takes it
     except Exception:  # noqa: BLE001 - what this script counts
         return "traceback", traceback.format_exc(limit=-4)

@@ -2,8 +2,9 @@
 
 Without ``--gpuprof`` the plugin only declares its options, marker and fixture,
 and profiled tests run as plain tests: torch, nvtx, pandas and numpy are not
-imported.  With it, ``pytest_configure`` registers a ``run.session.GpuprofSession``
-as a plugin whose hook methods do the work (imported there, for that reason).
+imported.  With it, ``pytest_configure`` registers the plugin objects of this process's
+role (``_register_roles``: ``run.session.GpuprofSession`` and the others), whose hook
+methods do the work (imported there, for that reason).
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from typing import Any
 import pytest
 from _pytest.config.findpaths import determine_setup  # how pytest chooses the rootdir: no public API says
 
-from .capture.profiler import PLAN_KEYS, GpuProf, StepPlan, marker_arguments
+from .capture.marker import MISTAKE, marker_mistake, marker_of
+from .capture.profiler import GpuProf, StepPlan
 from .errors import ConfigError
-from .options import BY_NAME, OPTIONS, REPORT_OPTIONS, Option
+from .options import BY_NAME, OPTIONS, Option
 from .run.role import this_process
 
 SETTINGS = pytest.StashKey[Any]()
 SESSION = pytest.StashKey[Any]()
-#: What is wrong with a test's marker, found when it was collected (``pytest_collection_modifyitems``).
-MARKER_MISTAKE = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -78,16 +78,65 @@ def pytest_configure(config: pytest.Config) -> None:
 
         hand_over(os.environ)  # the xdist workers, started after this, inherit it
     if settings is not None:
-        from .run.session import GpuprofSession
-        from .run.xdist_relay import Inbox, Outbox
+        config.stash[SESSION] = _register_roles(config, settings)
 
-        session = config.stash[SESSION] = GpuprofSession(settings)
-        config.pluginmanager.register(session, "gpuprof-session")
-        if hasattr(config, "workerinput"):  # a pytest-xdist worker sends what it finds to the controller
-            session.outbox = Outbox()
-            config.pluginmanager.register(session.outbox, "gpuprof-outbox")
-        else:
-            config.pluginmanager.register(Inbox(session.receive), "gpuprof-inbox")
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
+def _register_roles(config: pytest.Config, settings: Any) -> Any:
+    """This process's plugin objects, chosen once from what it is (``settings.process``, read by
+    ``run.role``; torchrun's rank; pytest-xdist's worker or controller): the session that
+    profiles (a torchrun rank's own kind), the relay of a worker or a controller, the head of an
+    A/B comparison, and the steps after judging that apply here."""
+    from .run.session import GpuprofSession
+
+    process, worker = settings.process, hasattr(config, "workerinput")
+    if settings.torchrun is not None:
+        from .run.torchrun_session import TorchrunSession
+
+        session: Any = TorchrunSession(settings, settings.torchrun)
+    else:
+        session = GpuprofSession(settings)
+    config.pluginmanager.register(session, "gpuprof-session")
+    if worker:  # a pytest-xdist worker sends what it finds to the controller
+        from .run.xdist_relay import Outbox
+
+        outbox = Outbox()
+        session.outcomes.relay = outbox.send
+        config.pluginmanager.register(outbox, "gpuprof-outbox")
+    else:
+        from .run.xdist_relay import Inbox
+
+        config.pluginmanager.register(Inbox(session.outcomes.receive), "gpuprof-inbox")
+    if session.backend.in_process and settings.torchrun is None and config.pluginmanager.has_plugin("benchmark"):
+        from .run.bench import BenchmarkGate  # under torchrun rank 0 judges every rank's trace
+
+        config.pluginmanager.register(BenchmarkGate(session.profiler_of, session.judge_test, session.metrics_of),
+                                      "gpuprof-benchmark")
+    if not session.backend.in_process or process.measures_for_another:
+        return session  # judged elsewhere, or measured for another: no step after judging here
+    sides = session.sides(config)
+    if sides is not None:
+        from .run.base_revision import BaseRevision
+
+        base = BaseRevision(sides, settings.base, session.judge, settings.base_pairs, settings.timeline_events,
+                            worker)
+        session.against_base = base.entry
+        config.pluginmanager.register(base, "gpuprof-base-revision")
+    from .run.steps import Confirmation, KernelCounters
+
+    if settings.confirm and not process.confirming and sides is None:  # the base's pairs decide there
+        config.pluginmanager.register(Confirmation(settings.confirm, session.judging_args(), settings.confirm_timeout),
+                                      "gpuprof-confirmation")
+    if process.first:
+        config.pluginmanager.register(KernelCounters(settings.ncu, settings.ncu_path, session.plan_args(),
+                                                     settings.confirm_timeout, session.outcomes),
+                                      "gpuprof-kernel-counters")
+    return session
 
 
 def _check_rootdir_not_moved(config: pytest.Config) -> None:
@@ -162,18 +211,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "gpuprof" in getattr(item, "fixturenames", ()) and item.get_closest_marker("gpuprof") is None:
             item.add_marker("gpuprof")
         try:
-            kwargs = marker_arguments(item)
-            if kwargs:
-                Rules().with_marker(kwargs, item.nodeid)
+            spec = marker_of(item)
+            if spec.arguments:
+                Rules().with_marker(spec.arguments, item.nodeid)
         except ConfigError as exc:
-            item.stash[MARKER_MISTAKE] = str(exc)
+            marker_mistake(item, str(exc))
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)  # inside pytest's own wrappers, which tear down what they set up
 def pytest_runtest_setup(item: pytest.Item):
     """A test whose marker is wrong fails at its set-up, before anything could skip it (no GPU,
     no trace to replay) and before its fixtures run: a CPU-only run catches the mistake."""
-    mistake = item.stash.get(MARKER_MISTAKE, None)
+    mistake = item.stash.get(MISTAKE, None)
     if mistake is not None:
         pytest.fail(mistake, pytrace=False)
     return (yield)
@@ -227,68 +276,13 @@ def _resolve_settings(config: pytest.Config):
     process = this_process()  # which process this is, decided once: the session asks settings.process
     if not (opts[""] or opts["update-baseline"] or opts["replay"] or opts["nsys"]) or not process.profiles:
         return None  # off, or a distributed test's rank that its test's process does not profile
-    from .compare.baseline import BACKENDS
-    from .compare.rules import Rules, parse_threshold
-    from .run.session import Settings
-    from .run.torchrun import launched
+    from .run.settings import settings_from
 
-    backend = "nsys" if opts["nsys"] else opts["backend"]
     try:
-        if backend not in BACKENDS:
-            raise ConfigError(f"--gpuprof-backend / ini key gpuprof_backend: expected one of {', '.join(BACKENDS)}, "
-                              f"got {backend!r}")
-        thresholds = tuple(parse_threshold(t, "--gpuprof-threshold / ini gpuprof_thresholds")
-                           for t in opts["threshold"] or ())
-        rules = Rules.from_options(opts, thresholds, origin=lambda name: f"{BY_NAME[name].flag} / ini key "
-                                                                        f"{BY_NAME[name].ini}")
-        for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1), ("record-processes", 1),
-                            ("confirm-timeout", 1), ("base-pairs", 1)):
-            if opts[name] < least:
-                bound = "must not be negative" if least == 0 else f"must be at least {least}"
-                raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
-        settings = Settings(
-            update_baseline=bool(opts["update-baseline"]),
-            strict=bool(opts["strict"]) and not process.measures_for_another,  # nothing fails a side
-            baseline_dir=opts["baseline-dir"],
-            output_dir=opts["output-dir"],
-            # the first process of a recording keeps the traces its results name; the others none
-            keep_traces=bool(opts["keep-traces"]) and not process.recording,
-            replay_dir=opts["replay"],
-            plan=_default_plan(config),
-            rules=rules,
-            backend=backend,
-            nsys_path=opts["nsys-path"],
-            nsys_inner=process.inside_nsys if backend == "nsys" else None,
-            ncu=bool(opts["ncu"]),
-            ncu_path=opts["ncu-path"],
-            timeline_events=opts["timeline-events"],
-            baseline_runs=opts["baseline-runs"],
-            confirm=opts["confirm"],
-            record_processes=opts["record-processes"],
-            confirm_timeout=opts["confirm-timeout"],
-            base=None if process.measures_for_another or opts["update-baseline"] else opts["base"],
-            base_python=opts["base-python"],
-            base_only=bool(opts["base-only"]),
-            base_pairs=opts["base-pairs"],
-            reports={o.name: opts[o.name] for o in REPORT_OPTIONS},
-            torchrun=launched(process, opts["output-dir"], opts["rank-timeout"]),
-            process=process,
-        )
+        return settings_from(opts, _default_plan(config), process,
+                             xdist=bool(config.getoption("numprocesses", None) or hasattr(config, "workerinput")))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if settings.replay_dir is not None and not settings.replay_dir.is_dir():
-        raise pytest.UsageError(f"--gpuprof-replay: {settings.replay_dir} is not a directory")
-    if settings.base is not None and not settings.base.is_dir():
-        raise pytest.UsageError(f"--gpuprof-base: {settings.base} is not a directory")
-    if settings.torchrun is not None and settings.backend == "nsys":
-        raise pytest.UsageError("--gpuprof-nsys under torchrun: a session torchrun started is profiled with "
-                                "torch.profiler only")
-    if settings.torchrun is not None and (config.getoption("numprocesses", None) or hasattr(config, "workerinput")):
-        raise pytest.UsageError("pytest-xdist (-n) under torchrun: each rank is one pytest process on its own GPU")
-    if settings.base is not None and (settings.backend != "torch" or settings.replay_dir is not None):
-        raise pytest.UsageError("--gpuprof-base: the base is measured with torch.profiler only, not with "
-                                "--gpuprof-nsys or --gpuprof-replay")
-    return settings
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -297,7 +291,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     this process waits for them and fails with a failing rank's message."""
     from .run.rank_processes import spawn, verdict
 
-    size = world_size(pyfuncitem)
+    size = marker_of(pyfuncitem).world_size  # (a marker found wrong failed the test's set-up)
     place = this_process().place
     if place is not None and size > 1 and size != place.world_size and this_process().torchrun:
         pytest.skip(f"gpuprof: a distributed test of {size} ranks; torchrun started {place.world_size}")
@@ -357,13 +351,6 @@ def _cuda_gpus() -> int:
     return len(visible_gpus()) if torch.cuda.is_available() else 0
 
 
-def world_size(item: pytest.Item) -> int:
-    """The ranks a test's marker asks for (1 without ``world_size``); a bad value fails the test."""
-    try:
-        return marker_arguments(item).get("world_size", 1)
-    except ConfigError as exc:
-        problem = str(exc)
-    pytest.fail(problem, pytrace=False)
 
 
 @pytest.fixture
@@ -419,8 +406,7 @@ def gpuprof(request: pytest.FixtureRequest) -> GpuProf:
     try:
         if session is not None:
             return session.profiler_of(request.node)
-        kwargs = marker_arguments(request.node)
-        return GpuProf(_default_plan(request.config).with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS}))
+        return GpuProf(marker_of(request.node).plan(_default_plan(request.config)))
     except ConfigError as exc:
         problem = str(exc)
     pytest.fail(problem, pytrace=False)  # outside the except: no "during handling of" chain shown

@@ -1,10 +1,88 @@
-"""Shared test configuration: pytester drives pytest runs of small test suites."""
+"""Shared test configuration: pytester drives pytest runs of small test suites; under
+pytest-xdist each worker takes a group of the GPUs of its own (tests/test_gpu.py)."""
 
 import contextlib
+import os
+from collections.abc import Mapping
 
 import pytest
 
+from pytest_gpuprof.run import gpus
+
 pytest_plugins = ["pytester"]
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, counted without starting CUDA (which reads
+    CUDA_VISIBLE_DEVICES once, as it starts): CUDA_VISIBLE_DEVICES's entries where it is
+    set, else an index for each GPU NVML counts; none where NVML does not load (no driver)."""
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return gpus.visible_gpus()
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # pynvml raises kinds of its own (NVMLError_LibraryNotFound, ...)
+        return []
+    try:
+        return [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def xdist_worker(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """This pytest-xdist worker's number and the run's count of workers (``gw3`` of 4 is
+    (3, 4)), from the variables xdist sets before the worker loads any conftest; None
+    outside a worker."""
+    worker, count = environ.get("PYTEST_XDIST_WORKER", ""), environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit()):
+        return None
+    return int(worker[2:]), int(count)
+
+
+def gpu_group(worker: int, workers: int, visible: list[str]) -> list[str] | None:
+    """The GPUs of worker number ``worker`` of ``workers``: the worker's own run of
+    len(visible) // workers of them, disjoint from the others' (a remainder goes unused; a
+    worker xdist started to replace one, numbered from ``workers`` up, takes number
+    ``worker`` mod ``workers``'s).  None where there is nothing to share out, with one worker
+    or fewer GPUs than workers: each worker then sees every GPU."""
+    if workers < 2 or len(visible) < workers:
+        return None
+    size = len(visible) // workers
+    start = worker % workers * size
+    return visible[start:start + size]
+
+
+def gpu_groups_line(workers: int, visible: list[str]) -> str | None:
+    """The report header's line on how ``visible`` GPUs are shared out among ``workers``
+    xdist workers (``take_gpu_group``), or why they are not; None without GPUs."""
+    if not visible:
+        return None
+    groups = [gpu_group(k, workers, visible) for k in range(workers)]
+    if groups[0] is None:
+        why = "one worker" if workers < 2 else "fewer GPUs than workers"
+        return (f"GPUs: {len(visible)} for {workers} xdist worker(s), not shared out ({why}): "
+                "each worker sees every GPU")
+    return (f"GPUs: {len(visible)} for {workers} xdist workers, {len(groups[0])} each (CUDA_VISIBLE_DEVICES): "
+            + "; ".join(f"gw{k} {','.join(group or [])}" for k, group in enumerate(groups)))
+
+
+def take_gpu_group() -> None:
+    """In a pytest-xdist worker: CUDA_VISIBLE_DEVICES set to the worker's own GPUs
+    (``gpu_group``), so that tests in different workers, and the pytest processes they
+    start, never share a GPU; ``-n 2`` on four GPUs gives each worker two, as a distributed
+    test's ranks need."""
+    worker = xdist_worker(os.environ)
+    if worker is None or worker[1] < 2:
+        return
+    group = gpu_group(*worker, visible_gpus())
+    if group is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(group)
+
+
+# now, as this conftest loads: before torch is imported below, and before any test or
+# plugin hook could start CUDA
+take_gpu_group()
 
 # torch is imported once, before any in-process pytester run snapshots sys.modules: a run
 # that drops modules it imported would leave torch to be imported again later in a state
@@ -13,9 +91,20 @@ with contextlib.suppress(ImportError):
     import torch  # noqa: F401
 
 
-@pytest.fixture(autouse=True)
-def _no_github_step_summary(monkeypatch):
-    """The suites run here must not append their summaries to the CI job's own summary
-    ($GITHUB_STEP_SUMMARY is set in every GitHub Actions step); tests set it themselves."""
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """In the controller of an xdist run: how the workers share the GPUs out, or why not."""
+    if hasattr(config, "workerinput") or config.getoption("dist", "no") == "no":
+        return None
+    from xdist.workermanage import parse_tx_spec_config  # the workers xdist starts: -n N, --tx 2*popen
 
+    return gpu_groups_line(len(parse_tx_spec_config(config)), visible_gpus())
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_github_step_summary():
+    """The suites run here must not append their summaries to the CI job's own summary
+    ($GITHUB_STEP_SUMMARY is set in every GitHub Actions step), nor those a module records
+    once for several tests; tests set it themselves."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+        yield

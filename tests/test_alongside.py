@@ -102,10 +102,11 @@ def test_a_process_value_is_the_median_of_its_usable_steps_or_at_the_host_speed(
 # --------------------------------------------------------------------------------------
 # the pairs' loop, with stand-in processes
 
-def _result(kernel_us: float, status: str = "failed") -> TestResult:
+def _result(kernel_us: float, has_baseline: bool = True) -> TestResult:
     per_step = {"kernels": {"gelu": [kernel_us] * 5}, "kernel_time_us": [kernel_us] * 5}
-    return TestResult("t.py::test_a", status, "GPU", {"kernel_count": 5, "step_count": 5}, per_step=per_step,
-                      distribution={"kernel_time_us": {"median": kernel_us}, "kernels": {"gelu": {"median": kernel_us}}})
+    distribution = {"kernel_time_us": {"median": kernel_us}, "kernels": {"gelu": {"median": kernel_us}}}
+    return TestResult("t.py::test_a", gpu="GPU", metrics={"kernel_count": 5, "step_count": 5}, per_step=per_step,
+                      distribution=distribution, has_baseline=has_baseline)
 
 
 def _failing() -> TestResult:
@@ -122,7 +123,7 @@ def _stand_in(base_us: list[float], head_us: list[float]):
         values = base_us if side == "base" else head_us
         seen.append(side)
         k = sum(1 for s in seen if s == side) - 1
-        return SideRun({"t.py::test_a": _result(values[k], "no baseline")}, {"t.py::test_a": "passed"}, "", 1.0)
+        return SideRun({"t.py::test_a": _result(values[k], has_baseline=False)}, {"t.py::test_a": "passed"}, "", 1.0)
     return measure, seen
 
 
@@ -175,7 +176,7 @@ def test_only_time_and_ratio_failures_go_to_the_pairs():
     threshold.verdicts = [Verdict("gpu_utilization", "threshold", None, 0.8, "gpu_utilization >= 0.85")]
     assert needs_pairs(threshold)
     # a gpuprof verdict failing the test at base is still a measurement of it
-    judged = SideRun({"t.py::test_a": _result(1.0)}, {"t.py::test_a": "failed"}, "", 1.0)
+    judged = SideRun({"t.py::test_a": _failing()}, {"t.py::test_a": "failed"}, "", 1.0)
     assert unusable(judged, "t.py::test_a", "base") == ""
 
 
@@ -300,7 +301,6 @@ def _replayed(pairs: list[tuple[str, str]], rules: Rules) -> tuple[TestResult, l
     gelu = next(k for k in results[pairs[0][0]].distribution["kernels"] if "Gelu" in k)
     metric = f"kernels[{gelu}].time_us"
     failing = _traced(pairs[0][1])
-    failing.status = "failed"
     failing.verdicts = [Verdict(metric, "regressed", 13.6, 14.4, "within 5%")]
     order = iter(name for pair in pairs for name in pair)
 
@@ -353,7 +353,7 @@ def test_a_metric_no_pair_could_value_and_pairs_stopped_by_a_problem_keep_the_fa
     zero = {"exposed_comm_us": {"median": 0.0}, "kernels": {}}
 
     def measure(side: str) -> SideRun:
-        result = _result(50.0, "no baseline")
+        result = _result(50.0, has_baseline=False)
         if side == "base":
             result.distribution = zero
         return SideRun({"t.py::test_a": result}, {"t.py::test_a": "passed"}, "", 1.0)
@@ -367,7 +367,7 @@ def test_a_metric_no_pair_could_value_and_pairs_stopped_by_a_problem_keep_the_fa
         calls.append(side)
         if len(calls) == 4:
             return SideRun({}, {"t.py::test_a": "not run"}, "the head process measured nothing (exit 1): boom", 1.0)
-        return SideRun({"t.py::test_a": _result(2000.0 if side == "base" else 2200.0, "no baseline")},
+        return SideRun({"t.py::test_a": _result(2000.0 if side == "base" else 2200.0, has_baseline=False)},
                        {"t.py::test_a": "passed"}, "", 1.0)
     judge_pairs(slower, Rules(), crashing, Path("/base"), 5, lambda line: None)
     assert slower.status == "failed" and slower.verdicts[0].status == "regressed"
@@ -384,7 +384,7 @@ def test_a_broken_threshold_stands_where_the_base_holds_it():
                                    threshold=threshold)]
 
         def measure(side: str) -> SideRun:
-            result_ = _result(2000.0, "no baseline")
+            result_ = _result(2000.0, has_baseline=False)
             result_.distribution = {"gpu_utilization": {"median": base_utilization if side == "base" else 0.84},
                                     "kernels": {}}
             return SideRun({"t.py::test_a": result_}, {"t.py::test_a": "passed"}, "", 1.0)
@@ -424,7 +424,6 @@ def test_a_recorded_host_side_regression_fails_against_its_base():
     folder = Path(__file__).parent / "data" / "host"
     base, head = _traced("h100_slow_host", folder), _traced("h100_host_overhead", folder)
     failing = _traced("h100_host_overhead", folder)
-    failing.status = "failed"
     failing.verdicts = [Verdict("window_us", "regressed", 3934.1, 4266.9, "within 10%")]
     sides = iter([base, head])
 
@@ -448,21 +447,24 @@ def test_a_recorded_host_side_regression_fails_against_its_base():
 # --------------------------------------------------------------------------------------
 # tests the base cannot judge
 
-def _session_against(base: Path, head: Path, strict: bool = False, base_only: bool = False):
-    """A session comparing with the base checkout ``base`` (``--gpuprof-base``), its rootdir ``head``."""
+def _judge_against(base: Path, head: Path, strict: bool = False, base_only: bool = False, worker: bool = False):
+    """The judge of a run comparing with the base checkout ``base`` (``--gpuprof-base``), its
+    rootdir ``head``, and the base revision it judges a test without a baseline against."""
     from types import SimpleNamespace
 
     from pytest_gpuprof.capture.profiler import StepPlan
-    from pytest_gpuprof.run.backends import TorchBackend
-    from pytest_gpuprof.run.session import GpuprofSession, Settings
+    from pytest_gpuprof.run.base_revision import BaseRevision
+    from pytest_gpuprof.run.settings import Settings
+    from pytest_gpuprof.run.sides import Sides
 
     s = Settings(update_baseline=False, baseline_dir=head / "baselines", output_dir=head / ".gpuprof",
                  keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules(), strict=strict, base=base,
                  base_only=base_only)
-    session = GpuprofSession(s, TorchBackend(s.output_dir, False))
-    session.config = SimpleNamespace(rootpath=head, pluginmanager=SimpleNamespace(
-        has_plugin=lambda name: False, get_plugin=lambda name: None))
-    return session
+    judge = s.judge(alongside=True)
+    revision = BaseRevision(Sides(head, base.resolve(), sys.executable, sys.executable, (), 60.0), base, judge,
+                            s.base_pairs, s.timeline_events, worker)
+    revision.config = SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
+    return judge, revision
 
 
 @pytest.mark.parametrize("strict, base_only, status, message", [
@@ -479,9 +481,10 @@ def test_a_test_missing_at_base_fails_under_base_only_and_strict(tmp_path, stric
 
     head, base = tmp_path / "head", tmp_path / "base"
     base.mkdir()
-    session = _session_against(base, head, strict=strict, base_only=base_only)
+    judge, revision = _judge_against(base, head, strict=strict, base_only=base_only)
     trace = Path(__file__).parent / "data" / "host" / "steady.pt.trace.json.gz"
-    result = session.judge("tests/test_new.py::test_new", {}, lambda: (load_kineto(trace), None))
+    result = judge.judge("tests/test_new.py::test_new", {}, lambda: {0: (load_kineto(trace), None)},
+                         against_base=revision.entry).result
     assert (result.status, result.message) == (status, message.format(baselines=head / "baselines"))
     assert result.failed == (strict or base_only)
 
@@ -491,13 +494,12 @@ def test_a_pytest_xdist_worker_fails_each_test_judged_against_the_base_with_why_
 
     head, base = tmp_path / "head", tmp_path / "base"
     base.mkdir()
-    session = _session_against(base, head)
-    from pytest_gpuprof.run.xdist_relay import Outbox
-
-    session.outbox, session._profiled = Outbox(), ["tests/test_new.py::test_new"]
-    session._check_base_has_tests()  # no usage error: in a worker it would stop xdist without its message
+    judge, revision = _judge_against(base, head, worker=True)
+    revision._profiled = ["tests/test_new.py::test_new"]
+    revision.check_tests_at_base()  # no usage error: in a worker it would stop xdist without its message
     trace = Path(__file__).parent / "data" / "host" / "steady.pt.trace.json.gz"
-    result = session.judge("tests/test_new.py::test_new", {}, lambda: (load_kineto(trace), None))
+    result = judge.judge("tests/test_new.py::test_new", {}, lambda: {0: (load_kineto(trace), None)},
+                         against_base=revision.entry).result
     assert (result.status, result.message) == ("error", (
         f"--gpuprof-base: none of the 1 profiled test(s) is in the base checkout {base} ({base}/tests/test_new.py "
         f"does not exist); node ids are paths from the rootdir, {head}, and the base must be a checkout of that "
@@ -527,15 +529,16 @@ def test_a_run_none_of_whose_tests_is_at_base_fails_saying_why(pytester):
 def test_a_distributed_test_never_passes_unjudged_under_base_only(tmp_path, base_only):
     """The ranks are judged against their stored baseline alone; with --gpuprof-base-only there
     is none to judge them, and the test is an error, not a 'no baseline' pass."""
-    from pytest_gpuprof.run.session import RANKS_NOT_ALONGSIDE
+    from pytest_gpuprof.compare.judge import RANKS_NOT_ALONGSIDE
     from pytest_gpuprof.trace.kineto import load_kineto
 
     head, base = tmp_path / "head", tmp_path / "base"
     base.mkdir()
-    session = _session_against(base, head, base_only=base_only)
+    judge, _ = _judge_against(base, head, base_only=base_only)
     traces = sorted((Path(__file__).parent.parent / "example_suite" / "traces").glob("*test_ddp_training_rank_*"))
-    result = session.judge_ranks("example_suite/test_distributed.py::test_ddp_training", {},
-                                 lambda: {rank: (load_kineto(path), None) for rank, path in enumerate(traces)})
+    result = judge.judge("example_suite/test_distributed.py::test_ddp_training", {},
+                         lambda: {rank: (load_kineto(path), None) for rank, path in enumerate(traces)},
+                         distributed=True).result
     if base_only:
         assert (result.status, result.message) == ("error", f"{RANKS_NOT_ALONGSIDE}: --gpuprof-base-only would "
                                                             "leave it unjudged")

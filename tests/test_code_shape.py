@@ -32,3 +32,15 @@ def test_ruff_finds_nothing_in_the_package():
 
 def test_mypy_finds_nothing_in_the_package():
     assert_finds_nothing("mypy", "--config-file", "pyproject.toml")
+
+
+def test_the_judge_and_the_stages_before_it_import_no_pytest():
+    """One judge with no pytest (``compare.judge``): the in-process path, the ranks, the nsys
+    backend's outer session and replays call it alike; nor do the trace, metrics and report
+    stages know pytest."""
+    importers = sorted(str(path.relative_to(ROOT)) for stage in ("trace", "metrics", "compare", "report")
+                       for path in (ROOT / PACKAGE / stage).rglob("*.py")
+                       if any(line.split()[1].split(".")[0] in ("pytest", "_pytest")
+                              for line in path.read_text().splitlines()
+                              if line.startswith(("import ", "from ")) and len(line.split()) > 1))
+    assert importers == []

@@ -4,10 +4,10 @@ import dataclasses
 
 import pytest
 
+from pytest_gpuprof.compare.evaluate import status_of
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.compare.stats import evenly_spaced
 from pytest_gpuprof.compare.verdicts import BROKEN, distribution, judge, stored_samples
-from pytest_gpuprof.compare.verdicts import test_status as status_of
 from pytest_gpuprof.errors import ConfigError
 from pytest_gpuprof.metrics.specs import METRICS
 
@@ -34,7 +34,7 @@ def failed(verdicts):
 
 def test_identical_metrics_pass():
     verdicts = judge(metrics(), metrics(), Rules())
-    assert status_of(verdicts, True) == "passed" and not failed(verdicts)
+    assert status_of(verdicts) == "passed" and not failed(verdicts)
 
 
 def test_counts_are_compared_per_step():
@@ -53,7 +53,7 @@ def test_a_changed_count_fails_either_way():
 
 
 def test_fewer_syncs_is_an_improvement_more_is_a_regression():
-    assert status_of(judge(metrics(sync_count=0), metrics(sync_count=10), Rules()), True) == "improved"
+    assert status_of(judge(metrics(sync_count=0), metrics(sync_count=10), Rules())) == "improved"
     v = failed(judge(metrics(sync_count=20), metrics(sync_count=10), Rules()))["sync_count"]
     assert v.status == "regressed" and v.change() == "+100.0%"
 
@@ -86,7 +86,7 @@ def test_time_tolerance_and_floor():
     assert v.status == "regressed" and v.baseline == 100.0 and v.current == 120.0 and v.change() == "+20.0%"
     # +50% of a 2 us per step copy is 1 us: under the floor, not a regression
     assert not failed(judge(metrics(memcpy_htod_time_us=30.0), metrics(memcpy_htod_time_us=20.0), rules))
-    assert status_of(judge(metrics(kernel_time_us=500.0), metrics(), rules), True) == "improved"
+    assert status_of(judge(metrics(kernel_time_us=500.0), metrics(), rules)) == "improved"
 
 
 def test_ratio_tolerance_is_absolute_and_directional():
@@ -109,7 +109,7 @@ def test_new_and_vanished_kernels_fail():
     bad = failed(judge(now, metrics(), Rules()))
     assert bad["kernels[gemm_bf16].count"].status == "new"
     assert bad["kernels[gemm].count"].status == "vanished"
-    assert status_of(judge(now, metrics(), Rules()), True) == "failed"
+    assert status_of(judge(now, metrics(), Rules())) == "failed"
 
 
 def test_thresholds_apply_without_a_baseline():
@@ -119,8 +119,8 @@ def test_thresholds_apply_without_a_baseline():
     bad = failed(verdicts)
     assert bad["gpu_utilization"].rule == "gpu_utilization >= 0.85"
     assert bad["sync_count"].current == 0.3  # per step
-    assert status_of(verdicts, False) == "failed"
-    assert status_of(judge(metrics(), None, rules), False) == "no baseline"
+    assert status_of(verdicts, has_baseline=False) == "failed"
+    assert status_of(judge(metrics(), None, rules), has_baseline=False) == "no baseline"
 
 
 def test_threshold_on_a_missing_value_is_not_applicable():
@@ -282,7 +282,7 @@ def v(status):
     (["ok"], True, "passed"), ([], True, "passed"),
 ])
 def test_status_precedence(statuses, has_baseline, expected):
-    assert status_of([v(s) for s in statuses], has_baseline) == expected
+    assert status_of([v(s) for s in statuses], has_baseline=has_baseline) == expected
 
 
 def test_the_kernel_diff_divides_each_run_by_its_own_step_count():

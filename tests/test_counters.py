@@ -15,6 +15,7 @@ from pytest_gpuprof.compare.baseline import check_entry
 from pytest_gpuprof.compare.counter_verdicts import NOT_PROFILED, NOT_STORED, judge_counters
 from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
+from pytest_gpuprof.compare.verdicts import Verdict
 from pytest_gpuprof.errors import ConfigError
 from pytest_gpuprof.metrics.counters import ncu_counters
 from pytest_gpuprof.report.names import function_name
@@ -42,10 +43,12 @@ def kernel(c: dict, prefix: str) -> dict:
 
 
 def judged(now: dict | None, stored: dict | None, *thresholds: str, recording: bool = False,
-           status: str = "passed") -> TestResult:
-    result = TestResult("t.py::t", status, "NVIDIA H100 80GB HBM3", {"step_count": 2},
+           earlier: tuple[Verdict, ...] = ()) -> TestResult:
+    """A test judged (``earlier``: its verdicts before the counters; ``recording``: it recorded
+    its baseline), then its counters."""
+    result = TestResult("t.py::t", gpu="NVIDIA H100 80GB HBM3", metrics={"step_count": 2}, verdicts=list(earlier),
                         baseline_entry=None if stored is False else {"metrics": {}, "counters": stored},
-                        counters=now)
+                        counters=now, recorded=recording)
     rules = Rules(thresholds=tuple(parse_threshold(t, "--gpuprof-threshold") for t in thresholds))
     judge_counters(result, rules, recording)
     return result
@@ -138,14 +141,15 @@ def test_thresholds_name_a_kernel_by_its_function_or_the_tests_bandwidth():
 
 
 def test_without_counters_a_threshold_on_them_is_a_note_and_the_test_stands():
-    result = judged(None, False, "memory_bandwidth_utilization >= 0.8", "gpu_utilization >= 0.5", status="improved")
-    assert result.status == "improved" and result.verdicts == []
+    improved = Verdict("kernel_time_us", "improved", 100.0, 80.0, "within ±10%")
+    result = judged(None, False, "memory_bandwidth_utilization >= 0.8", "gpu_utilization >= 0.5", earlier=(improved,))
+    assert result.status == "improved" and result.verdicts == [improved]
     assert result.notes == [f"memory_bandwidth_utilization >= 0.8: {NOT_PROFILED}"]
     # a baseline recorded without counters: a note, nothing compared
     result = judged(counters(), None)
     assert result.status == "passed" and result.verdicts == [] and result.notes == [NOT_STORED]
     # recording checks thresholds only
-    result = judged(counters(), None, "kernels[nvjet].tensor_pipe_pct > 90", recording=True, status="updated")
+    result = judged(counters(), None, "kernels[nvjet].tensor_pipe_pct > 90", recording=True)
     assert result.status == "failed" and broken(result) == [("tensor_pipe_pct", "threshold")]
 
 
@@ -159,15 +163,14 @@ def test_the_bandwidth_is_compared_over_the_same_kernels_only():
 
 
 def test_a_counters_tolerance_is_set_per_test_by_its_name(tmp_path):
-    from pytest_gpuprof.run.session import GpuprofSession
     from test_gate import session_settings
 
-    session = GpuprofSession(session_settings(tmp_path), None)
-    rules = session.rules_for("t.py::t", {"tolerances": {"dram_throughput_pct": 0.02,
+    judge = session_settings(tmp_path).judge()
+    rules = judge.rules_for("t.py::t", {"tolerances": {"dram_throughput_pct": 0.02,
                                                          "memory_bandwidth_utilization": 0.2}})
     assert dict(rules.tolerances) == {"dram_throughput_pct": 0.02, "memory_bandwidth_utilization": 0.2}
     with pytest.raises(ConfigError, match="tolerances names unknown metric 'time_us'"):
-        session.rules_for("t.py::t", {"tolerances": {"time_us": 0.1}})
+        judge.rules_for("t.py::t", {"tolerances": {"time_us": 0.1}})
 
 
 def test_a_threshold_that_matched_no_kernel_says_why_in_every_report():
@@ -258,22 +261,22 @@ def test_a_recording_session_stores_the_counters_ncu_read_with_the_tests_entry(t
     """The entry is made when the test is judged; ncu runs after: its counters join that entry."""
     from types import SimpleNamespace
 
-    from pytest_gpuprof.run import session as session_module
-    from pytest_gpuprof.run.kernel_profiling import NcuPlan
+    from pytest_gpuprof.run import steps
+    from pytest_gpuprof.run.outcomes import Outcomes
     from test_gate import session_settings
 
-    session = session_module.GpuprofSession(dataclasses.replace(session_settings(tmp_path), update_baseline=True), None)
+    outcomes = Outcomes(dataclasses.replace(session_settings(tmp_path), update_baseline=True), None)
     result = TestResult("t.py::t", "updated", "H100", {"step_count": 2, "kernels": {GEMM: {"time_us": 9.0}}},
                         baseline_file=tmp_path / "t.json")
-    session._add_entry(str(result.baseline_file), "t.py::t", "H100", {"metrics": {}}, "first run recorded")
-    monkeypatch.setattr(session_module, "find_ncu", lambda path, option: Path("/usr/bin/ncu"))
-    monkeypatch.setattr(session_module, "profile_kernels", lambda *args: counters())
+    outcomes.add_entry(str(result.baseline_file), "t.py::t", "H100", {"metrics": {}}, "first run recorded")
+    monkeypatch.setattr(steps, "find_ncu", lambda path, option: Path("/usr/bin/ncu"))
+    monkeypatch.setattr(steps, "profile_kernels", lambda *args: counters())
     lines = []
-    monkeypatch.setattr(session_module, "_say", lambda config, line: lines.append(line))
+    monkeypatch.setattr(steps, "say", lambda config, line: lines.append(line))
     item = SimpleNamespace(nodeid="t.py::t", config=SimpleNamespace(
         rootpath=tmp_path, pluginmanager=SimpleNamespace(has_plugin=lambda name: False)))
-    session._profile_kernels(item, result, NcuPlan())
-    assert session._pending[tmp_path / "t.json"]["t.py::t"]["H100"]["counters"] == counters() == result.counters
+    steps.KernelCounters(False, None, [], 60.0, outcomes).pytest_gpuprof_judged(item, result, {"ncu": True})
+    assert outcomes._pending[tmp_path / "t.json"]["t.py::t"]["H100"]["counters"] == counters() == result.counters
     assert lines[-1] == ("gpuprof: t.py::t: Nsight Compute profiled 3 kernel(s) of step_0, kernels regex:^(a)$, "
                          "3 launch(es) in 12.5 s; memory_bandwidth_utilization 0.352334")
 
@@ -314,9 +317,9 @@ def test_a_threshold_on_a_counter_the_report_cannot_give_breaks_naming_the_metri
     assert v.current is None and v.evidence == ("not checked: no value; tensor_pipe_pct needs "
                                                 "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active")
     (v,) = judged(lacking, False, "memory_bandwidth_utilization >= 0.5").verdicts
-    assert v.status == "threshold" and v.evidence.startswith(
+    assert v.status == "threshold" and v.evidence == (  # only what the default set lacks
         "not checked: no value; memory_bandwidth_utilization needs dram__bytes.sum (or dram__bytes_read.sum + "
-        "dram__bytes_write.sum) and dram__bytes.sum.peak_sustained and dram__cycles_elapsed.avg.per_second and ")
+        "dram__bytes_write.sum) and dram__bytes.sum.peak_sustained")
 
 
 def test_a_counter_one_side_cannot_give_is_not_compared_and_says_so():

@@ -241,9 +241,10 @@ def test_each_kind_of_failure_gets_its_own_step():
                                                 "Next step for a changed count, byte total or kernel",
                                                 "Next step for a time or ratio regression"]
     assert all("refresh the baseline with --gpuprof-update-baseline" in s for s in steps[1:])
-    error = TestResult("t.py::test_x", "error", message="b.json: not a baseline file")
+    error = TestResult.of_error("t.py::test_x", "b.json: not a baseline file")
     assert failure_message(error).splitlines()[1].startswith("Next step for an error: ")
-    strict = TestResult("t.py::test_x", "failed", "NVIDIA H200", message="no baseline for NVIDIA H200 in b.json")
+    strict = TestResult("t.py::test_x", gpu="NVIDIA H200", message="no baseline for NVIDIA H200 in b.json",
+                        has_baseline=False, strict=True)
     assert failure_message(strict).splitlines()[1] == ("Next step for no baseline: record one for this GPU model "
                                                        "with --gpuprof-update-baseline.")
 

@@ -31,7 +31,8 @@ from pytest_gpuprof.compare.stats import Prior, t_quantile
 from pytest_gpuprof.compare.verdicts import Verdict, pooled_log_spread, run_spread
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.run import confirm
-from pytest_gpuprof.run.session import GpuprofSession, Settings
+from pytest_gpuprof.run.session import GpuprofSession
+from pytest_gpuprof.run.settings import Settings
 from pytest_gpuprof.trace.kineto import load_kineto
 from pytest_gpuprof.trace.model import Trace
 
@@ -301,7 +302,7 @@ def test_a_rerun_turns_gpuprof_on(pytester):
             pass
     """)
     session = GpuprofSession(session_settings(pytester.path))
-    assert confirm.rerun("test_one.py::test_work", session._confirm_args(), pytester.path, 300) == \
+    assert confirm.rerun("test_one.py::test_work", session.judging_args(), pytester.path, 300) == \
         "the re-run did not measure the test"
 
 
@@ -315,7 +316,7 @@ def test_each_probe_keeps_its_best_reading():
 
 class _Probed:
     """A backend that measured on a GPU in this process (not a replay)."""
-    name, runs_tests, needs_gpu, in_process, judges_here = "torch", True, True, True, True
+    name, runs_tests, needs_gpu, in_process, judges_here, kept_traces = "torch", True, True, True, True, None
 
 
 def _session_judging(tmp_path, monkeypatch, readings):
@@ -333,7 +334,8 @@ def _session_judging(tmp_path, monkeypatch, readings):
     monkeypatch.setattr("pytest_gpuprof.run.session.measure_machine", lambda device: next(later))
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("torch.cuda.current_device", lambda: 0)
-    return session, lambda: session.judge(NODE, {}, lambda: (trace, None))
+    return session, lambda: session.judge.judge(NODE, {}, lambda: {0: (trace, None)}, machine=session.machine,
+                                                probe_again=session._probe_again).result
 
 
 def test_a_probe_slower_only_at_the_session_start_is_read_again_and_blames_nothing(tmp_path, monkeypatch):
@@ -427,12 +429,12 @@ def test_the_confirmation_lines_reach_the_terminal_while_the_test_runs(pytester)
     """Re-runs happen inside the failing test's call, whose output pytest captures: their
     lines are written past the capture, each on a line of its own."""
     pytester.makepyfile(test_say='''
-        from pytest_gpuprof.run.session import _say
+        from pytest_gpuprof.run.outcomes import say
 
 
         def test_say(request):
             print("captured")
-            _say(request.config, "gpuprof: test_say.py::test_say: re-run 1 of 1: passed (1.0 s)")
+            say(request.config, "gpuprof: test_say.py::test_say: re-run 1 of 1: passed (1.0 s)")
     ''')
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # the terminal of a real run
     result.assert_outcomes(passed=1)

@@ -586,15 +586,14 @@ def test_an_nsys_report_without_gpu_work_is_an_error_naming_it(report, capsys):
 
 
 def test_a_session_makes_a_trace_it_cannot_measure_that_tests_error(tmp_path):
-    from pytest_gpuprof.run.session import GpuprofSession
     from test_gate import session_settings
 
-    session = GpuprofSession(session_settings(tmp_path), None)
+    judge = session_settings(tmp_path).judge()
     for name, text, words in (("cpu.json", cpu_only_trace(), NO_GPU_WORK),
                               ("one.json", one_correlation_trace(), ": 40 runtime calls (cudaLaunchKernel) share")):
         path = tmp_path / name
         path.write_text(text)
-        result = session.judge("test_a.py::test_a", {}, lambda path=path: (load_kineto(path), path))
+        result = judge.judge("test_a.py::test_a", {}, lambda path=path: {0: (load_kineto(path), path)}).result
         assert result.status == "error" and result.message.startswith(f"{path}{words}"), result.message
 
 

@@ -16,7 +16,7 @@ STAGES = ("base", "capture", "trace", "metrics", "compare", "report", "run", "cl
 #: Base modules every stage may use; the top is what pytest and ``python -m`` load.
 BASE = {"pytest_gpuprof", "pytest_gpuprof.errors", "pytest_gpuprof.files", "pytest_gpuprof.numbers",
         "pytest_gpuprof.options"}
-TOP = {"pytest_gpuprof.plugin", "pytest_gpuprof.__main__"}
+TOP = {"pytest_gpuprof.plugin", "pytest_gpuprof.hookspec", "pytest_gpuprof.__main__"}
 #: Not every earlier stage: the commands run no pytest session.
 FORBIDDEN = {"cli": {"run"}}
 #: Imported inside functions on purpose: heavy, needed only once profiling is on, or an

@@ -284,13 +284,13 @@ def test_the_marker_chooses_the_plan():
 def test_a_bad_ncu_marker_argument_names_what_it_takes(bad):
     from types import SimpleNamespace
 
-    from pytest_gpuprof.capture.profiler import marker_arguments
+    from pytest_gpuprof.capture.marker import read_marker
     from pytest_gpuprof.errors import ConfigError
 
     marker = SimpleNamespace(args=(), kwargs={"ncu": bad})
     item = SimpleNamespace(nodeid="t.py::t", get_closest_marker=lambda name: marker)
     with pytest.raises(ConfigError, match=r"^@pytest.mark.gpuprof on t.py::t: ncu must be True, False or a dict of top"):
-        marker_arguments(item)
+        read_marker(item)
 
 
 def test_a_csv_without_its_id_column_or_with_a_bad_cell_is_a_clear_error(tmp_path):
@@ -330,21 +330,21 @@ def test_a_workers_result_goes_to_the_controller_as_it_is_when_the_test_ends(tmp
     from types import SimpleNamespace
 
     from pytest_gpuprof.compare.evaluate import TestResult
-    from pytest_gpuprof.run.session import GpuprofSession
+    from pytest_gpuprof.run.outcomes import Outcomes
     from pytest_gpuprof.run.xdist_relay import Inbox, Outbox
     from test_gate import session_settings
 
-    worker = GpuprofSession(session_settings(tmp_path), None)
-    worker.outbox = Outbox()
+    outbox = Outbox()
+    worker = Outcomes(session_settings(tmp_path), None, relay=outbox.send)
     result = TestResult("t.py::t", "passed")
-    worker._add_result(result)
+    worker.add_result(result)
     result.counters = {"memory_bandwidth_utilization": 0.5, "kernels": {}, "profiled": "step_0", "seconds": 1.0}
-    hook = worker.outbox.pytest_runtest_makereport(None, None)
+    hook = outbox.pytest_runtest_makereport(None, None)
     next(hook)
     report = SimpleNamespace()
     with pytest.raises(StopIteration):
         hook.send(report)
-    controller = GpuprofSession(session_settings(tmp_path), None)
+    controller = Outcomes(session_settings(tmp_path), None)
     Inbox(controller.receive).pytest_runtest_logreport(report)
     assert controller.results[0].counters == result.counters
 
@@ -357,7 +357,8 @@ def test_only_the_process_ncu_profiles_opens_each_step_as_a_process_wide_range(t
     from pytest_gpuprof.capture.profiler import StepPlan
     from pytest_gpuprof.compare.rules import Rules
     from pytest_gpuprof.run.role import SIDE, this_process
-    from pytest_gpuprof.run.session import GpuprofSession, Settings
+    from pytest_gpuprof.run.session import GpuprofSession
+    from pytest_gpuprof.run.settings import Settings
 
     if side is None:
         monkeypatch.delenv(SIDE, raising=False)

@@ -8,6 +8,7 @@ import functools
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -426,18 +427,56 @@ def test_a_relative_nsys_path_is_taken_from_where_pytest_was_started(suite):
     assert f"re-running this session under Nsight Systems ({local})" in done.stdout
 
 
+# Stands in for nsys whose session under it ended without its results: it writes a damaged
+# file where the session would write them, or says why it failed and writes none.
+NSYS_WITHOUT_RESULTS = textwrap.dedent("""\
+    #!{python}
+    import os, sys
+    if os.environ.get("NSYS_FAKE_DAMAGED"):
+        with open(os.environ["GPUPROF_NSYS_INNER"], "w") as fh:
+            fh.write('{{"tests": [')
+        sys.exit(0)
+    print("nsys: the importer failed")
+    sys.exit(3)
+""")
+
+
+@pytest.mark.parametrize("damaged", [True, False])
+def test_a_session_under_nsys_that_left_no_readable_results_is_an_error_naming_the_file(tmp_path, monkeypatch,
+                                                                                        damaged):
+    """A results file the session under nsys left damaged (killed while writing it) is said
+    with its path, as a missing one is with how the session ended (it was a traceback)."""
+    from pytest_gpuprof.run.nsys_backend import run_outer
+    from test_gate import session_settings
+
+    fake = executable(tmp_path / "bin" / "nsys", NSYS_WITHOUT_RESULTS.format(python=sys.executable))
+    if damaged:
+        monkeypatch.setenv("NSYS_FAKE_DAMAGED", "1")
+    settings = session_settings(tmp_path, backend="nsys", nsys_path=str(fake))
+    with pytest.raises(GpuprofError) as err:
+        run_outer(settings, ["-q"], tmp_path)
+    results = next((tmp_path / "nsys").glob("session-*.tests.json"), None)
+    if damaged:
+        assert results is not None
+        assert str(err.value).startswith(f"the session under nsys's results cannot be read: {results}: Expecting")
+    else:
+        assert results is None
+        assert re.fullmatch(rf"the session under nsys measured nothing \(no results document\): "
+                            rf"{tmp_path}/nsys/session-[0-9-]+\.tests\.json; it ended with exit 3:\n"
+                            "nsys: the importer failed", str(err.value))
+
+
 def test_a_test_that_left_its_steps_loop_unfinished_is_an_error_as_under_torch(tmp_path):
     from pytest_gpuprof.run.backends import UNFINISHED_LOOP
     from pytest_gpuprof.run.nsys_backend import NsysReportBackend
-    from pytest_gpuprof.run.session import GpuprofSession
     from test_gate import session_settings
 
     settings = session_settings(tmp_path, backend="nsys")
     backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, {"test_a.py::test_broke_out": None})
-    session = GpuprofSession(settings, backend)
-    result = session.judge("test_a.py::test_broke_out", {}, lambda: backend.trace("test_a.py::test_broke_out"))
-    assert (result.status, result.message) == ("error", UNFINISHED_LOOP)
-    assert result.failed and session.results == [result]
+    judged = settings.judge().judge("test_a.py::test_broke_out", {},
+                                    lambda: {0: backend.trace("test_a.py::test_broke_out")})
+    assert (judged.result.status, judged.result.message) == ("error", UNFINISHED_LOOP)
+    assert judged.result.failed and judged.entry is None
 
 
 # --- a distributed test's ranks inside nsys ---------------------------------------------

@@ -296,7 +296,7 @@ def with_test_range(report: Path) -> dict[int, int]:
 
 def test_a_distributed_test_under_nsys_is_judged_from_each_ranks_process(tmp_path):
     from pytest_gpuprof.run.nsys_backend import NsysReportBackend
-    from pytest_gpuprof.run.session import GpuprofSession
+    from pytest_gpuprof.run.outcomes import Outcomes
     from test_gate import session_settings
 
     report = tmp_path / "ddp.sqlite"
@@ -306,22 +306,21 @@ def test_a_distributed_test_under_nsys_is_judged_from_each_ranks_process(tmp_pat
     backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, report, {},
                                 {NODEID: {rank: load_nsys(report, process=pid) for rank, pid in pids.items()}})
     recording = dataclasses.replace(session_settings(tmp_path, backend="nsys"), update_baseline=True)
-    session = GpuprofSession(recording, backend)
-    result = session.judge_ranks(NODEID, {}, lambda: backend.rank_traces(NODEID))
+    outcomes = Outcomes(recording, None)
+    result = outcomes.add(recording.judge().judge(NODEID, {}, lambda: backend.rank_traces(NODEID), distributed=True))
     assert result.status == "updated" and sorted(result.ranks) == ["0", "1"]
     counts = [k for k in result.ranks["0"].metrics if k.endswith("_count")]
     for rank in (0, 1):  # each rank's own process: what the Kineto trace of that rank counts
         torch = measure(load_kineto(trace("ddp", rank))).metrics
         assert {k: result.ranks[str(rank)].metrics[k] for k in counts} == {k: torch[k] for k in counts}, rank
         assert result.ranks[str(rank)].trace == report
-    session.finish()  # the recording is written at the session's end; a second session judges by it
-    again = GpuprofSession(session_settings(tmp_path, backend="nsys"), backend)
-    assert again.judge_ranks(NODEID, {}, lambda: backend.rank_traces(NODEID)).status == "passed"
+    outcomes.finish(None, records_again=False, writes_reports=False)  # written at the end; a second run judges by it
+    again = session_settings(tmp_path, backend="nsys").judge()
+    assert again.judge(NODEID, {}, lambda: backend.rank_traces(NODEID), distributed=True).result.status == "passed"
 
 
 def test_a_rank_whose_process_lacks_the_tests_range_is_an_error_naming_the_rank(tmp_path):
     from pytest_gpuprof.run.nsys_backend import NsysReportBackend
-    from pytest_gpuprof.run.session import GpuprofSession
     from test_gate import session_settings
 
     report = tmp_path / "ddp.sqlite"
@@ -329,8 +328,8 @@ def test_a_rank_whose_process_lacks_the_tests_range_is_an_error_naming_the_rank(
     pids = {device: pid for pid, device in cuda_processes(report)}  # no test range was pushed
     backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, {},
                                 {NODEID: {rank: load_nsys(report, process=pid) for rank, pid in pids.items()}})
-    result = GpuprofSession(session_settings(tmp_path, backend="nsys"), backend).judge_ranks(
-        NODEID, {}, lambda: backend.rank_traces(NODEID))
+    result = session_settings(tmp_path, backend="nsys").judge().judge(
+        NODEID, {}, lambda: backend.rank_traces(NODEID), distributed=True).result
     assert result.status == "error"
     assert result.message == f"{tmp_path / 'session.nsys-rep'}: rank 0: no NVTX range named {NODEID!r} in the report"
 
@@ -338,7 +337,6 @@ def test_a_rank_whose_process_lacks_the_tests_range_is_an_error_naming_the_rank(
 def test_a_rank_without_its_process_or_its_steps_is_that_tests_error_naming_the_rank(tmp_path):
     from pytest_gpuprof.run.backends import UNFINISHED_LOOP
     from pytest_gpuprof.run.nsys_backend import NsysReportBackend, _rank_process
-    from pytest_gpuprof.run.session import GpuprofSession
     from test_gate import session_settings
 
     report = tmp_path / "ddp.sqlite"
@@ -347,11 +345,11 @@ def test_a_rank_without_its_process_or_its_steps_is_that_tests_error_naming_the_
     processes = set(pids.values())
     gone = max(processes) + 1  # a pid nsys never recorded (another pid namespace, say)
     ranks = {NODEID: {0: _rank_process(report, pids[0], processes), 1: _rank_process(report, gone, processes)}}
-    session = GpuprofSession(session_settings(tmp_path, backend="nsys"), None)
+    judge = session_settings(tmp_path, backend="nsys").judge()
     lost = NsysReportBackend(tmp_path / "s.nsys-rep", None, None, {}, ranks)
-    result = session.judge_ranks(NODEID, {}, lambda: lost.rank_traces(NODEID))
+    result = judge.judge(NODEID, {}, lambda: lost.rank_traces(NODEID), distributed=True).result
     assert (result.status, result.message) == (
         "error", f"{tmp_path / 's.nsys-rep'}: rank 1: its process {gone} ran no GPU work the report holds")
     unfinished = NsysReportBackend(tmp_path / "s.nsys-rep", None, None, {NODEID: [1]}, {})
-    result = session.judge_ranks(NODEID, {}, lambda: unfinished.rank_traces(NODEID))
+    result = judge.judge(NODEID, {}, lambda: unfinished.rank_traces(NODEID), distributed=True).result
     assert (result.status, result.message) == ("error", f"rank 1: {UNFINISHED_LOOP}")

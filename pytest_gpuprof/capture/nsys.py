@@ -1,23 +1,20 @@
-"""Running Nsight Systems: find it, profile a command under it, export its report.
+"""Running Nsight Systems: find it, the command that profiles another under it, export its
+report, and keep the environment out of what it records.
 
-The profiled command runs in its own process group, so that Ctrl-C (or any
-exception in the parent) can stop nsys and everything it launched, and no
-nsys process is left behind.
+The profiled session is started as any child pytest is (``run.fresh``): in a process group of
+its own, stopped whole (nsys given ``STOP_GRACE_S`` to end) when the session outside is
+interrupted, so no nsys process is left behind.
 """
 
 from __future__ import annotations
 
-import collections
-import io
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
-import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +36,9 @@ PROFILE_ARGS = (
     "--trace=cuda,nvtx,osrt", "--sample=none", "--cpuctxsw=none", "--cuda-graph-trace=node",
     "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
 )
+#: Seconds nsys gets to end after SIGINT, then after SIGTERM, when the session outside is
+#: interrupted; then it is killed with everything it launched.
+STOP_GRACE_S = 10.0
 
 
 def find_nsys(explicit: str | None, option: str = "--gpuprof-nsys-path") -> Path:
@@ -48,61 +48,10 @@ def find_nsys(explicit: str | None, option: str = "--gpuprof-nsys-path") -> Path
                      INSTALL_GLOBS)
 
 
-def run_streamed(
-    cmd: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None, grace_s: float = 10.0
-) -> tuple[int, str]:
-    """Run ``cmd`` in its own process group, copying its output to ours as it comes.
-
-    Returns the exit status and the last lines of output (for error messages).
-    On KeyboardInterrupt the group gets SIGINT, then SIGTERM and SIGKILL if it
-    lingers, and the interrupt is re-raised once nothing of it is left.
-    """
-    tail: collections.deque[str] = collections.deque(maxlen=60)
-    proc = subprocess.Popen(
-        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
-    )
-    out = sys.stdout.buffer if hasattr(sys.stdout, "buffer") else None
-    pending = b""
-    try:
-        stdout = proc.stdout
-        assert isinstance(stdout, io.BufferedReader)  # a pipe at the default buffering
-        for chunk in iter(lambda: stdout.read1(65536), b""):
-            if out is not None:
-                out.write(chunk)
-                out.flush()
-            else:
-                sys.stdout.write(chunk.decode(errors="replace"))
-            pending += chunk
-            *lines, pending = pending.replace(b"\r", b"\n").split(b"\n")
-            tail.extend(line.decode(errors="replace") for line in lines if line.strip())
-        return proc.wait(), "\n".join(tail)
-    except BaseException:
-        _stop_group(proc, grace_s)
-        raise
-
-
-def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            continue
-        # the leader is gone; make sure no member of its group outlives it
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        return
-
-
-def profile_command(nsys: Path, report: Path, command: Sequence[str]) -> list[str]:
-    """``nsys profile`` of ``command`` writing ``report`` (.nsys-rep), never overwriting."""
-    return [str(nsys), "profile", *PROFILE_ARGS, "--force-overwrite=false", "-o", str(report.with_suffix("")),
-            *command]
+def profile_command(nsys: Path, report: Path) -> list[str]:
+    """``nsys profile`` of the command that follows it, writing ``report`` (.nsys-rep), never
+    overwriting."""
+    return [str(nsys), "profile", *PROFILE_ARGS, "--force-overwrite=false", "-o", str(report.with_suffix(""))]
 
 
 def check_report(report: Path, output_tail: str) -> None:

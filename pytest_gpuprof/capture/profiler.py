@@ -17,7 +17,6 @@ import functools
 import gzip
 import inspect
 import json
-import math
 import shutil
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -74,59 +73,6 @@ class StepPlan:
 
 #: Marker and ``steps()`` arguments that shape the steps: the fields of StepPlan.
 PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan))
-#: Every argument of ``@pytest.mark.gpuprof``.
-MARKER_KEYS = {*PLAN_KEYS, "thresholds", "tolerances", "world_size", "ncu"}
-#: What ``ncu=`` may hold besides True or False: how many of the heaviest kernels' functions,
-#: a regular expression of function names instead, which measured step, at most how many
-#: launches (``run.kernel_profiling.NcuPlan``).
-NCU_KEYS: dict[str, type[Any]] = {"top": int, "kernels": str, "step": int, "launches": int}
-
-
-def marker_arguments(item) -> dict[str, Any]:
-    """The keyword arguments of a test's ``@pytest.mark.gpuprof`` (none: an empty dict),
-    each of its type: the steps as ``StepPlan`` takes them, ``thresholds`` a string or a
-    list of strings (``compare.rules`` parses them and checks their metric names),
-    ``tolerances`` a dict of metric name to a finite number >= 0, ``ncu`` a bool or a dict
-    of ``NCU_KEYS``."""
-    marker = item.get_closest_marker("gpuprof")
-    if marker is None:
-        return {}
-    origin = f"@pytest.mark.gpuprof on {item.nodeid}"
-    if marker.args:
-        raise ConfigError(f"{origin}: takes keyword arguments only")
-    kwargs = dict(marker.kwargs)
-    unknown = set(kwargs) - MARKER_KEYS
-    if unknown:
-        raise ConfigError(
-            f"{origin}: unknown argument(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(MARKER_KEYS))}"
-        )
-    try:
-        StepPlan().with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS})
-    except ConfigError as exc:
-        raise ConfigError(f"{origin}: {exc}") from None
-    size = kwargs.get("world_size", 1)
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ConfigError(f"{origin}: world_size must be a whole number of ranks, 1 or more, got {size!r}")
-    thresholds = kwargs.get("thresholds", ())
-    if not isinstance(thresholds, str) and (not isinstance(thresholds, (list, tuple))
-                                            or not all(isinstance(t, str) for t in thresholds)):
-        raise ConfigError(f"{origin}: thresholds must be a string or a list of strings such as "
-                          f"'gpu_utilization >= 0.85', got {thresholds!r}")
-    ncu = kwargs.get("ncu", False)
-    if not isinstance(ncu, (bool, dict)) or isinstance(ncu, dict) and any(
-            key not in NCU_KEYS or isinstance(value, bool) or not isinstance(value, NCU_KEYS[key])
-            or NCU_KEYS[key] is int and value < (0 if key == "step" else 1)
-            or key == "kernels" and not value.strip() for key, value in ncu.items()):
-        raise ConfigError(f"{origin}: ncu must be True, False or a dict of top (kernels' functions, 1 or more), "
-                          "kernels (a regular expression of function names), step (0 or more) and launches "
-                          f"(1 or more), got {ncu!r}")
-    tolerances = kwargs.get("tolerances", {})
-    if not isinstance(tolerances, dict) or not all(isinstance(metric, str) for metric in tolerances):
-        raise ConfigError(f"{origin}: tolerances must be a dict of metric name to tolerance, got {tolerances!r}")
-    for metric, value in tolerances.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ConfigError(f"{origin}: tolerances[{metric!r}] must be a finite number >= 0, got {value!r}")
-    return kwargs
 
 
 class GpuProf:

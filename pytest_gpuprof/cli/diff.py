@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from ..compare.counter_verdicts import counter_verdicts
-from ..compare.evaluate import TestResult, of_measurement
+from ..compare.evaluate import TestResult, of_measurement, status_of
 from ..compare.kernels import kernel_changes
 from ..compare.rules import Rules
-from ..compare.verdicts import judge, test_status
+from ..compare.verdicts import judge
 from ..errors import GpuprofError
 from ..metrics.counters import ncu_counters
 from ..metrics.measure import Measurement
@@ -69,7 +69,7 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
         raise GpuprofError(f"{path}: no such file" if not p.exists() else f"{path}: not a file")
     if is_ncu_input(path):
         counters = ncu_counters(ncu_launches(path, None), function_name)
-        return Side(path, "counters", {None: TestResult(None, "", counters=counters)})
+        return Side(path, "counters", {None: TestResult(None, counters=counters)})
     nsys_input = is_nsys_input(path)
     if not nsys_input:
         doc = read_results(p)
@@ -242,7 +242,7 @@ def _verdict_lines(verdicts: list, gpu: str | None, a_path: str) -> tuple[int, l
     if not broken and not others:
         compared = sum(1 for v in verdicts if v.baseline is not None or v.current is not None)
         lines.append(f"no metric broke or improved ({compared} compared)")
-    return (1 if test_status(verdicts, True) == "failed" else 0), lines
+    return (1 if status_of(verdicts) == "failed" else 0), lines
 
 
 def kernel_table(a: Mapping[str, Any], b: Mapping[str, Any], rules: Rules, top: int,

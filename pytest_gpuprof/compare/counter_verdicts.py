@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..metrics.counters import counter_needs, needs_lines
+from ..metrics.counters import NO_VALUE
 from ..metrics.specs import BANDWIDTH, COUNTER_SPECS, counter_spec, kernel_counter
 from ..numbers import format_number
 from .evaluate import TestResult
 from .rules import Rules, Threshold
-from .verdicts import BROKEN, Verdict, check_threshold, compare_value
+from .verdicts import Verdict, check_threshold, compare_value
 
 #: Cache hit rates move with where the allocator placed the data, not only with the kernel:
 #: the one launch of the MoE test's scan kernel hit L2 41.3-56.1% of the time in four
@@ -35,20 +35,16 @@ NOT_STORED = ("counters not compared: the baseline holds none (record it with --
 def judge_counters(result: TestResult, rules: Rules, recording: bool) -> None:
     """Add the counters' verdicts to ``result`` (a ``TestResult`` judged without them): the
     thresholds naming counters, then (not while recording) each counter against the
-    baseline's; a broken one fails the test.  Without counters the thresholds on them are a
-    note: the rest of the test stands as judged."""
+    baseline's; a broken one fails the test, an improved one makes it improved
+    (``evaluate.status_of``).  Without counters the thresholds on them are a note: the rest
+    of the test stands as judged."""
     if result.counters is None:
         result.notes += [f"{t.text}: {NOT_PROFILED}" for t in rules.thresholds if counter_spec(t.metric)]
         return
     stored = None if recording else (result.baseline_entry or {}).get("counters")
     if not recording and not stored and result.baseline_entry and (result.alongside or {}).get("against") != "base":
         result.notes.append(NOT_STORED)
-    verdicts = counter_verdicts(stored, result.counters, rules)
-    result.verdicts += verdicts
-    if result.status != "error" and any(v.status in BROKEN for v in verdicts):
-        result.status = "failed"
-    elif result.status == "passed" and any(v.status == "improved" for v in verdicts):
-        result.status = "improved"
+    result.verdicts += counter_verdicts(stored, result.counters, rules)
 
 
 def counter_verdicts(before: Mapping[str, Any] | None, now: Mapping[str, Any], rules: Rules) -> list[Verdict]:
@@ -66,7 +62,7 @@ def threshold_verdicts(t: Threshold, counters: Mapping[str, Any]) -> list[Verdic
     found = kernel_counter(t.metric)
     if found is None:
         value = counters.get(BANDWIDTH.name)
-        return [_not_checked(t, t.metric, BANDWIDTH.name) if value is None else check_threshold(t, value)]
+        return [_not_checked(t, t.metric, BANDWIDTH.name, counters) if value is None else check_threshold(t, value)]
     pattern, counter = found
     kernels = counters.get("kernels") or {}
     matched = [k for k, row in kernels.items() if re.search(pattern, row.get("function") or k)]
@@ -75,15 +71,18 @@ def threshold_verdicts(t: Threshold, counters: Mapping[str, Any]) -> list[Verdic
         return [Verdict(t.metric, "threshold", None, None, t.text, relative=False, threshold=t, evidence=(
             f"no profiled kernel's function matches {pattern!r} (profiled: {profiled}; choose them with the "
             "marker's ncu={'kernels': PATTERN})"))]
-    return [_not_checked(t, f"kernels[{k}].{counter}", counter) if kernels[k][counter]["median"] is None else
+    return [_not_checked(t, f"kernels[{k}].{counter}", counter, counters) if kernels[k][counter]["median"] is None else
             replace(check_threshold(t, kernels[k][counter]["median"]), metric=f"kernels[{k}].{counter}",
                     relative=False) for k in matched]
 
 
-def _not_checked(t: Threshold, metric: str, counter: str) -> Verdict:
-    """A threshold on a counter that holds no value breaks, naming the metrics it needs."""
-    return Verdict(metric, "threshold", None, None, t.text, relative=False, threshold=t, evidence=(
-        f"not checked: no value; {needs_lines({counter: counter_needs(counter)})[0]}"))
+def _not_checked(t: Threshold, metric: str, counter: str, counters: Mapping[str, Any]) -> Verdict:
+    """A threshold on a counter that holds no value breaks, saying why it has none: the reason
+    the counters carry (``metrics.counters.ncu_counters``' ``no_value``: the metrics the report
+    lacks, or the arithmetic); a document written before they carried one says no more."""
+    why = (counters.get(NO_VALUE) or {}).get(metric)
+    return Verdict(metric, "threshold", None, None, t.text, relative=False, threshold=t,
+                   evidence=f"not checked: no value; {counter} {why}" if why else "not checked: no value")
 
 
 def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: Rules) -> list[Verdict]:

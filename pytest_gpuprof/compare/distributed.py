@@ -15,9 +15,9 @@ from typing import Any
 
 from ..metrics.specs import TEST_METRICS
 from ..numbers import format_number
-from .evaluate import STATUSES, TestResult, new_baseline_entry
+from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
-from .verdicts import Verdict, check_threshold, test_status
+from .verdicts import Verdict, check_threshold
 
 
 def rank_nodeid(nodeid: str, rank: int) -> str:
@@ -79,25 +79,20 @@ def judge_skew(skew: float | None, entry: Mapping[str, Any] | None, rules: Rules
 def combine(nodeid: str, ranks: Mapping[int, TestResult], skew: float | None, entry: Mapping[str, Any] | None,
             rules: Rules, update: bool) -> TestResult:
     """The test's one result from its judged ranks: each rank's verdicts (with its rank), the
-    skew's; the worst rank's status (``evaluate.STATUSES`` runs from worst to best), or the
-    skew's failure; what each rank's measurement showed, said with its rank."""
+    skew's; what each rank's measurement showed, said with its rank.  Its status is the worst
+    of its ranks' and the skew's (``TestResult.status``)."""
     skew_verdicts = judge_skew(skew, entry, rules, update)
     verdicts = skew_verdicts + [dataclasses.replace(v, rank=r) for r, t in sorted(ranks.items()) for v in t.verdicts]
-    statuses = [t.status for t in ranks.values()]
-    if update:
-        statuses.append("failed" if any(v.failed for v in skew_verdicts) else "updated")
-    else:
-        statuses.append(test_status(skew_verdicts, entry is not None))
     first = ranks[min(ranks)]
     said = {field: [f"rank {r}: {line}" for r, t in sorted(ranks.items()) for line in getattr(t, field)]
             for field in ("health", "slower_machine", "notes")}
     return TestResult(
-        nodeid, min(statuses, key=STATUSES.index), first.gpu, {"rank_skew": skew}, verdicts=verdicts,
+        nodeid, gpu=first.gpu, metrics={"rank_skew": skew}, verdicts=verdicts,
         baseline=None if entry is None else {"rank_skew": max(recorded_skews(entry), default=None)},
         baseline_file=first.baseline_file, trace=first.trace, backend=first.backend, environment=first.environment,
         message="; ".join(f"rank {r}: {t.message}" for r, t in sorted(ranks.items()) if t.message),
         machine=first.machine, health=said["health"], slower_machine=said["slower_machine"], notes=said["notes"],
-        ranks={str(r): t for r, t in sorted(ranks.items())},
+        ranks={str(r): t for r, t in sorted(ranks.items())}, recorded=update, has_baseline=entry is not None,
     )
 
 

@@ -2,13 +2,16 @@
 
 ``TestResult`` is the one shape of a result: the terminal, the results document
 (``to_json``) and ``gpuprof diff`` reading that document back (``from_json``) all
-use it.  ``evaluate`` turns a measurement and its stored baseline entry into one.
+use it.  ``evaluate`` turns a measurement and its stored baseline entry into one.  A
+result's status is never assigned: ``status_of`` derives it from the verdicts and a few
+facts recorded where they are learnt, so that the steps after judging (confirmation, the
+base revision's pairs, Nsight Compute's counters) change verdicts and facts only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,6 @@ from .verdicts import (
     pooled,
     same_program,
     stored_samples,
-    test_status,
 )
 
 #: Statuses a test can end with, in the order reports list them (what needs a reviewer
@@ -40,14 +42,44 @@ STATUSES = ("error", "failed", UNSURE, "unconfirmed", AS_BASE, "unstable", "unde
 FAILED_STATUSES = ("failed", "error")
 
 
+def status_of(verdicts: Iterable[Verdict], *, error: bool = False, recorded: bool = False,
+              has_baseline: bool = True, strict: bool = False, unstable: bool = False,
+              parts: Iterable[str] = ()) -> str:
+    """A test's one word, from its verdicts and what else was learnt about it: ``error`` when
+    it could not be judged; failed on a broken verdict; ``updated`` when recording; ``no
+    baseline`` with nothing to be judged against; a failure that re-measuring did not uphold
+    (not sure, unconfirmed, same as base); undecided; improved; else passed, or ``unstable``
+    when the measurement's health or a slower machine explains its regressions.  Of that and
+    ``parts`` (a distributed test's ranks' statuses) the worst in ``STATUSES`` order; with
+    ``strict`` (--gpuprof-strict) a test left with no baseline fails."""
+    if error:
+        return "error"
+    statuses = {v.status for v in verdicts}
+    if statuses & set(BROKEN):
+        own = "failed"
+    elif recorded:
+        own = "updated"
+    elif not has_baseline:
+        own = "no baseline"
+    else:
+        own = next((s for s in (UNSURE, "unconfirmed", AS_BASE, "undecided", "improved") if s in statuses),
+                   "unstable" if unstable else "passed")
+    worst = min([own, *parts], key=STATUSES.index)
+    return "failed" if worst == "no baseline" and strict else worst
+
+
 @dataclass
 class TestResult:
-    """What gpuprof concluded about one profiled test (or one trace, for ``gpuprof diff``)."""
+    """What gpuprof concluded about one profiled test (or one trace, for ``gpuprof diff``).
+
+    Its ``status`` is derived (``status_of``) from its verdicts and the facts below; a status
+    given where it is made (``stated``: a results document's, read back by ``from_json``) is
+    taken as the facts that give it."""
 
     __test__ = False  # not a pytest test class, despite its name
 
     nodeid: str | None
-    status: str  # one of STATUSES
+    stated: InitVar[str] = ""  # one of STATUSES, as a results document gives it: read as facts (``__post_init__``)
     gpu: str | None = None
     metrics: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None  # the baseline's metrics
@@ -71,6 +103,36 @@ class TestResult:
     alongside: dict[str, Any] | None = None  # the base revision measured alongside (--gpuprof-base; run.sides)
     ranks: dict[str, TestResult] | None = None  # a distributed test's ranks, each judged (compare.distributed)
     counters: dict[str, Any] | None = None  # its heaviest kernels' counters (run.kernel_profiling)
+    # what the status follows from besides the verdicts and ``unstable``, each set where it is learnt
+    error: bool = False  # it could not be judged (a file unreadable): ``message`` says why (``of_error``)
+    recorded: bool = False  # this run recorded its baseline (--gpuprof-update-baseline): thresholds alone judged
+    has_baseline: bool = True  # it had something to be judged against: a stored entry, or the base revision
+    strict: bool = False  # with nothing to be judged against it fails (--gpuprof-strict; ``fail_unjudged``)
+
+    def __post_init__(self, stated: str) -> None:
+        """A stated status as the facts that give it with these verdicts: ``error`` and
+        ``updated`` as said; ``failed`` with no verdict broken, by --gpuprof-strict; ``no
+        baseline``, nothing to be judged against; any other, judged against a baseline."""
+        if stated:
+            self.error, self.recorded = stated == "error", stated == "updated"
+            self.strict = stated == "failed" and not any(v.status in BROKEN for v in self.verdicts)
+            self.has_baseline = stated != "no baseline" and not self.strict
+
+    @classmethod
+    def of_error(cls, nodeid: str | None, message: str) -> TestResult:
+        """A test that could not be judged (its trace, a rank's file or its baseline unreadable):
+        ``message`` says which file and why."""
+        return cls(nodeid, message=message, error=True)
+
+    @property
+    def status(self) -> str:
+        """One of ``STATUSES``, derived (``status_of``).  A distributed test's is the worst of
+        its ranks' and of its own verdicts' (the skew's, its counters'): the ranks' health and
+        machines, said again in its own, are their statuses'."""
+        own = self.verdicts if self.ranks is None else [v for v in self.verdicts if v.rank is None]
+        return status_of(own, error=self.error, recorded=self.recorded, has_baseline=self.has_baseline,
+                         strict=self.strict, unstable=self.ranks is None and bool(self.unstable),
+                         parts=[t.status for t in (self.ranks or {}).values()])
 
     @property
     def failed(self) -> bool:
@@ -124,16 +186,17 @@ class TestResult:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any], backend: str | None = None) -> TestResult:
         """A test of a results document read back; ``backend`` is the document's, for tests
-        that do not name their own.  A document written before ``health`` and
-        ``slower_machine`` were told apart (until 2026-11-23) has only ``unstable``: its
-        machine probes' sentences are read as ``slower_machine``, the rest as health."""
+        that do not name their own; its stored ``status`` is read as the facts that give it
+        (``stated``).  A document written before ``health`` and ``slower_machine`` were told
+        apart (until 2026-11-23) has only ``unstable``: its machine probes' sentences are read
+        as ``slower_machine``, the rest as health."""
         entry = {key: doc.get(f"baseline_{key}") for key in
                  ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs", "counters")}
         if doc.get("ranks") is not None:  # a distributed test's entries are its ranks'
             entry = {}
         unstable = [] if "health" in doc or "slower_machine" in doc else list(doc.get("unstable") or [])
         return cls(
-            nodeid=doc.get("nodeid"), status=doc.get("status") or "", gpu=doc.get("gpu"),
+            nodeid=doc.get("nodeid"), stated=doc.get("status") or "", gpu=doc.get("gpu"),
             metrics=doc.get("metrics"), baseline=doc.get("baseline_metrics"),
             verdicts=[_verdict(v) for v in doc.get("verdicts") or []],
             baseline_file=None if doc.get("baseline_file") is None else Path(doc["baseline_file"]),
@@ -173,7 +236,7 @@ def of_measurement(nodeid: str | None, m: Measurement, backend: str | None, time
     """A measurement as an unjudged result: its metrics, samples and environment."""
     gpu = m.gpu_name or UNKNOWN_GPU
     return TestResult(
-        nodeid, "", gpu, m.metrics, backend=backend, environment=m.metadata.get("environment", {"gpu": gpu}),
+        nodeid, gpu=gpu, metrics=m.metrics, backend=backend, environment=m.metadata.get("environment", {"gpu": gpu}),
         timeline=sample(m, timeline_events), per_step=stored_samples(m.per_step),
         distribution=distribution(m.per_step), step_source=m.step_source,
     )
@@ -202,7 +265,7 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     moves are notes.  With ``alongside`` (the base revision can be measured on this GPU:
     ``run.sides`` decides the time and ratio failures) nothing is downgraded, and the
     health and machine sentences are notes: what differs, not what decides.  With
-    ``strict`` a missing baseline fails.
+    ``strict`` a missing baseline fails.  The facts its status follows from are set here.
     """
     metrics = result.metrics
     assert metrics is not None, "evaluate judges a measured result (of_measurement)"
@@ -215,10 +278,10 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
         "metrics", {}).get("pcie_utilization") is not None
     if gated and m.metrics.get("pcie_utilization") is None:
         result.notes.append(health.NO_PCIE_LINK)
+    result.recorded = update
     if update:
         result.verdicts = judge(metrics, None, rules, samples=(result.per_step, None),
                                 distributions=(result.distribution, None))
-        result.status = "failed" if any(v.failed for v in result.verdicts) else "updated"
         return result
     same_backend = entry is None or entry.get("backend", "torch") == result.backend
     stored = entry or {}
@@ -226,7 +289,7 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     result.verdicts = judge(metrics, result.baseline, rules, same_backend,
                             (result.per_step, stored.get("per_step")),
                             (result.distribution, stored.get("distribution")), runs)
-    result.status = test_status(result.verdicts, entry is not None)
+    result.has_baseline = entry is not None
     result.health = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"),
                                   m.per_step.get("stalled"))
     clock = health.clock_note(m.metadata.get("health"))
@@ -246,18 +309,16 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     result.slower_machine = [differences[p] for p in differences if p in explaining] + [
         f"{v.threshold.text} {v.evidence}" for v in result.verdicts if v.status == "unstable" and v.threshold]
     result.notes += [differences[p] for p in differences if p not in explaining]
-    if result.unstable and result.status != "no baseline":
-        result.status = test_status(result.verdicts, True)
-        if result.status == "passed":
-            result.status = "unstable"
     return fail_unjudged(result, strict)
 
 
 def fail_unjudged(result: TestResult, strict: bool) -> TestResult:
-    """With ``--gpuprof-strict`` a test with nothing to be judged against fails."""
-    if result.status == "no baseline" and strict:
-        result.status = "failed"
+    """With ``--gpuprof-strict`` a test with nothing to be judged against fails, its message
+    saying so."""
+    result.strict = False  # (judged again: whether it is left with no baseline)
+    if strict and result.status == "no baseline":
         result.message = f"no baseline for {result.gpu} in {result.baseline_file} (--gpuprof-strict)"
+    result.strict = strict
     return result
 
 

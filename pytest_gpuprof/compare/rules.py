@@ -103,6 +103,12 @@ class Rules:
         fields: dict[str, Any] = {o.name.replace("-", "_"): values[o.name] for o in RULE_OPTIONS}
         return cls(**fields, thresholds=thresholds)
 
+    def option_values(self) -> dict[str, Any]:
+        """These rules as the options that give them (``from_options``' reverse), by option
+        name: what a fresh process judging as this run does is told (``options.option_args``)."""
+        return {**{o.name: getattr(self, o.name.replace("-", "_")) for o in RULE_OPTIONS},
+                "threshold": [t.text for t in self.thresholds]}
+
     def with_marker(self, marker_kwargs: Mapping[str, Any], nodeid: str) -> Rules:
         """These rules with a test's ``@pytest.mark.gpuprof`` thresholds and tolerances on top
         (a marker's threshold replaces the one on its metric); an error naming the test and

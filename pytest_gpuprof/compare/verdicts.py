@@ -372,24 +372,6 @@ def same_program(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return all(a == b or (a is not None and b is not None and same(a, b)) for a, b in pairs)
 
 
-def test_status(verdicts: list[Verdict], has_baseline: bool) -> str:
-    """One word for the test: failed, improved, passed or no baseline (undecided time
-    verdicts and unstable measurements are reported beside it, not failed); a failure
-    that re-measuring did not uphold: not sure, unconfirmed, same as base."""
-    if any(v.status in BROKEN for v in verdicts):
-        return "failed"
-    if not has_baseline:
-        return "no baseline"
-    for status in (UNSURE, "unconfirmed", AS_BASE):
-        if any(v.status == status for v in verdicts):
-            return status
-    if any(v.status == "undecided" for v in verdicts):
-        return "undecided"
-    if any(v.status == "improved" for v in verdicts):
-        return "improved"
-    return "passed"
-
-
 def check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Series] | None = None,
                      speeds: tuple[float, float] | None = None) -> Verdict:
     """A threshold on this run's value.  One on a ratio over the window (``pair``: its series

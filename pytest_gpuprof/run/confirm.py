@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..compare.evaluate import TestResult, fails_on_timing_alone
-from ..compare.verdicts import BROKEN, test_status
+from ..compare.verdicts import BROKEN
 from ..numbers import format_number
 from ..options import option_args
 from .fresh import fresh_pytest
@@ -109,4 +109,3 @@ def apply(result: TestResult, reruns: list[TestResult | str]) -> None:
     outcome = ", ".join(parts) or "the failures did not reproduce"
     result.confirmation = (f"{len(reruns)} re-run(s) in fresh processes: {outcome}"
                            + (f" ({'; '.join(reasons)})" if reasons else ""))
-    result.status = test_status(result.verdicts, True)

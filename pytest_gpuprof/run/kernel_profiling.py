@@ -11,11 +11,8 @@ step).  The card's clocks are never changed (``--clock-control none``).
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -31,6 +28,7 @@ from ..numbers import format_number
 from ..options import option_args
 from ..report.names import function_name
 from ..trace.ncu_report import METRICS, read_ncu_csv
+from .fresh import child_pytest
 from .role import INSIDE_NSYS, NCU_SIDE, SIDE
 
 #: What ncu prints when the driver lets only administrators read the GPU's counters.
@@ -76,18 +74,16 @@ def kernel_filter(plan: NcuPlan, kernels: Mapping[str, Mapping[str, Any]]) -> st
     return "regex:^(" + "|".join(re.escape(n) for n in names) + ")$"
 
 
-def ncu_command(ncu: Path, report: Path, plan: NcuPlan, kernels: Mapping[str, Mapping[str, Any]],
-                pytest: list[str]) -> list[str]:
-    """``ncu`` profiling the plan's launches of ``pytest`` (a command), writing ``report``."""
+def ncu_command(ncu: Path, report: Path, plan: NcuPlan, kernels: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``ncu`` profiling the plan's launches of the command that follows it, writing ``report``."""
     return [str(ncu), "--clock-control", "none", "--nvtx", "--nvtx-include",
             f"{NVTX_DOMAIN}@{STEP_RANGE_PREFIX}{plan.step}", "-k", kernel_filter(plan, kernels),
-            "--launch-count", str(plan.launches), "--metrics", METRICS, "-f", "-o", str(report.with_suffix("")),
-            *pytest]
+            "--launch-count", str(plan.launches), "--metrics", METRICS, "-f", "-o", str(report.with_suffix(""))]
 
 
 def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan: NcuPlan, ncu: Path, rootdir: Path,
                     options: list[str], timeout_s: float, xdist: bool = False) -> dict[str, Any]:
-    """Run the test under ncu (``ncu_command``) in a fresh pytest process from ``rootdir`` with
+    """Run the test under ncu (``ncu_command``) in a fresh pytest process (``run.fresh``) from ``rootdir`` with
     gpuprof's ``options`` (its steps), and read its counters (``metrics.counters.ncu_counters``),
     every one of them (a report without a metric ncu was asked for is an error naming it),
     what was profiled and how long it took.  The process keeps out of the user's files (its own
@@ -97,13 +93,16 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
     with tempfile.TemporaryDirectory(prefix="gpuprof-ncu-") as tmp:
         folder = Path(tmp)
         report = folder / "test.ncu-rep"
-        pytest = [sys.executable, "-m", "pytest", nodeid, "-q", "--rootdir", str(rootdir),
-                  "-o", f"cache_dir={folder / 'cache'}", f"--junitxml={folder / 'junit.xml'}",
-                  *(["-n0"] if xdist else []), *option_args({"nsys": True, "confirm": 0, "baseline-dir": folder}),
-                  *options]
-        env = {**os.environ, INSIDE_NSYS: str(folder / "inner.json"), SIDE: NCU_SIDE}
-        command = ncu_command(ncu, report, plan, kernels, pytest)
-        said = _run(command, rootdir, env, timeout_s)
+        args = [nodeid, "-q", "--rootdir", str(rootdir), "-o", f"cache_dir={folder / 'cache'}",
+                f"--junitxml={folder / 'junit.xml'}", *(["-n0"] if xdist else []),
+                *option_args({"nsys": True, "confirm": 0, "baseline-dir": folder}), *options]
+        try:
+            with child_pytest(args, rootdir, {INSIDE_NSYS: str(folder / "inner.json"), SIDE: NCU_SIDE},
+                              under=ncu_command(ncu, report, plan, kernels), merged=True) as process:
+                said = process.communicate(timeout=timeout_s)[0].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            raise GpuprofError(f"ncu ran over {format_number(timeout_s)} s (--gpuprof-confirm-timeout) and was "
+                               "stopped, with the test under it") from None
         if NO_PERMISSION in said:
             raise GpuprofError(PERMISSION_FIX)
         if not report.is_file():
@@ -120,19 +119,3 @@ def profile_kernels(nodeid: str, kernels: Mapping[str, Mapping[str, Any]], plan:
                         f"{len(launches)} launch(es){capped}",
             "seconds": round(time.monotonic() - started, 1)}
 
-
-def _run(command: list[str], where: Path, env: dict[str, str], timeout_s: float) -> str:
-    """ncu and the test under it, in a process group of their own, stopped whole past
-    ``timeout_s``; what they said."""
-    try:
-        process = subprocess.Popen(command, cwd=where, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, errors="replace", start_new_session=True)
-    except OSError as exc:
-        raise GpuprofError(f"ncu could not be started: {exc}") from None
-    try:
-        return process.communicate(timeout=timeout_s)[0]
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise GpuprofError(f"ncu ran over {format_number(timeout_s)} s (--gpuprof-confirm-timeout) and was stopped, "
-                           "with the test under it") from None

@@ -18,45 +18,34 @@ both files are deleted unless ``--gpuprof-keep-traces`` asks to keep them.
 from __future__ import annotations
 
 import functools
-import json
 import os
-import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ..capture.nsys import (
-    HELD_ENV,
+    STOP_GRACE_S,
     check_report,
     export_sqlite,
     find_nsys,
-    hold,
     profile_command,
-    restore_held,
-    run_streamed,
     scrub_report,
     scrub_sqlite,
-    split_environment,
 )
 from ..capture.profiler import GpuProf, StepPlan
+from ..compare.judge import Traces
 from ..errors import GpuprofError, TraceError
 from ..report.words import failure_message
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
 from .backends import UNFINISHED_LOOP, Backend
+from .fresh import child_pytest, echo, read_results
+from .outcomes import Outcomes
 from .rank_processes import RankOutcome, RankProfiling
 from .role import INSIDE_NSYS
-from .session import GpuprofSession, Settings
-
-#: The command nsys runs: ``python -m pytest ARGS``, once the held variables are back.
-INNER_LAUNCH = "import sys; from pytest_gpuprof.run.nsys_backend import run_inner; sys.exit(run_inner(sys.argv[1:]))"
-
-
-def run_inner(args: list[str]) -> int:
-    """Inside nsys: the held variables back (``restore_held``), then pytest."""
-    restore_held()
-    return int(pytest.main(args))
+from .settings import Settings
 
 
 class NsysReportBackend(Backend):
@@ -108,7 +97,7 @@ class NsysReportBackend(Backend):
         return cut
 
 
-def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, GpuprofSession]:
+def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Outcomes]:
     """Profile the session under nsys, then judge its profiled tests; returns the exit status."""
     nsys = find_nsys(settings.nsys_path)
     folder = settings.output_dir / "nsys"
@@ -116,15 +105,13 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
     stem = f"session-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     report = folder / f"{stem}.nsys-rep"
     results = folder / f"{stem}.tests.json"
-    cmd = profile_command(nsys, report, [sys.executable, "-c", INNER_LAUNCH, *args])
     print(f"gpuprof: re-running this session under Nsight Systems ({nsys})")
-    launch, held = split_environment(os.environ)
-    held_file = hold(held)
     try:
-        status, tail = run_streamed(cmd, env={**launch, INSIDE_NSYS: str(results), HELD_ENV: str(held_file)}, cwd=cwd)
-        if not results.is_file():
-            raise GpuprofError(f"the session under nsys ended (exit {status}) before writing {results}:\n{tail}")
-        inner = json.loads(results.read_text())
+        with child_pytest(args, cwd, {INSIDE_NSYS: str(results)}, under=profile_command(nsys, report), held=True,
+                          merged=True, grace_s=STOP_GRACE_S) as session_under_nsys:
+            tail = echo(session_under_nsys)
+        inner = read_results(results, "the session under nsys",
+                             ended=f"it ended with exit {session_under_nsys.returncode}:\n{tail}")
         results.unlink()  # read once: the outer session judges from it, nothing else needs it
         trace, ranks = None, {}
         if any(t["completed"] for t in inner["tests"]):
@@ -145,23 +132,27 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Gpup
             ranks = {t["nodeid"]: {int(rank): _rank_process(export, pid, others) for rank, pid in t["ranks"].items()}
                      for t in inner["tests"] if t["completed"] and "ranks" in t}
     finally:
-        held_file.unlink(missing_ok=True)
         kept = keep_or_delete(report, settings.keep_traces)
     backend = NsysReportBackend(report, trace, kept, {t["nodeid"]: t.get("unfinished") for t in inner["tests"]
                                                       if not t["completed"]}, ranks)
-    session = GpuprofSession(settings, backend)
-    session.machine = inner.get("machine")
-    session.skipped.update(inner["skipped"])
+    outcomes, judge = Outcomes(settings, backend.kept_traces), settings.judge()
+    outcomes.skipped.update(inner["skipped"])
     for test in inner["tests"]:  # the passed ones (a failed test is not judged)
         nodeid = test["nodeid"]
         if "ranks" in test:
-            session.judge_ranks(nodeid, test["marker"], functools.partial(backend.rank_traces, nodeid))
+            load: Callable[[], Traces] = functools.partial(backend.rank_traces, nodeid)
         else:
-            session.judge(nodeid, test["marker"], functools.partial(backend.trace, nodeid))
+            load = functools.partial(_one_process, backend, nodeid)
+        outcomes.add(judge.judge(nodeid, test["marker"], load, distributed="ranks" in test,
+                                 machine=inner.get("machine")))
     status = inner["exitstatus"]
-    if status == 0 and any(r.failed for r in session.results):
+    if status == 0 and any(r.failed for r in outcomes.results):
         status = 1
-    return status, session
+    return status, outcomes
+
+
+def _one_process(backend: NsysReportBackend, nodeid: str) -> Traces:
+    return {0: backend.trace(nodeid)}
 
 
 def _rank_process(export: Path, pid: int, processes: set[int]) -> Trace | str:
@@ -195,18 +186,18 @@ def keep_or_delete(report: Path, keep: bool) -> Path | None:
 def main(settings: Settings, config: pytest.Config) -> int:
     """The outer session from start to end: its output, its reports, its exit status."""
     try:
-        status, session = run_outer(settings, list(config.invocation_params.args), config.invocation_params.dir)
+        status, outcomes = run_outer(settings, list(config.invocation_params.args), config.invocation_params.dir)
     except KeyboardInterrupt:
         print("gpuprof: interrupted; nsys and the session under it were stopped")
         return pytest.ExitCode.INTERRUPTED
     except GpuprofError as exc:
         print(f"gpuprof: {exc}")
         return pytest.ExitCode.INTERNAL_ERROR
-    if not session.finish(config):
+    if not outcomes.finish(config, settings.records_again, writes_reports=not settings.process.recording):
         status = status or pytest.ExitCode.TESTS_FAILED
     print("=" * 30 + " gpuprof (nsys backend) " + "=" * 30)
-    for result in session.results:
+    for result in outcomes.results:
         if result.failed:
             print(f"FAILED {result.nodeid}\n{failure_message(result)}")
-    print("\n".join(session.lines()))
+    print("\n".join(outcomes.lines()))
     return status

@@ -19,11 +19,9 @@ every rank (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``).
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any, NamedTuple
 from ..errors import GpuprofError
 from ..options import option_args
 from . import side_plugin
+from .fresh import child_pytest, read_results
 from .role import INSIDE_NSYS, PROFILED, RANK, RECORDING, SIDE, STORE, this_process
 
 #: Kept in every rank's environment: NVLink multicast off (two-GPU machines lent without it).
@@ -111,15 +110,11 @@ def spawn(item_path: Path, nodeid: str, world_size: int, rootdir: Path, timeout_
     ``profiled``: how each rank measures, and where it writes what it measured."""
     with tempfile.TemporaryDirectory(prefix="gpuprof-ranks-") as tmp:
         folder = Path(tmp)
-        processes: list[subprocess.Popen] = []
-        try:
-            for rank in range(world_size):
-                processes.append(_start(rank, world_size, folder, item_path, nodeid, rootdir, xdist,
-                                        _profiling(rank, profiled)))
+        with contextlib.ExitStack() as running:  # on leaving, the ranks still running are stopped
+            processes = [running.enter_context(_start(rank, world_size, folder, item_path, nodeid, rootdir, xdist,
+                                                      _profiling(rank, profiled)))
+                         for rank in range(world_size)]
             stopped, first = _wait(processes, folder, nodeid, timeout_s)
-        finally:
-            for process in processes:
-                _kill(process)
         order = sorted(range(world_size), key=lambda rank: rank != first)  # the first to fail, then by rank
         outcomes = [_outcome(rank, processes[rank], folder, nodeid, stopped.get(rank)) for rank in order]
     if profiled is None:
@@ -141,24 +136,24 @@ def _profiling(rank: int, profiled: RankProfiling | None) -> tuple[list[str], di
 
 
 def _start(rank: int, world_size: int, folder: Path, item_path: Path, nodeid: str, rootdir: Path,
-           xdist: bool, gpuprof: tuple[list[str], dict[str, str]] | None) -> subprocess.Popen:
-    """One rank: the same test in a fresh pytest process, its output kept for a crash's message;
-    gpuprof off in it unless ``gpuprof`` gives its options and variables (it then measures, as
-    an A/B side does: nothing fails it, no probes, no base: ``role.SIDE``)."""
+           xdist: bool, gpuprof: tuple[list[str], dict[str, str]] | None
+           ) -> contextlib.AbstractContextManager[subprocess.Popen]:
+    """One rank: the same test in a fresh pytest process (``run.fresh.child_pytest``), its output
+    kept in its log for a crash's message; gpuprof off in it unless ``gpuprof`` gives its options
+    and variables (it then measures, as an A/B side does: nothing fails it, no probes, no base:
+    ``role.SIDE``)."""
     options, variables = gpuprof if gpuprof is not None else ([], {})
     profiling = {PROFILED: "1", SIDE: "rank", **variables} if gpuprof is not None else {}
-    inherited = {k: v for k, v in os.environ.items() if k != RECORDING}  # a recording's rank keeps its trace
-    env = {**inherited, **RANK_ENVIRONMENT, **profiling, RANK: str(rank), "RANK": str(rank), "LOCAL_RANK": str(rank),
-           "WORLD_SIZE": str(world_size), STORE: str(folder / "store"),
-           **side_plugin.install(folder, [nodeid], folder / f"rank{rank}.json"),
-           "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    mark = {**RANK_ENVIRONMENT, **profiling, RANK: str(rank), "RANK": str(rank), "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world_size), STORE: str(folder / "store"),
+            **side_plugin.install(folder, [nodeid], folder / f"rank{rank}.json"),
+            "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
     # sys-level capture: what the process writes to its file descriptors (a crash's last
     # words) goes to its log, a crash's message
     args = [str(item_path), "-p", side_plugin.NAME, "-p", "no:cacheprovider", "-q", "--runxfail", "--capture=sys",
             "--rootdir", str(rootdir), *(["-n0"] if xdist else []), *options]
-    with open(folder / f"rank{rank}.log", "wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=rootdir, env=env, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    # a recording's rank keeps its trace
+    return child_pytest(args, rootdir, mark, without={RECORDING}, log=folder / f"rank{rank}.log")
 
 
 def _wait(processes: list[subprocess.Popen], folder: Path, nodeid: str,
@@ -192,36 +187,28 @@ def _failed(rank: int, process: subprocess.Popen, folder: Path, nodeid: str) -> 
     """When a rank that ended failed (a crash: now), None while it runs or when it did not fail."""
     if process.poll() is None:
         return None
-    doc = _report(folder / f"rank{rank}.json")
+    doc = _report(folder, rank)
     ended = (doc.get("ended") or {}).get(nodeid)
     if ended is None:
         return time.time()
     return (doc.get("failed_at") or {}).get(nodeid, time.time()) if ended in ("failed", "error") else None
 
 
-def _report(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text()) if path.is_file() else {}
+def _report(folder: Path, rank: int) -> dict[str, Any]:
+    """What a rank's side plugin wrote of how its test ended; nothing when it crashed first."""
+    path = folder / f"rank{rank}.json"
+    return read_results(path, f"rank {rank}") if path.is_file() else {}
 
 
-def _ended(report: Path, nodeid: str) -> tuple[str | None, str]:
-    doc = _report(report)
+def _ended(folder: Path, rank: int, nodeid: str) -> tuple[str | None, str]:
+    doc = _report(folder, rank)
     return (doc.get("ended") or {}).get(nodeid), (doc.get("messages") or {}).get(nodeid, "")
-
-
-def _kill(process: subprocess.Popen) -> None:
-    """The rank and everything it started (it leads its own process group)."""
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    process.wait()
 
 
 def _outcome(rank: int, process: subprocess.Popen, folder: Path, nodeid: str, stopped: str | None) -> RankOutcome:
     if stopped:
         return RankOutcome(rank, stopped, "")
-    ended, message = _ended(folder / f"rank{rank}.json", nodeid)
+    ended, message = _ended(folder, rank, nodeid)
     if ended is None:
         output = (folder / f"rank{rank}.log").read_text(errors="replace").strip().splitlines()
         return RankOutcome(rank, f"crashed (exit {process.returncode})", "\n".join(output[-15:]))
@@ -261,14 +248,10 @@ def rank_trace(outcome: RankOutcome, nodeid: str) -> Path:
 def rank_result(outcome: RankOutcome, nodeid: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """A profiled rank's results document and its test ``nodeid`` in it; an error naming the
     rank and the file when it cannot be read or holds no such test."""
-    path = outcome.results
-    try:
-        doc = json.loads(path.read_text()) if path is not None and path.is_file() else {}
-    except (OSError, ValueError) as exc:
-        raise GpuprofError(f"rank {outcome.rank}'s results cannot be read: {path}: {exc}") from None
-    tests = [t for t in (doc.get("tests") if isinstance(doc, dict) else None) or []
-             if isinstance(t, dict) and t.get("nodeid") == nodeid]
+    assert outcome.results is not None  # (a profiled rank's)
+    doc = read_results(outcome.results, f"rank {outcome.rank}")
+    tests = [t for t in doc.get("tests") or [] if isinstance(t, dict) and t.get("nodeid") == nodeid]
     if not tests:
-        why = "no results document" if path is None or not path.is_file() else f"its results hold no test {nodeid}"
-        raise GpuprofError(f"rank {outcome.rank} measured nothing ({why}): {outcome.results}")
+        raise GpuprofError(f"rank {outcome.rank} measured nothing (its results hold no test {nodeid}): "
+                           f"{outcome.results}")
     return doc, tests[0]

@@ -32,7 +32,7 @@ from ..compare import host
 from ..compare.evaluate import TestResult, fails_on_timing_alone
 from ..compare.pairs import AS_MEASURED, NOT_SURE, SAME, Decision, decide, kernel_pool, process_value, scale_of
 from ..compare.rules import Rules
-from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series, test_status
+from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series
 from ..numbers import format_number
 from ..options import option_args
 from ..report.words import pair_change, pair_evidence, pair_values
@@ -225,7 +225,7 @@ def apply(result: TestResult, decisions: dict[str, Decision], base: Path, second
     base's processes hold it on this machine (base breaking it too says the machine, not the
     change).  A metric no pair gave a value for, and a "not sure" of pairs that stopped on a
     problem, uphold the failure.  Each verdict's evidence and the result's ``alongside`` say
-    what the pairs showed."""
+    what the pairs showed; a test the pairs judged was judged against the base (``has_baseline``)."""
     for v in result.verdicts:
         d = decisions.get(v.metric)
         if d is None or v.status not in BROKEN or d.pairs == 0:
@@ -246,4 +246,4 @@ def apply(result: TestResult, decisions: dict[str, Decision], base: Path, second
         "base": str(base), "pairs": pairs, "seconds": round(seconds, 1),
         "decisions": [d.to_json() for d in decisions.values()], "problem": problem,
     }
-    result.status = test_status(result.verdicts, True)
+    result.has_baseline = result.has_baseline or pairs > 0

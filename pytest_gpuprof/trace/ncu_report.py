@@ -16,8 +16,10 @@ from __future__ import annotations
 import csv
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import pandas as pd
 
@@ -119,22 +121,25 @@ def read_ncu_csv(source: str | Path, named: str | None = None) -> pd.DataFrame:
     at: dict[str, int] = {}
     for i, column in enumerate(header):
         at.setdefault(column, i)
-    held = {key: next((way for way in ways if all(m in at for m in way.metrics)), None)
-            for key, ways in COUNTERS.items()}
-    for way in filter(None, held.values()):
-        for metric in way.metrics:
-            _check_unit(units[at[metric]], way, metric, name)
+    held = {key: _first_way(ways, at.get) for key, ways in COUNTERS.items()}
+    for way, columns in filter(None, held.values()):
+        for metric, i in zip(way.metrics, columns):
+            _check_unit(units[i], way, metric, name)
     nvtx = next((i for i, h in enumerate(header) if h.startswith(_NVTX_COLUMN)), None)
     launches = []
     for line, row in enumerate(rows[2:], start=3):  # rows[1] holds the units
         if len(row) != len(header):
             raise TraceError(f"{name}, line {line}: {len(row)} fields, the header has {len(header)}")
-        values = {key: math.nan if way is None else
-                  way.scale * sum(_number(row[at[m]], name, line, m) for m in way.metrics)
-                  for key, way in held.items()}
+        values = {key: math.nan if chosen is None else _csv_value(row, *chosen, name, line)
+                  for key, chosen in held.items()}
         launches.append({"id": int(_number(row[at["ID"]], name, line, "ID")), "kernel": row[at["Kernel Name"]],
                          "step": _step(row[nvtx]) if nvtx is not None else "", **values})
     return _table(launches, name)
+
+
+def _csv_value(row: list[str], way: Way, columns: list[int], name: str, line: int) -> float:
+    """A counter of one launch of a CSV page, by the way chosen for the page (its columns)."""
+    return way.scale * sum(_number(row[i], name, line, m) for m, i in zip(way.metrics, columns))
 
 
 def read_ncu_report(path: str | Path) -> pd.DataFrame:
@@ -166,13 +171,32 @@ def read_ncu_report(path: str | Path) -> pd.DataFrame:
 def _report_value(action, ways: tuple[Way, ...], name: str, where: str) -> float:
     """A counter of one launch of a report: by its first way whose metrics the launch holds;
     NaN where none."""
+    chosen = _first_way(ways, action.metric_by_name)
+    if chosen is None:
+        return math.nan
+    way, found = chosen
+    for m, metric in zip(way.metrics, found):
+        _check_unit(metric.unit(), way, m, name)
+    return way.scale * sum(_checked(metric.as_double(), name, where, m) for m, metric in zip(way.metrics, found))
+
+
+#: What a reader finds a metric as in its report: a CSV column, a launch's metric.
+_Found = TypeVar("_Found")
+
+
+def _first_way(ways: tuple[Way, ...], find: Callable[[str], _Found | None]) -> tuple[Way, list[_Found]] | None:
+    """The first of a counter's ways whose every metric the report holds, with what ``find``
+    found each of them as (``find(metric)``: None where the report lacks it); None where no way
+    is held.  Both readers choose by it, so a CSV page and its report give the same counters."""
     for way in ways:
-        found = [(m, action.metric_by_name(m)) for m in way.metrics]
-        if all(metric is not None for _, metric in found):
-            for m, metric in found:
-                _check_unit(metric.unit(), way, m, name)
-            return way.scale * sum(_checked(metric.as_double(), name, where, m) for m, metric in found)
-    return math.nan
+        found = []
+        for metric in way.metrics:
+            if (it := find(metric)) is None:
+                break
+            found.append(it)
+        else:
+            return way, found
+    return None
 
 
 def _check_unit(unit: str, way: Way, metric: str, name: str) -> None:

@@ -1,0 +1,153 @@
+"""What a run found, and what it writes at its end: one per run, whatever its role.
+
+The results judged, the profiled tests not measured and the baseline entries to store are
+kept here as they come (a pytest-xdist worker relays each to its controller's, ``relay``);
+``finish`` writes the baselines, all files or none, records them again in fresh processes,
+and writes the reports, each rendered from one results document (``report.document``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..compare import baseline
+from ..compare.evaluate import TestResult
+from ..compare.judge import Judged
+from ..errors import GpuprofError
+from ..report.document import results_document
+from ..report.escaping import terminal_text
+from ..report.terminal import session_lines
+from ..report.writers import write_reports
+from .record import NOT_WRITTEN, UPDATED, record_again, replay_recorded
+
+if TYPE_CHECKING:
+    import pytest
+
+    from .settings import Settings
+
+#: A part of what a run found, made when it is relayed: its kind and a function making it.
+Relay = Callable[[str, Callable[[], Any]], None]
+
+
+class Outcomes:
+    """The run's results, tests not measured, entries to store, and lines about what it wrote."""
+
+    def __init__(self, settings: Settings, kept_traces: Path | None, relay: Relay | None = None) -> None:
+        self.settings = settings
+        self.kept_traces = kept_traces  # where the backend keeps the traces results name, if it does
+        self.relay = relay  # a pytest-xdist worker's: each part goes to the controller
+        self.results: list[TestResult] = []
+        self.skipped: dict[str, str] = {}  # nodeid -> why it was not measured
+        self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
+        self._pending: dict[Path, dict[str, dict[str, Any]]] = {}
+        self._recorded: dict[Path, list[str]] = {}  # per baseline file: what each update did to its runs
+
+    def add(self, judged: Judged) -> TestResult:
+        """A test judged, with the entry its recording stores; its result."""
+        result = judged.result
+        self.add_result(result)
+        if judged.entry is not None and result.baseline_file is not None and result.nodeid and result.gpu:
+            self.add_entry(str(result.baseline_file), result.nodeid, result.gpu, judged.entry, judged.how)
+        return result
+
+    def add_result(self, result: TestResult) -> None:
+        self._send("result", result.to_json)
+        self.results.append(result)
+
+    def add_entry(self, file: str, nodeid: str, gpu: str, entry: dict[str, Any], how: str) -> None:
+        """A baseline entry to write at the end, and what recording it did to its runs."""
+        self._send("entry", lambda: [file, nodeid, gpu, entry, how])
+        self._pending.setdefault(Path(file), {}).setdefault(nodeid, {})[gpu] = entry
+        self._recorded.setdefault(Path(file), []).append(how)
+
+    def add_counters(self, result: TestResult) -> None:
+        """Nsight Compute's counters of a test just recorded join its entry (relayed with it:
+        parts are made when they go)."""
+        if result.counters and result.baseline_file and result.nodeid and result.gpu:
+            entries = self._pending.get(result.baseline_file, {}).get(result.nodeid, {})
+            if result.gpu in entries:
+                entries[result.gpu]["counters"] = result.counters
+
+    def add_skipped(self, nodeid: str, reason: str) -> None:
+        """A profiled test not measured, and why."""
+        self._send("skipped", lambda: [nodeid, reason])
+        self.skipped[nodeid] = reason
+
+    def receive(self, kind: str, content: Any) -> None:
+        """(the controller) A part a worker relayed (``xdist_relay.Inbox``)."""
+        if kind == "result":
+            self.add_result(TestResult.from_json(content))
+        elif kind == "entry":
+            self.add_entry(*content)
+        else:
+            self.add_skipped(*content)
+
+    def _send(self, kind: str, content: Callable[[], Any]) -> None:
+        if self.relay is not None:
+            self.relay(kind, content)
+
+    def document(self) -> dict[str, Any]:
+        """The results document of the run so far (report.document)."""
+        s = self.settings
+        return results_document(self.results, self.skipped, s.backend, s.baseline_dir, s.replay_dir,
+                                self.kept_traces)
+
+    def lines(self, inside_nsys: bool = False) -> list[str]:
+        """The gpuprof section of the terminal, rendered from the results document."""
+        return session_lines(self.document(), (r.to_json() for r in self.results), self.written,
+                             inside_nsys=inside_nsys)
+
+    def finish(self, config: pytest.Config | None, records_again: bool, writes_reports: bool) -> bool:
+        """End of run: write the pending baselines, all files or none, then record them again
+        in fresh processes (``records_again``), then the report files (``writes_reports``);
+        ``written`` gets one line per file.  False when the baselines were refused (every file
+        left as it was), when a fresh process recorded nothing, when a strict gate left
+        profiled tests unmeasured, or when a report asked for could not be written."""
+        s = self.settings
+        refused = False
+        recorded = bool(self._pending)
+        try:
+            if self._pending:
+                baseline.update_all(s.baseline_dir, self._pending)
+        except (GpuprofError, OSError) as exc:
+            self.written.append(f"{NOT_WRITTEN}, every file left as it was: {exc}")
+            refused = True
+        else:
+            for file, entries in sorted(self._pending.items()):
+                hows = Counter(self._recorded.get(file, ()))
+                self.written.append(f"{UPDATED}{len(entries)} test(s) in {file} ("
+                                    + "; ".join(how if n == len(entries) else f"{n}: {how}"
+                                                for how, n in hows.items()) + ")")
+            if recorded and s.replay_dir is not None:
+                self.written.append(replay_recorded(s.replay_dir, s.record_processes))
+        self._pending.clear()
+        if recorded and not refused and config is not None and records_again:
+            problems = record_again(list(config.invocation_params.args), config.invocation_params.dir,
+                                    s.record_processes, s.baseline_runs, lambda line: say(config, line))
+            self.written += [f"--gpuprof-record-processes: {p}" for p in problems]
+            refused = bool(problems)
+        unmeasured = s.strict and bool(self.skipped)
+        if unmeasured:
+            self.written.append(f"--gpuprof-strict: {len(self.skipped)} of {len(self.skipped) + len(self.results)} "
+                                "profiled test(s) were not measured (skipped, see above): the gate fails")
+        if writes_reports:
+            lines, reported = write_reports(self.document(), s.reports)
+            self.written += lines
+            refused = refused or not reported
+        return not (refused or unmeasured)
+
+
+def say(config: pytest.Config, line: str) -> None:
+    """A line on the terminal now, while a test runs (its output is being captured); printed
+    where pytest has no terminal (the nsys backend's outer session)."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        print(terminal_text(line), flush=True)
+        return
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        reporter.write_line(terminal_text(line))
