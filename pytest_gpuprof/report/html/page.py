@@ -3,7 +3,7 @@
 ``render_html(doc)`` is pure (document in, text out); ``write_html(doc, path)`` writes
 it.  This module turns the document into what the page shows (rows, classes, numbers
 as text); ``templates/report.html.j2`` lays it out with jinja2, autoescaping every
-text, and inlines ``style.css`` and ``timeline.js``, so the page needs no network.
+text, and inlines ``style.css``, ``timeline.js`` and ``perfetto.js``, so the page needs no network.
 Per test, in the document's order (regressions first; passing tests folded):
 
 * what broke, one line per broken metric in the terminal report's wording, then what
