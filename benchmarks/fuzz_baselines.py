@@ -11,8 +11,8 @@ section made).  Each outcome is one of
 * accepted: judged as the checks below say;
 * traceback: any exception;
 * silently wrong: a file accepted that must be refused, judged otherwise than the checks
-  below, an update that wrote a file that must be refused or changed another entry, or
-  an error that does not name the file.
+  below, an update that wrote a file that must be refused or changed another entry (but
+  for the form it is written in, ``in_todays_form``), or an error that does not name the file.
 
 What must be refused is worked out here from the baseline format (README, docs/metrics.md,
 docs/results.md), not by the reader: ``refusal`` reads the bytes with the standard json
@@ -383,7 +383,7 @@ def refusal(doc: Any, src: Source) -> str | None:
                for by_gpu in doc["tests"].values()):
         return "a test or an entry that is not an object"
     entry = doc["tests"].get(src.nodeid, {}).get(src.gpu)
-    return None if entry is None else entry_refusal(entry)
+    return None if entry is None else entry_refusal(in_todays_form(entry))
 
 
 def _positive(v: Any) -> bool:
@@ -411,13 +411,16 @@ def null_allowed(per_step: dict, name: str, i: int) -> bool:
     copied nothing, a copy kind's bandwidth where that kind moved nothing, the PCIe
     utilization where the trace does not say its link (anywhere), the communication overlap
     where the step ran no communication kernel."""
+    def held(series: str) -> bool:  # a list that tells such a step (without it, no null is allowed)
+        return isinstance(per_step.get(series), list) and i < len(per_step[series])
+
     if name == "pcie_utilization":
         return True
     if name == "comm_compute_overlap":
-        return not per_step["comm_time_us"][i]
+        return held("comm_time_us") and not per_step["comm_time_us"][i]
     if name.endswith("_gbps"):
-        kind = name.removeprefix("memcpy_").removesuffix("_gbps")
-        return not per_step[f"memcpy_{kind}_bytes"][i] or not per_step[f"memcpy_{kind}_time_us"][i]
+        told = [name.replace("_gbps", "_bytes"), name.replace("_gbps", "_time_us")]
+        return all(held(series) for series in told) and not all(per_step[series][i] for series in told)
     if name == "overlap_efficiency":
         return not any(per_step[c][i] for c in COPY_TIMES)
     return METRICS[name].kind == "ratio" and not per_step["window_us"][i]
@@ -450,14 +453,15 @@ def entry_refusal(e: dict) -> str | None:
     if not isinstance(kernels, dict) or (m["kernel_count"] and not kernels) or not all(
             isinstance(k, dict) and _integer(k.get("count")) and _number(k.get("time_us")) for k in kernels.values()):
         return "metrics.kernels"
+    runs = e.get("runs")
+    if "per_step" not in e and isinstance(runs, list) and runs and all(isinstance(r, dict) and "per_step" not in r
+                                                                       for r in runs):
+        return None  # an entry of before samples were kept (in today's form, its one run): judged on its metrics
     if ("per_step" in e) != ("runs" in e):  # samples come with the runs they pool
         return "per_step without runs, or runs without per_step"
-    if "per_step" not in e:
-        return None  # an entry of before samples were kept: judged on its metrics
     why = samples_refusal(e["per_step"], e.get("distribution", {}), complete=False)
     if why or (m["kernels"] and not e["per_step"]["kernels"]):
         return f"per_step: {why or 'no kernel samples'}"
-    runs = e["runs"]
     if not isinstance(runs, list) or not runs or not all(isinstance(r, dict) for r in runs):
         return "runs"
     for r in runs:
@@ -510,6 +514,22 @@ def samples_refusal(per_step: Any, summaries: Any, complete: bool) -> str | None
         if summary is not None and not summary_ok(summary, check):
             return f"distribution.{name}"
     return None
+
+
+def in_todays_form(entry: Any) -> Any:
+    """An entry as gpuprof reads it (docs/results.md, "Baseline files"): one of an object
+    with neither ``runs`` nor ``per_step`` (written before runs were kept) gets one run of its
+    ``distribution`` and ``environment`` (those that are not empty); a distributed test's
+    ranks alike."""
+    if not isinstance(entry, dict):
+        return entry
+    if "ranks" in entry:
+        ranks = entry["ranks"]
+        return entry if not isinstance(ranks, dict) else {**entry, "ranks": {r: in_todays_form(e)
+                                                                              for r, e in ranks.items()}}
+    if "runs" in entry or "per_step" in entry:
+        return entry
+    return {**entry, "runs": [{k: entry[k] for k in ("distribution", "environment") if entry.get(k)}]}
 
 
 def summary_ok(summary: Any, check) -> bool:
@@ -604,14 +624,14 @@ def judge(item: Altered, folder: Path) -> tuple[str, str]:
     if judged_part(doc, src) == judged_part(original, src):
         if got != verdicts:
             return "silently wrong", "judged otherwise than the unaltered file, yet nothing the verdicts read changed"
-    elif got != judged_directly(src, item.trace, doc["tests"].get(src.nodeid, {}).get(src.gpu)):
+    elif got != judged_directly(src, item.trace, in_todays_form(doc["tests"].get(src.nodeid, {}).get(src.gpu))):
         return "silently wrong", "judged otherwise than the entry as written"
     return "accepted", ""
 
 
 def updated(path: Path, before: dict, item: Altered) -> tuple[str, str]:
     """An update: it wrote a file gpuprof reads, with this run's metrics in the test's entry
-    and every other entry as it was."""
+    and every other entry as it was, in today's form (``in_todays_form``)."""
     src = item.source
     after, unreadable = read_independently(path.read_bytes())
     why = unreadable or refusal(after, src)
@@ -621,6 +641,8 @@ def updated(path: Path, before: dict, item: Altered) -> tuple[str, str]:
     if new["metrics"] != json.loads(json.dumps(measure(traced(item.trace)).metrics)):
         return "silently wrong", "the update recorded other metrics than the run's"
     before["tests"].get(src.nodeid, {}).pop(src.gpu, None)
+    before["tests"] = {nodeid: {gpu: in_todays_form(e) for gpu, e in by_gpu.items()}
+                       for nodeid, by_gpu in before["tests"].items()}
     for doc in (before, after):  # a test the update added its first entry to
         doc["tests"] = {k: v for k, v in doc["tests"].items() if v or k != src.nodeid}
     if json.dumps(after, sort_keys=True) != json.dumps(before, sort_keys=True):

@@ -24,20 +24,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from gate_noise import SLOWED, rejudged_regressions  # noqa: E402
 
-from pytest_gpuprof.compare.baseline import baseline_file, lookup, read  # noqa: E402
+from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file  # noqa: E402
 from pytest_gpuprof.compare.counter_verdicts import counter_verdicts  # noqa: E402
-from pytest_gpuprof.compare.evaluate import baseline_runs  # noqa: E402
 from pytest_gpuprof.compare.rules import Rules  # noqa: E402
 from pytest_gpuprof.compare.verdicts import judge  # noqa: E402
 
 
 def against(test: dict, baselines: Path) -> dict | None:
     """``test`` with the baseline fields of its entry in ``baselines``; None without one."""
-    entry = lookup(read(baseline_file(baselines, test["nodeid"])), test["nodeid"], test["gpu"])
+    entry = BaselineFile(baseline_file(baselines, test["nodeid"])).entry(test["nodeid"], test["gpu"])
     if not entry:
         return None
     return {**test, "baseline_metrics": entry["metrics"], "baseline_per_step": entry["per_step"],
-            "baseline_distribution": entry.get("distribution"), "baseline_runs": baseline_runs(entry),
+            "baseline_distribution": entry.get("distribution"), "baseline_runs": entry["runs"],
             "baseline_counters": entry.get("counters")}
 
 

@@ -29,6 +29,8 @@ PLANTED = ("item", "extra_kernel", "compute_stream", "fp32")
 def failing_report(out: Path) -> tuple[Path, Path]:
     """The HTML report and Markdown summary of the planted bugs' replay, written in ``out``."""
     baselines, replay = out / "baselines", out / "replay"
+    for folder in (baselines, replay):  # a folder used before starts afresh
+        shutil.rmtree(folder, ignore_errors=True)
     pytest = [sys.executable, "-m", "pytest", "example_suite", "-q", "-p", "no:cacheprovider",
               "--ignore=example_suite/test_distributed.py", f"--gpuprof-baseline-dir={baselines}"]
     subprocess.run([*pytest, "--gpuprof-update-baseline", f"--gpuprof-replay={ROOT / 'example_suite' / 'traces'}"],

@@ -135,7 +135,7 @@ def test_pairs_alternate_base_and_head_and_stop_once_decided():
     # about 0.1% apart: the upper bound falls under 5% at the third pair
     assert seen == ["base", "head"] * 3
     assert result.status == "same as base" and result.verdicts[0].status == "same as base"
-    assert "against the base revision measured alongside: head 2002 us, base 2000 us over 3 pair(s)" \
+    assert "against the base revision measured alongside: head 2.002 ms, base 2 ms over 3 pair(s)" \
         in result.verdicts[0].evidence and result.verdicts[0].evidence.endswith("not a regression")
     assert result.alongside["pairs"] == 3 and result.alongside["decisions"][0]["outcome"] == "same"
     assert said[0].startswith("gpuprof: t.py::test_a failed on kernels[gelu].time_us: measuring it against the base")

@@ -93,7 +93,7 @@ def test_ratio_tolerance_is_absolute_and_directional():
     rules = Rules(ratio_tolerance=0.05)
     assert not failed(judge(metrics(gpu_utilization=0.86), metrics(), rules))
     v = failed(judge(metrics(gpu_utilization=0.80), metrics(), rules))["gpu_utilization"]
-    assert v.status == "regressed" and v.change() == "-0.1"
+    assert v.status == "regressed" and v.change() == "-10.0 pp"
     assert failed(judge(metrics(sync_wait_fraction=0.2), metrics(), rules))["sync_wait_fraction"].status == "regressed"
     # copy_utilization has no better direction: reported, never gated
     assert not failed(judge(metrics(copy_utilization=0.5), metrics(), rules))
@@ -192,12 +192,14 @@ def test_time_evidence_shows_both_medians_and_spreads_on_one_line():
     now = [v + 20 for v in base]
     v = kernel_time(judge(timed(now), timed(base), Rules(), True, ({"kernel_time_us": now}, {"kernel_time_us": base})))
     # quartiles at positions 2.25 and 6.75 of the sorted ten: 99.8 + 0.25 * 0.1 and 100.1 + 0.75 * 0.1
-    assert v.evidence == ("median 120 us (IQR 119.825–120.175, n=10) vs baseline 100 us (IQR 99.825–100.175, n=10); "
+    # 4 significant digits: 119.825 -> 119.8, 120.175 -> 120.2, 99.825 -> 99.83, 100.175 -> 100.2
+    assert v.evidence == ("median 120 µs (IQR 119.8–120.2 µs, n=10) vs baseline 100 µs (IQR 99.83–100.2 µs, n=10); "
                           "Mann-Whitney U p=0.00018 (n=10/10)")
     few = kernel_time(judge(timed(now[:3]), timed(base[:4]), Rules(), True,
                             ({"kernel_time_us": now[:3]}, {"kernel_time_us": base[:4]})))
     assert few.status == "undecided" and "\n" not in few.evidence
-    assert few.evidence.startswith("median 120 us (IQR 119.5–120.5, n=3) vs baseline 100.25 us (")
+    # 100.25 to 4 significant digits, half to even
+    assert few.evidence.startswith("median 120 µs (IQR 119.5–120.5 µs, n=3) vs baseline 100.2 µs (")
     # one series judged: the level is 0.01, and with 3 and 4 steps no p can get under it (2 / C(7, 3) = 0.057)
     assert few.evidence.endswith("; too few steps to tell a change from noise (n=3/4): no p-value can get under "
                                  "0.01; measure at least 5 steps")

@@ -117,7 +117,7 @@ def test_a_hit_rate_is_judged_where_the_test_gives_it_a_tolerance_in_points_afte
     assert broken(result) == [("l2_hit_rate_pct", "regressed")]  # 73.79 points down, 30 allowed
     doc = json.loads(json.dumps(result.to_json()))
     (v,) = [v for v in TestResult.from_json(doc).verdicts if v.failed]
-    assert v.metric == f"kernels[{GEMM}].l2_hit_rate_pct" and v.change() == "-73.79"
+    assert v.metric == f"kernels[{GEMM}].l2_hit_rate_pct" and v.change() == "-73.8 pp"  # -73.79 points
 
 
 def test_thresholds_name_a_kernel_by_its_function_or_the_tests_bandwidth():
@@ -245,12 +245,13 @@ def test_every_report_shows_the_counters_and_what_broke(tmp_path):
     assert TestResult.from_json(doc["tests"][0]).baseline_entry["counters"] == counters()  # baseline_counters
     md = summary_markdown(doc)
     assert "### Inside the kernels (Nsight Compute)" in md
-    assert "memory\\_bandwidth\\_utilization 0.352334 (baseline 0.352334)" in md
+    assert "memory\\_bandwidth\\_utilization 35.2% (baseline 35.2%)" in md  # 0.352334 as a percentage
     assert "200 registers" in md
-    assert "| 1 metric(s) broke: 1 kernel(s) (registers_per_thread) |" in md  # a kernel, and what of it broke
+    assert "| 1 metric(s) broke: kernels\\[nvjet" in md and "\\].registers\\_per\\_thread 168 → 200 (+19.0%) |" in md
     props = junit_properties(result)
-    assert ("gpuprof_broken", line) in props
-    assert props[[p[0] for p in props].index("gpuprof_ncu")][1].startswith("Nsight Compute (step_0")
+    name, _, words = line.partition(": ")
+    assert (f"gpuprof.broken.{name}", words) in props
+    assert dict(props)["gpuprof.ncu"].startswith("Nsight Compute (step_0")
     page = render_html(doc)
     at = page.index("Inside the kernels (Nsight Compute: step_0")
     assert '<td class="num m-fail">168 → 200</td>' in page[at:]

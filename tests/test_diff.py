@@ -3,8 +3,8 @@
 import gzip
 import json
 import re
-import statistics
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuprof.metrics.measure import measure
-from pytest_gpuprof.numbers import format_number
 from pytest_gpuprof.run.backends import trace_name
 from pytest_gpuprof.trace.kineto import load_kineto
 
@@ -127,14 +126,14 @@ def test_identical_inputs_exit_0():
 
 
 def test_tolerance_options_work_like_the_plugins():
-    assert "  memcpy_dtoh_time_us: baseline 0, current 12." in diff(GOOD, ITEM).stdout
+    assert "  memcpy_dtoh_time_us: baseline 0 µs, current 12." in diff(GOOD, ITEM).stdout
     wide = diff(GOOD, ITEM, "--time-floor-us", "20", "--threshold", "sync_count == 0")
     assert "memcpy_dtoh_time_us" not in wide.stdout  # 12.8 us per step is under the floor now
     assert "sync_count: current 8 violates threshold sync_count == 0" in wide.stdout
     ok = diff(GOOD, GOOD, "--threshold", "gpu_utilization >= 0.99")
     per_step = measure(load_kineto(GOOD)).per_step  # thresholds hold for the median step (no stall here)
     assert not any(per_step["stalled"])
-    util = format_number(round(statistics.median(per_step["gpu_utilization"]), 6))
+    util = f"{statistics.median(per_step['gpu_utilization']):.1%}"  # a ratio as a percentage
     assert ok.returncode == 1 and f"gpu_utilization: current {util} violates threshold" in ok.stdout
     bad = diff(GOOD, GOOD, "--threshold", "nonsense >= 1")
     assert bad.returncode == 2 and "--threshold" in bad.stderr
@@ -186,7 +185,7 @@ def test_results_files_judge_times_on_their_samples_as_the_plugin_does(results, 
         return next(line.strip() for line in out.stdout.splitlines() if line.strip().startswith("memcpy_dtoh_time_us:"))
 
     line = dtoh_time(diff(results["good"], results["item"], "--test", MOE))
-    assert "[regressed; rule: median per step" in line and " vs baseline 0 us (IQR 0–0, n=10); " in line
+    assert "[regressed; rule: median per step" in line and " vs baseline 0 µs (IQR 0–0 µs, n=10); " in line
     assert "Mann-Whitney U p=" in line
     # a results file written before samples were kept: times compared per step from the totals
     doc = json.loads(results["item"].read_text())
@@ -195,7 +194,7 @@ def test_results_files_judge_times_on_their_samples_as_the_plugin_does(results, 
     old = tmp_path / "old.json"
     old.write_text(json.dumps(doc))
     line = dtoh_time(diff(results["good"], old, "--test", MOE))
-    assert line.endswith("[regressed; rule: within ±10% per step (changes under 5 us ignored)]")
+    assert line.endswith("[regressed; rule: within ±10% per step (changes under 5 µs ignored)]")
 
 
 def test_same_results_file_exits_0(results):

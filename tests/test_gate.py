@@ -327,7 +327,7 @@ def _session_judging(tmp_path, monkeypatch, readings):
         run["machine"] = PROBES
     trace = scaled_trace("launch_p2", 1.2)
     gpu = of_measurement(NODE, measure(trace), "torch").gpu
-    baseline_io.update(baseline_io.baseline_file(tmp_path, NODE), {NODE: {gpu: entry}})
+    baseline_io.BaselineFile(baseline_io.baseline_file(tmp_path, NODE)).update({NODE: {gpu: entry}})
     session = GpuprofSession(session_settings(tmp_path), _Probed())
     session.machine = readings[0]
     later = iter(readings[1:])

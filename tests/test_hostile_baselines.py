@@ -6,6 +6,7 @@ traceback, never a weaker gate; and what a trace names reaches no report raw."""
 import copy
 import functools
 import gzip
+import html
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_gpuprof.compare import baseline
+from pytest_gpuprof.compare.baseline import BaselineFile
 from pytest_gpuprof.compare.evaluate import evaluate, new_baseline_entry, of_measurement
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import distribution
@@ -82,7 +84,7 @@ def entry_error(tmp_path, module, entry):
     path = tmp_path / "b.json"
     write_doc(path, nodeid, entry)
     with pytest.raises(BaselineError) as err:
-        baseline.entry(path, nodeid, GPU)
+        BaselineFile(path).entry(nodeid, GPU)
     text = str(err.value)
     assert text.startswith(f"baseline file {path}: entry of {nodeid} on {GPU}: ")
     return text
@@ -93,7 +95,7 @@ def entry_error(tmp_path, module, entry):
 @pytest.mark.parametrize("module", MODULES)
 def test_every_shipped_baseline_entry_is_accepted(module):
     nodeid, entry = stored(module)
-    assert baseline.entry(BASELINES / f"{module}.json", nodeid, GPU) == entry
+    assert BaselineFile(BASELINES / f"{module}.json").entry(nodeid, GPU) == entry
     # the trace it was recorded from passes against it; made worse, it fails
     assert judge_against(module, entry, regressed=False)[0] in ("passed", "improved", "undecided")
     assert judge_against(module, entry, regressed=True)[0] == "failed"
@@ -167,6 +169,9 @@ CASES = [  # (where, new value, words of the error)
     (("distribution", "kernel_time_us", "q1"), 1e9, "distribution.kernel_time_us must be ordered min <= q1 <= median <= q3 <= max"),
     (("distribution", "gpu_utilization", "max"), 2, "distribution.gpu_utilization.max must be a finite number in [0, 1], got 2"),
     (("timeline", "events"), "0 0 zero", "timeline must be a timeline sample"),
+    # the host threads' runtime calls (their thread and name indices; kept since 2026-11-27)
+    (("timeline", "calls"), "0 5 7 99", "timeline must be a timeline sample"),
+    (("timeline", "calls"), "0 5 x 0", "timeline must be a timeline sample"),
 ]
 
 
@@ -178,6 +183,21 @@ def test_a_malformed_entry_is_an_error_naming_the_file_the_test_and_the_part(tmp
     else:
         entry = value
     assert words in entry_error(tmp_path, MOE, entry)
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda e: e["per_step"].pop("memcpy_dtoh_bytes"), "per_step.memcpy_dtoh_bytes is missing"),
+    (lambda e: e["runs"][0]["per_step"].pop("memcpy_htod_bytes"), "runs[0].per_step.memcpy_htod_bytes is missing"),
+    (lambda e: e["per_step"].update(comm_compute_overlap=[None] * len(e["per_step"]["stalled"])),
+     "per_step.comm_time_us is missing"),
+], ids=["memcpy_dtoh_bytes", "runs[0].memcpy_htod_bytes", "comm_time_us"])
+def test_a_null_whose_step_the_entry_cannot_tell_is_an_error_naming_the_list(tmp_path, edit, words):
+    """A bandwidth or an overlap may be null in a step with nothing to divide, which other
+    lists tell; without them the check was a traceback (KeyError; found by
+    benchmarks/fuzz_baselines.py).  The fused-norm test copies nothing: its bandwidths are null."""
+    entry = copy.deepcopy(stored("test_fused_norm")[1])
+    edit(entry)
+    assert words in entry_error(tmp_path, "test_fused_norm", entry)
 
 
 @pytest.mark.parametrize("content, words", [
@@ -196,29 +216,31 @@ def test_an_unreadable_file_is_an_error_naming_it(tmp_path, content, words):
     path = tmp_path / "m.json"
     path.write_bytes(content)
     with pytest.raises(BaselineError, match=re.escape(words)) as err:
-        baseline.entry(path, "m.py::t", "H200")
+        BaselineFile(path).entry("m.py::t", "H200")
     assert str(path) in str(err.value)
 
 
 def test_an_entry_of_before_samples_were_kept_is_judged_on_its_metrics(tmp_path):
-    """Only ``metrics`` (older gpuprof): accepted, and judged on the totals per step."""
+    """Only ``metrics`` (older gpuprof): accepted as one run that kept nothing, and judged on
+    the totals per step."""
     nodeid, entry = stored(MOE)
     path = tmp_path / "b.json"
     write_doc(path, nodeid, {"backend": "torch", "metrics": entry["metrics"]})
-    old = baseline.entry(path, nodeid, GPU)
-    assert old == {"backend": "torch", "metrics": entry["metrics"]}
+    old = BaselineFile(path).entry(nodeid, GPU)
+    assert old == {"backend": "torch", "metrics": entry["metrics"], "runs": [{}]}
     assert judge_against(MOE, old, regressed=True)[0] == "failed"
 
 
 def test_a_lone_surrogate_in_a_name_is_written_as_its_escape_and_reads_back(tmp_path):
     """A ``\\ud800`` escape in a baseline (or a trace) is a string UTF-8 cannot hold: the
     reports and the baseline update wrote it as a traceback; they write it as the escape."""
-    path = tmp_path / "m.json"
-    doc = {"schema_version": 1, "tests": {"m.py::t": {"H200": {"environment": {"note\ud800": "x\udfff"}}}}}
-    path.write_text(json.dumps(doc))
-    baseline.update(path, {"m.py::u": {"H200": {"metrics": {}}}})
-    assert path.read_text().count("\\ud800") == 1
-    assert baseline.read(path)["tests"]["m.py::t"] == doc["tests"]["m.py::t"]
+    file = BaselineFile(tmp_path / "m.json")
+    entry = {"environment": {"note\ud800": "x\udfff"}, "runs": [{}]}
+    doc = {"schema_version": 1, "tests": {"m.py::t": {"H200": entry}}}
+    file.path.write_text(json.dumps(doc))
+    file.update({"m.py::u": {"H200": {"metrics": {}, "runs": [{}]}}})
+    assert file.path.read_text().count("\\ud800") == 1
+    assert file.load()["tests"]["m.py::t"] == doc["tests"]["m.py::t"]
 
 
 def test_an_update_replaces_recorded_runs_that_share_no_kernel_with_it():
@@ -335,7 +357,7 @@ def test_a_mutated_real_entry_is_an_error_or_judged_exactly_as_the_original(tmp_
     file = tmp_path / "b.json"
     write_doc(file, nodeid, entry)
     try:
-        read = baseline.entry(file, nodeid, GPU)
+        read = BaselineFile(file).entry(nodeid, GPU)
     except BaselineError as exc:
         assert str(exc).startswith(f"baseline file {file}: "), exc
         return
@@ -465,8 +487,8 @@ def test_a_gpu_name_from_a_trace_reaches_no_terminal_markdown_or_html_raw(pytest
     out, summary, plain = reports_hold_no_raw_name(pytester, result)
     assert f"gpuprof: no baseline for {terminal_text(HOSTILE_NAME)} in " in out
     assert f"GPU: {terminal_text(HOSTILE_NAME)}" in result.outlines
-    assert [line for line in plain if line.startswith("#")] == [
-        "## gpuprof: 1 failed", "### Failures", f"#### {markdown_code(nodeid)}"]
+    assert [line for line in plain if line.startswith("#")] == ["## gpuprof: 1 failed", "### Failures"]
+    assert f"<summary>❌ <code>{html.escape(nodeid)}</code></summary>" in summary  # its fold, named once
     assert [line for line in summary.splitlines() if line.startswith("```")] == ["````text", "````"], summary
     doc = json.loads((pytester.path / "r.json").read_text())
     assert doc["tests"][0]["gpu"] == HOSTILE_NAME  # the results document keeps it as it was: JSON escapes it
@@ -484,5 +506,5 @@ def test_a_kernel_name_from_a_trace_reaches_no_terminal_markdown_or_html_raw(pyt
     out, summary, plain = reports_hold_no_raw_name(pytester, result)
     assert f"  kernels[{terminal_text(HOSTILE_NAME)}].count: new kernel, " in out
     assert markdown_code(f"kernels[{HOSTILE_NAME}].count") in summary
-    assert [line for line in plain if line.startswith("#")] == [
-        "## gpuprof: 1 failed", "### Failures", f"#### {markdown_code(nodeid)}"]
+    assert [line for line in plain if line.startswith("#")] == ["## gpuprof: 1 failed", "### Failures"]
+    assert f"<summary>❌ <code>{html.escape(nodeid)}</code></summary>" in summary  # its fold, named once

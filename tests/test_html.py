@@ -4,18 +4,19 @@ loads without errors, the regression renders on top, its timeline zooms and show
 trace's annotation ranges, and no kernel name is shown mangled."""
 
 import gzip
+import html as html_text
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from browser import BROWSERS, CHROMIUM, Browser
-from pytest_gpuprof.numbers import format_number
 from pytest_gpuprof.report.html import render_html
 from pytest_gpuprof.report.html.page import FAIL_COLOR
 
@@ -62,11 +63,23 @@ def test_time_metrics_show_the_interquartile_range_of_both_runs(report):
     row = html.read_text().split('data-metric="window_us"')[1].split("</tr>")[0]
     cells = row.split('<td class="num">')[1:3]  # baseline, current
     for cell, d in zip(cells, (moe["baseline_distribution"], moe["distribution"])):
-        assert f'<div class="iqr">IQR {format_number(d["window_us"]["q1"])}–{format_number(d["window_us"]["q3"])}</div>' in cell
+        q1, q3 = d["window_us"]["q1"], d["window_us"]["q3"]
+        assert 1e3 <= q1 <= q3 < 1e4  # a few ms: 4 significant digits in ms (docs/metrics.md)
+        assert f'<div class="iqr">IQR {q1 / 1e3:.3f} ms–{q3 / 1e3:.3f} ms</div>' in cell
+
+
+def plain(page: str) -> str:
+    """The page without the ``<wbr>`` that let a test id wrap between its parts."""
+    return page.replace("<wbr>", "")
+
+
+def kernel_names(page: str) -> list[str]:
+    """The page's one list of full kernel names (``#kernel-names``) that shown names point into."""
+    return json.loads(page.split('<script type="application/json" id="kernel-names">')[1].split("</script>")[0])
 
 
 def test_regressions_come_first_with_what_broke(report):
-    sections = report[0].read_text().split('<section class="test')[1:]
+    sections = plain(report[0].read_text()).split('<section class="test')[1:]
     assert [MOE in s for s in sections] == [True, False]  # the failing test's section first
     moe_section = sections[0]
     for words in ("sync_count: current 8 violates threshold sync_count == 0",
@@ -87,19 +100,65 @@ def test_kernel_diff_lists_the_new_kernels(report):
     new = [k for k in moe["metrics"]["kernels"] if k not in moe["baseline_metrics"]["kernels"]]
     assert new
     text = html.read_text()
-    for name in new:
-        escaped = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-        assert escaped[:60] in text
+    names = kernel_names(text)
+    rows = text.split('<table class="grid kernels">')[1].split("</table>")[0].split("<tr")[2:]
+    new_rows = [row for row in rows if 'data-kernel-status="new"' in row]
+    assert len(new_rows) == len(new)
+    # each new kernel's row points into the names list at its (Kineto-demangled) name, or shows it whole
+
+    def named(row):
+        if "data-k" in row:
+            return names[int(row.split('data-k="')[1].split('"')[0])]
+        return html_text.unescape(row.split('<td class="kname"><code>')[1].split("</code>")[0])
+
+    assert {named(row) for row in new_rows} == set(new)
+
+
+class Elements(HTMLParser):
+    """A page's elements as a browser's parser reads them: tag names, text and each script's content."""
+
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.text: list[str] = []
+        self.scripts: list[tuple[dict, str]] = []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "script":
+            self.scripts.append((dict(attrs), ""))
+
+    def handle_data(self, data):
+        if self.lasttag == "script" and self.scripts and not self.scripts[-1][1]:
+            self.scripts[-1] = (self.scripts[-1][0], data)
+        else:
+            self.text.append(data)
 
 
 def test_everything_from_the_document_is_escaped():
-    doc = {"schema_version": 1, "gpuprof_version": "x", "backend": "torch", "baseline_dir": "<b>",
-           "counts": {"error": 1}, "skipped": [],
-           "tests": [{"nodeid": "t.py::test[<script>alert(1)</script>]", "status": "error",
-                      "message": "bad <file> & more", "metrics": None, "verdicts": []}]}
-    text = render_html(doc)
-    assert "<script>alert(1)</script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt;" in text
-    assert "bad &lt;file&gt; &amp; more" in text
+    """Hostile text in a test id, its message, a kernel name (what broke, the cause, the
+    kernel diff, the names list, the timeline) and the baseline folder stays text: the page
+    holds no element but its own, and each script is the page's or JSON holding the text."""
+    evil = "<script>alert(1)</script>"
+    kernel = f"void k<{evil}>(a&b)"
+    failed = _synthetic_test(f"t.py::test[{evil}]", "failed", {kernel: 3.0}, {}, [
+        {"metric": f"kernels[{kernel}].count", "status": "new", "baseline": None, "current": 2.0, "change": "",
+         "rule": "kernel absent from the baseline", "evidence": ""}])
+    failed["message"] = f"gpuprof: bad <file> & {evil}"
+    error = {"nodeid": "t.py::test_error", "status": "error", "message": f"bad <file> & more {evil}",
+             "metrics": None, "verdicts": []}
+    doc = {**_doc(failed, error), "baseline_dir": f"<b>{evil}"}
+    page = Elements(render_html(doc))
+    assert "img" not in page.tags and page.tags.count("script") == len(page.scripts) == 5  # a timeline, the names, 3 of its own
+    own = [s for a, s in page.scripts if a.get("type") != "application/json"]
+    assert all("alert" not in s for s in own)
+    data = [json.loads(s) for a, s in page.scripts if a.get("type") == "application/json"]
+    assert kernel in data[-1]  # the names list
+    assert kernel in data[0]["runs"][1]["full"]
+    text = "".join(page.text)
+    assert f"t.py::test[{evil}]" in text and f"bad <file> & more {evil}" in text and f"<b>{evil}" in text
+    assert "k<<script>alert(1)</script>>" in text  # the kernel's shown (short) name
 
 
 def user_ranges(trace: Path) -> set[str]:
@@ -264,10 +323,15 @@ def test_kernel_names_are_escaped_in_the_timeline_titles_and_the_kernel_diff():
                                             {old: 2.0, "same": 1.0}, verdicts)))
     for raw in (new, old, "skip<me>", "no <GPU>"):
         assert raw not in text
-    # the full name: the broke line's title and its name's, the kernel diff cell's title and details
-    assert text.count("void k&lt;float, 4&gt;(a&amp;b)") == 4
-    assert "void gone&lt;int&gt;()" in text
-    assert 'data-kernel-status="new"' in text and 'data-kernel-status="vanished"' in text
+    # the full name once, in the names list (as JSON that cannot close its script element);
+    # shown shortened and escaped where the kernel diff and what broke point into the list
+    names = kernel_names(text)
+    assert new in names and old in names and "<" not in text.split('id="kernel-names">')[1].split("</script>")[0]
+    assert text.count(html_text.escape(new)) == 0
+    diff = text.split('<table class="grid kernels">')[1].split("</table>")[0]
+    for name, short, status in ((new, "k&lt;float, 4&gt;", "new"), (old, "gone&lt;int&gt;", "vanished")):
+        row = diff.split(f'data-kernel-status="{status}"')[1].split("</tr>")[0]
+        assert f'<code data-k="{names.index(name)}">{short}</code>' in row
     # both runs drawn from JSON that cannot close its script element, the copy on its own stream
     data = timeline_data(text)
     assert "</" not in text.split('class="tl-data">')[1].split("</script>")[0]
@@ -282,11 +346,11 @@ def test_the_document_order_is_kept_and_missing_timelines_are_said():
         {"metric": "gpu_utilization", "status": "threshold", "baseline": None, "current": 0.5, "change": "",
          "rule": "gpu_utilization >= 0.85", "evidence": "",
          "threshold": {"op": ">=", "value": 0.85}}])
-    text = render_html(_doc(passed, failed))  # rendered as given: results_document does the ordering
+    text = plain(render_html(_doc(passed, failed)))  # rendered as given: results_document does the ordering
     assert text.index("t.py::test_ok") < text.index("t.py::test_bad")
     assert "the baseline was recorded without a timeline sample" in text
     bad = text.split('<section class="test')[2]
-    assert "gpu_utilization: current 0.5 violates threshold gpu_utilization &gt;= 0.85" in bad
+    assert "gpu_utilization: current 50.0% violates threshold gpu_utilization &gt;= 0.85" in bad  # a ratio in %
     assert 'class="thr"' in bad  # the threshold line on the metric's bar
 
 
@@ -323,3 +387,33 @@ def test_a_kept_trace_is_linked_relative_to_the_report_for_perfetto(report):
     moe = next(t for t in doc["tests"] if t["nodeid"] == MOE)
     href = html.read_text().split('<p class="perfetto" data-href="')[1].split('"')[0]
     assert not href.startswith("/") and (html.parent / href).resolve() == Path(moe["trace"]).resolve()
+
+
+def test_a_distributed_tests_own_summary_row_shows_its_skew_and_ranks():
+    """Its own row has no per-step metrics of its own: it shows ``rank_skew`` as judged (a
+    ratio, in %), how many ranks ended in each status and the worst rank."""
+    ranks = {n: _synthetic_test(f"t.py::test_dist_{n}", status, {"k": 1.0}, {"k": 1.0}, [])
+             for n, status in (("0", "passed"), ("1", "failed"), ("2", "passed"))}
+    dist = {"nodeid": "t.py::test_dist", "status": "failed", "message": "", "gpu": "NVIDIA H200",
+            "baseline_file": "b.json", "metrics": {"rank_skew": 0.25}, "ranks": ranks,
+            "verdicts": [{"metric": "rank_skew", "status": "regressed", "baseline": 0.05, "current": 0.25,
+                          "change": "+20.0 pp", "rule": "rank_skew within the recorded runs'", "evidence": ""}]}
+    summary = plain(render_html(_doc(dist))).split('<table class="grid summary"')[1].split("</table>")[0]
+    rows = [row for row in summary.split("<tr")[2:] if 'class="cause' not in row]
+    assert [row.split("<code>")[1].split("</code>")[0] for row in rows] == [
+        "t.py::test_dist", "t.py::test_dist [rank 0]", "t.py::test_dist [rank 1]", "t.py::test_dist [rank 2]"]
+    assert ('<td class="ranks" colspan="4"><code>rank_skew</code> 25.0% (+20.0 pp) · 3 ranks: 2 passed, 1 failed'
+            " · worst: rank 1 failed</td>") in rows[0]
+    assert all('class="ranks"' not in row for row in rows[1:])  # each rank's row: its own metrics
+
+
+def test_past_twenty_changed_kernels_the_smallest_changes_fold():
+    """A changed precision swaps every kernel: the kernel diff shows the 20 biggest changes and
+    folds the rest under one count, so that the next test stays near."""
+    names = {f"k{i}": float(i + 1) for i in range(25)}  # k24 changed most (25 us a step), k0 least
+    verdicts = [{"metric": f"kernels[{n}].count", "status": "new", "baseline": None, "current": 1.0, "change": "",
+                 "rule": "kernel absent from the baseline", "evidence": ""} for n in names]
+    diff = render_html(_doc(_synthetic_test("t.py::test_a", "failed", names, {}, verdicts))).split("<h3>Kernel diff")[1]
+    shown, more = diff.split('<details class="folded"><summary>5 more changed kernel(s), smaller changes</summary>')
+    assert {f"k{i}" for i in range(5, 25)} == set(re.findall(r"<code>(k\d+)</code>", shown))
+    assert {f"k{i}" for i in range(5)} == set(re.findall(r"<code>(k\d+)</code>", more.split("</details>")[0]))

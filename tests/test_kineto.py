@@ -48,7 +48,7 @@ def assert_same(a, b):
             other.assign(name=other["name"].astype(str)) if "name" in other else other,
             check_categorical=False, obj=name,
         )
-    assert a.gpu_name == b.gpu_name and a.metadata == b.metadata
+    assert a.gpu_name == b.gpu_name and a.metadata == b.metadata and a.threads == b.threads
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name[:40])
@@ -354,3 +354,15 @@ def test_the_events_key_is_looked_for_in_the_first_two_chunks_only(tmp_path, mon
     assert searched == [4096, 2 * 4096]
     assert_same(trace, generic(path, monkeypatch))
     assert len(trace.kernels) == 4
+
+
+def test_host_threads_are_named_as_kineto_names_them_last(monkeypatch):
+    """Kineto names a thread in metadata events, some twice (``pt_autograd_0``, then
+    ``python3`` for tid 1172 of the shipped MoE trace: its lines 42066 and 42090); the last
+    name holds, on both paths and across chunk boundaries."""
+    path = Path(__file__).parent.parent / "example_suite" / "traces" / \
+        "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"
+    named = {1124: "thread 1124 (python3)", 1172: "thread 1172 (python3)", 7: "stream 7 "}
+    assert fast_only(path, monkeypatch).threads == named
+    assert fast_only(path, monkeypatch, chunk=4096).threads == named
+    assert generic(path, monkeypatch).threads == named

@@ -100,7 +100,7 @@ def test_analyze_prints_a_report_and_its_json(report, capsys):
     assert len(doc["kernels"]) == 3
     assert main(["analyze", str(CSV)]) == 0
     out = capsys.readouterr().out
-    assert "memory_bandwidth_utilization 0.3523 (35.23%)" in out
+    assert "memory_bandwidth_utilization 35.2%:" in out  # 0.352334 as a percentage
     assert "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT" in out.splitlines()[-1]
 
 
@@ -264,8 +264,9 @@ def test_the_counters_travel_with_the_result_and_the_terminal_shows_them():
     assert json.loads(json.dumps(doc))["counters"] == counters
     assert TestResult.from_json(doc).counters == counters
     lines = ncu_lines(doc)
-    assert lines[0] == "Nsight Compute (step_0, kernels regex:^(a)$): memory_bandwidth_utilization 0.352334"
-    assert lines[3] == ("  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT: 26.208 us, DRAM 9.59%, SM 70.81%, "
+    assert lines[0] == "Nsight Compute (step_0, kernels regex:^(a)$): memory_bandwidth_utilization 35.2%"
+    # 26.208 us to 4 significant digits
+    assert lines[3] == ("  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT: 26.21 µs, DRAM 9.59%, SM 70.81%, "
                         "occupancy 14.14%, 168 registers, 0 B local (1 launch(es))")
     assert ncu_lines(TestResult("t.py::t", "passed").to_json()) == []
 

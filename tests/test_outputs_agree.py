@@ -13,6 +13,8 @@ import pytest
 
 ROOT = Path(__file__).parent.parent
 TRACES = ROOT / "example_suite" / "traces"
+#: The unit after a value as the reports show it (docs/metrics.md), ``/step`` after a total per step.
+UNIT = r"(?: (?:GB/s|[µm]?s|[KMGT]?i?B)(?:/step)?)?"
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +58,12 @@ def test_terminal_shows_no_change(replayed):
     rows = [line for line in terminal.splitlines() if line.startswith("example_suite/")]
     changes = [c for row in rows for c in re.findall(r"\(([^)]*)\)", row)]
     assert len(rows) == 12 and len(changes) > 40
-    assert all(re.fullmatch(r"[+-]?0(\.0+)?%?", c) for c in changes), changes
+    assert all(re.fullmatch(r"[+-]?0(\.0+)?(%| pp)?", c) for c in changes), changes
 
 
 def test_markdown_shows_no_change(replayed):
     out, _ = replayed
-    pairs = re.findall(r"(\S+) → (\S+)", (out / "s.md").read_text())
+    pairs = re.findall(rf"(\S+{UNIT}) → (\S+{UNIT})", (out / "s.md").read_text())
     assert len(pairs) > 40
     assert all(before == after for before, after in pairs), [p for p in pairs if p[0] != p[1]]
 
@@ -69,29 +71,56 @@ def test_markdown_shows_no_change(replayed):
 def test_html_shows_the_judged_value_on_both_sides(replayed):
     out, _ = replayed
     text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (out / "r.html").read_text())))
-    pairs = re.findall(r"current: (\S+(?: (?:[a-zA-Z]*/step|GB/s|us|B|%))?) baseline: (\S+(?: (?:[a-zA-Z]*/step|GB/s|us|B|%))?)", text)
+    pairs = re.findall(rf"current: (\S+{UNIT}) baseline: (\S+{UNIT})", text)
     assert len(pairs) > 100
     assert all(a == b for a, b in pairs), [p for p in pairs if p[0] != p[1]]
     # the bandwidth the verdict judged (the median step's), not the whole window's
     cnn = next(t for t in _tests(out) if t["nodeid"].endswith("test_cnn_train_step"))
     dtod = next(v for v in cnn["verdicts"] if v["metric"] == "memcpy_dtod_gbps")
     assert dtod["current"] != cnn["metrics"]["memcpy_dtod_gbps"]  # the two differ in this trace
-    assert f"current: {dtod['current']:g} GB/s baseline: {dtod['current']:g} GB/s" in text
+    assert f"current: {dtod['current']:.4g} GB/s baseline: {dtod['current']:.4g} GB/s" in text
+    assert "; ;" not in text and "1.00x" not in text  # no empty clause, no "1.00x slower" (the launch-bound test)
+
+
+def _time(us: float) -> str:
+    """A time as the reports should show it, worked out apart from ``numbers``: 4 significant
+    digits in ms from 1000 us up (no judged kernel time here reaches a second)."""
+    return f"{us / 1000:.4g} ms" if us >= 999.95 else f"{us:.4g} µs"
+
+
+def test_every_output_shows_the_same_text_for_the_judged_time(replayed):
+    out, terminal = replayed
+    page = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (out / "r.html").read_text())))
+    rows = {line.split()[0]: line for line in terminal.splitlines() if line.startswith("example_suite/")}
+    checked = 0
+    for t in _tests(out):
+        v = next((v for v in t["verdicts"] if v["metric"] == "kernel_time_us" and v.get("rank") is None), None)
+        if v is None or "[rank" in t["nodeid"]:
+            continue
+        shown = _time(v["current"])
+        assert f"{shown} (+0.0%)" in rows[t["nodeid"]], (shown, rows[t["nodeid"]])
+        assert f"current: {shown}/step baseline: {shown}/step" in page, shown
+        checked += 1
+    assert checked >= 6
 
 
 def test_junit_holds_the_judged_values(replayed):
     out, _ = replayed
-    judged = {t["nodeid"].rpartition("::")[2]: {v["metric"]: v["current"] for v in t["verdicts"]}
+    judged = {t["nodeid"].rpartition("::")[2]: {v["metric"]: (v["current"], v["baseline"]) for v in t["verdicts"]
+                                                if v.get("rank") is None}
               for t in _tests(out) if "[rank" not in t["nodeid"]}
     checked = 0
     for case in ElementTree.parse(out / "j.xml").getroot().iter("testcase"):
+        names = [prop.get("name") for prop in case.iter("property")]
+        assert len(names) == len(set(names)), case.get("name")  # no property repeated
         for prop in case.iter("property"):
-            metric = prop.get("name").removeprefix("gpuprof.")
-            value = judged.get(case.get("name"), {}).get(metric)
-            if prop.get("name").startswith("gpuprof.") and isinstance(value, (int, float)):
+            metric, _, side = prop.get("name").removeprefix("gpuprof.").partition(".baseline")
+            values = judged.get(case.get("name"), {}).get(metric)
+            value = None if values is None else values[1 if prop.get("name").endswith(".baseline") else 0]
+            if isinstance(value, (int, float)) and not side:
                 checked += 1
                 assert float(prop.get("value")) == pytest.approx(value, rel=1e-6), (case.get("name"), metric)
-    assert checked > 50
+    assert checked > 100  # current and baseline
 
 
 def test_no_note_is_said_twice(replayed):

@@ -18,17 +18,36 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
-import pytest
-
-from test_plugin import (GPU, MOE, TRACE, baseline_path, fixture_test, load, marker_test, replay_dir, save,
-                         section, write_module)
+from test_plugin import (
+    GPU,
+    MOE,
+    TRACE,
+    baseline_path,
+    fixture_test,
+    load,
+    marker_test,
+    replay_dir,
+    save,
+    section,
+    write_module,
+)
 
 
 def number(value):
-    """A value as every output prints it: integers bare, ratios to 6 decimals, the rest to 3."""
+    """A raw value as the JUnit properties and the benchmark file hold it: integers bare,
+    ratios to 6 decimals, the rest to 3."""
     if float(value).is_integer():
         return str(int(value))
     return f"{value:.{6 if abs(value) < 1 else 3}f}".rstrip("0").rstrip(".")
+
+
+def shown(metric, value):
+    """A value as the reports show it (docs/metrics.md), worked out apart from ``numbers``: a
+    time to 4 significant digits in µs, or in ms from 1000 µs (none here reaches a second), a
+    ratio as a percentage to one decimal, a count bare."""
+    if metric.endswith("time_us"):
+        return f"{value / 1000:.4g} ms" if value >= 999.95 else f"{value:.4g} µs"
+    return f"{value:.1%}" if metric == "gpu_utilization" else number(value)
 
 
 def summary(values, digits):
@@ -76,16 +95,18 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
     kernels = entry["metrics"]["kernel_count"] / entry["metrics"]["step_count"]
     kernel_now = statistics.median(samples["kernels"][heaviest])
     kernel_before = statistics.median(entry["per_step"]["kernels"][heaviest])
-    expected = {
-        "kernel_time_us": (number(time_before), number(time_now), f"{time_now / time_before - 1:+.1%}"),
-        "gpu_utilization": (number(util_before), number(util_now), f"{util_now - util_before:+.6f}".rstrip("0")),
-        "kernel_count": (number(kernels), number(kernels), "+0.0%"),
-        f"kernels[{heaviest}].time_us": (number(kernel_before), number(kernel_now),
-                                         f"{kernel_now / kernel_before - 1:+.1%}"),
-    }
+    raw = {"kernel_time_us": (time_before, time_now), "gpu_utilization": (util_before, util_now),
+           "kernel_count": (kernels, kernels), f"kernels[{heaviest}].time_us": (kernel_before, kernel_now)}
+    changes = {"kernel_time_us": f"{time_now / time_before - 1:+.1%}",
+               "gpu_utilization": f"{(util_now - util_before) * 100:+.1f} pp",  # a ratio's change in points
+               "kernel_count": "+0.0%", f"kernels[{heaviest}].time_us": f"{kernel_now / kernel_before - 1:+.1%}"}
+    # as the reports show them (units by magnitude), and as JUnit and the benchmark file hold them (raw)
+    expected = {metric: (shown(metric, b), shown(metric, c), changes[metric]) for metric, (b, c) in raw.items()}
+    numbers = {metric: (number(b), number(c)) for metric, (b, c) in raw.items()}
     # total / steps is another number on this trace: an output computing it would show it
-    assert number(entry["metrics"]["kernel_time_us"] / entry["metrics"]["step_count"]) != expected["kernel_time_us"][0]
-    assert number(entry["metrics"]["gpu_utilization"]) != expected["gpu_utilization"][0]
+    assert shown("kernel_time_us", entry["metrics"]["kernel_time_us"] / entry["metrics"]["step_count"]) \
+        != expected["kernel_time_us"][0]
+    assert shown("gpu_utilization", entry["metrics"]["gpu_utilization"]) != expected["gpu_utilization"][0]
 
     out = pytester.path / "out"
     result = pytester.runpytest(*args, f"--gpuprof-json={out / 'r.json'}", f"--gpuprof-summary={out / 's.md'}",
@@ -98,15 +119,15 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
     moe = next(t for t in results["tests"] if t["nodeid"] == MOE)
     verdicts = {v["metric"]: v for v in moe["verdicts"] if "threshold" not in v}
     assert verdicts["kernel_time_us"]["status"] == "regressed" and verdicts["gpu_utilization"]["status"] == "improved"
-    for metric, (before, now, change) in expected.items():
+    for metric, (before, now) in numbers.items():  # the document keeps the raw numbers
         v = verdicts[metric]
-        assert (number(v["baseline"]), number(v["current"]), v["change"]) == (before, now, change), metric
+        assert (number(v["baseline"]), number(v["current"]), v["change"]) == (before, now, changes[metric]), metric
 
     # terminal table: "current (change)" in the metric's column
     lines = section(result)
     header = next(line for line in lines if line.startswith("test "))
     row = next(line for line in lines if line.startswith(MOE + " "))
-    for metric, title in (("kernel_count", "kernels/step"), ("kernel_time_us", "kernel us (median step)"),
+    for metric, title in (("kernel_count", "kernels/step"), ("kernel_time_us", "kernel time (median step)"),
                           ("gpu_utilization", "gpu util (median step)")):
         start = header.index(title)
         _, now, change = expected[metric]
@@ -123,41 +144,45 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
     # HTML report: the top table's row, then each metric's row below
     page = (out / "r.html").read_text()
     top = re.search(r'<table class="grid summary".*?</table>', page, re.S).group(0)
-    top_row = next(r for r in top.split("<tr") if html.escape(MOE) in r)
-    cells = [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r'<td class="num">(.*?)</td>', top_row)]
-    assert cells[1:4] == [f"{expected['kernel_count'][1]} ({expected['kernel_count'][2]})",
-                          f"{expected['kernel_time_us'][1]}\u00a0us ({expected['kernel_time_us'][2]})",
-                          f"{expected['gpu_utilization'][1]} ({expected['gpu_utilization'][2]})"]
-    section_of_moe = page[page.index(f"<code>{html.escape(MOE)}</code></h2>"):]
+    top_row = next(r for r in top.split("<tr") if MOE in html.unescape(re.sub(r"<[^>]+>", "", r)))
+    cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).replace("\u00a0", " ")
+             for c in re.findall(r'<td class="num">(.*?)</td>', top_row)]
+    for metric in ("kernel_count", "kernel_time_us", "gpu_utilization"):
+        _, now, change = expected[metric]
+        assert f"{now} ({change})" in cells, (metric, cells)
+    heading = next(m for m in re.finditer(r"<h2.*?</h2>", page, re.S)
+                   if MOE in html.unescape(re.sub(r"<[^>]+>", "", m[0])))
+    section_of_moe = page[heading.start():]
     for metric in ("kernel_time_us", "gpu_utilization"):
         metric_row = re.search(rf'<tr class="m-[a-z]+" data-metric="{metric}">.*?</tr>', section_of_moe, re.S).group(0)
         text = html.unescape(re.sub(r"<[^>]+>", " ", metric_row))
         before, now, change = expected[metric]
-        assert re.search(rf"\b{re.escape(before)}\b", text) and re.search(rf"\b{re.escape(now)}\b", text)
+        assert re.search(rf"(?<![\d.]){re.escape(before)}(?![\d.])", text), (before, text)
+        assert re.search(rf"(?<![\d.]){re.escape(now)}(?![\d.])", text), (now, text)
         assert f" {change} " in text, (metric, text)
     kernel_row = next(r.split("</tr>")[0] for r in section_of_moe.split('<tr class="k-')[1:]
                       if f"<code>{html.escape(heaviest)}</code>" in r)  # the kernel diff's row
     before, now, _ = expected[f"kernels[{heaviest}].time_us"]
-    assert f"{before} us → {now} us" in html.unescape(kernel_row), kernel_row
+    assert f"{before} → {now}" in html.unescape(kernel_row), kernel_row
 
-    # JUnit properties: the current value
+    # JUnit properties: the raw current value, the baseline's beside it
     props = {p.get("name"): p.get("value") for tc in ET.parse(out / "j.xml").iter("testcase")
              if tc.get("name") == "test_moe_forward" for p in tc.iter("property")}
     for metric in ("kernel_count", "kernel_time_us", "gpu_utilization"):
-        assert props[f"gpuprof.{metric}"] == expected[metric][1], metric
+        assert (props[f"gpuprof.{metric}.baseline"], props[f"gpuprof.{metric}"]) == numbers[metric], metric
 
     # benchmark file: the current value, and gpu_utilization in each entry's extra
     entries = {e["name"]: e for e in json.loads((out / "b.json").read_text())}
     kernel_time = entries[f"{MOE} kernel_time_us [{GPU}]"]
-    assert number(kernel_time["value"]) == expected["kernel_time_us"][1]
-    assert f"gpu_utilization: {expected['gpu_utilization'][1]};" in kernel_time["extra"]
+    assert number(kernel_time["value"]) == numbers["kernel_time_us"][1]
+    assert f"gpu_utilization: {numbers['gpu_utilization'][1]};" in kernel_time["extra"]
 
     # gpuprof analyze: the current value per step, beside the total
     analyzed = gpuprof("analyze", str(TRACE[MOE])).stdout.splitlines()
     per_step = next(line for line in analyzed if line.startswith("kernels ")).split("|")[0].split()
-    assert per_step[1:3] == [expected["kernel_count"][1], expected["kernel_time_us"][1]]
+    assert per_step[1:4] == [expected["kernel_count"][1], *expected["kernel_time_us"][1].split()]
     util = next(line for line in analyzed if line.startswith("gpu_utilization ")).split()[1]
-    assert float(util) == pytest.approx(float(expected["gpu_utilization"][1]), abs=5e-5)  # printed to 4 decimals
+    assert util == expected["gpu_utilization"][1]
 
     # gpuprof diff: the baseline as run A (its samples and totals), this run as B
     run_a = {**moe, "metrics": moe["baseline_metrics"], "per_step": moe["baseline_per_step"],
@@ -170,6 +195,6 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
         before, now, change = expected[metric]
         assert f"  {metric}: baseline {before}, current {now} ({change}) [" in diffed.stdout, diffed.stdout
     # and its kernel table: the heaviest kernel's median step in A and in B
-    before, now, _ = expected[f"kernels[{heaviest}].time_us"]
+    before, now = numbers[f"kernels[{heaviest}].time_us"]
     [row] = [line for line in diffed.stdout.splitlines() if line.startswith("  slower ") and heaviest[:50] in line]
     assert row.split()[3:6] == [before, now, "+" + number(round(kernel_now - kernel_before, 3))], row

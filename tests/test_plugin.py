@@ -190,10 +190,22 @@ def quartiles(values):
     return statistics.quantiles(values, n=4, method="inclusive")
 
 
+def time_text(us):
+    """A time as the reports show it (docs/metrics.md), worked out apart from ``numbers``: 4
+    significant digits, in µs, or in ms from 1000 µs (no time here reaches a second)."""
+    return f"{us / 1000:.4g} ms" if us >= 999.95 else f"{us:.4g} µs"
+
+
+def time_range(low, high):
+    """``14.8–14.85 ms``: two times, their unit said once where both share it."""
+    (a, unit_a), (b, unit_b) = (time_text(v).split() for v in (low, high))
+    return f"{a}–{b} {unit_b}" if unit_a == unit_b else f"{a} {unit_a}–{b} {unit_b}"
+
+
 def spread(label, values):
     """How a time verdict's evidence shows one run's per-step values."""
-    q1, median, q3 = (format_number(round(v, 3)) for v in quartiles(values))
-    return f"{label} {median} us (IQR {q1}–{q3}, n={len(values)})"
+    q1, median, q3 = (round(v, 3) for v in quartiles(values))
+    return f"{label} {time_text(median)} (IQR {time_range(q1, q3)}, n={len(values)})"
 
 
 @functools.lru_cache(maxsize=None)
@@ -488,15 +500,18 @@ def test_failure_names_every_broken_metric_with_baseline_current_change_and_rule
     result.assert_outcomes(failed=1, passed=1)
     assert statuses(result) == {MOE: "failed", CNN: "passed"}
     shown = message(result)
+    # a ratio as a percentage, its change in percentage points
+    util_change = f"{util:.1%} ({(util - 1) * 100:+.1f} pp)"
     assert shown[:2] == [
-        f"gpuprof: 2 metric(s) broke on {GPU} (baseline file {path}):",
+        f"gpuprof: 2 metric(s) broke on {GPU}: kernel_count {int(kernels) - 1} → {int(kernels)} "
+        f"({1 / (kernels - 1):+.1%}), gpu_utilization 100.0% → {util_change} (baseline file {path}):",
         f"  kernel_count: baseline {int(kernels) - 1}, current {int(kernels)} ({1 / (kernels - 1):+.1%}) "
         f"[changed; rule: must match exactly per step]",
     ]
     assert shown[2].startswith(
-        f"  gpu_utilization: baseline 1, current {format_number(util)} ({format_number(util - 1, signed=True)}) "
+        f"  gpu_utilization: baseline 100.0%, current {util_change} "
         f"[regressed; rule: median per step must not drop by more than 0.01 unless the steps differ")
-    assert "vs baseline 1 (IQR 1–1, n=10); Mann-Whitney U p=" in shown[2]
+    assert "vs baseline 100.0% (IQR 100.0%–100.0%, n=10); Mann-Whitney U p=" in shown[2]
     assert shown[3:] == [WORK, TIME]
     assert any(line.startswith(f"FAILED {MOE} - Failed: gpuprof: ") for line in result.outlines)
     assert path.read_bytes() == edited  # a failing run does not touch the baseline
@@ -542,12 +557,11 @@ def test_time_change_beyond_tolerance_is_improved_or_regressed(suite, factor, st
         # one recorded run: bounded by the spread assumed for kernel times (verdicts.ONE_RUN_SPREAD)
         half = t_quantile(0.995, 20) * 0.025 * math.sqrt(2)
         rule = " and the median lies outside the 99% prediction interval of the baseline's runs"
-        bound = (f"; outside what the baseline's runs show (1 recorded run(s)' medians {format_number(before)}–"
-                 f"{format_number(before)} us, 99% prediction interval {format_number(before * math.exp(-half))}–"
-                 f"{format_number(before * math.exp(half))} us)")
+        bound = (f"; outside what the baseline's runs show (1 recorded run(s)' medians {time_range(before, before)}, "
+                 f"99% prediction interval {time_range(before * math.exp(-half), before * math.exp(half))})")
         assert message(result)[1:] == [
-            f"  kernel_time_us: baseline {format_number(before)}, current {format_number(now)} ({change}) "
-            f"[regressed; rule: median per step within ±5% (changes under 5 us ignored) unless the steps differ "
+            f"  kernel_time_us: baseline {time_text(before)}, current {time_text(now)} ({change}) "
+            f"[regressed; rule: median per step within ±5% (changes under 5 µs ignored) unless the steps differ "
             f"(Mann-Whitney p < 0.01 / {series} series = {0.01 / series:.2g}){rule}; "
             f"{spread('median', samples)} vs {spread('baseline', scaled)}; "
             f"Mann-Whitney U p=1.1e-05 (n=10/10){bound}]",
@@ -577,9 +591,10 @@ def test_threshold_violation_fails_naming_the_threshold(pytester, how):
     result = replay(pytester, *args)  # no baseline at all: thresholds still apply
     result.assert_outcomes(failed=1, deselected=1)
     assert statuses(result) == {MOE: "failed"}
-    assert message(result) == [
-        f"gpuprof: 1 metric(s) broke on {GPU} (baseline file {baseline_path(pytester, 'test_moe')}):",
-        f"  gpu_utilization: current {format_number(util)} violates threshold gpu_utilization >= 0.99",
+    assert message(result) == [  # a ratio as a percentage: 0.99 is 99.0%
+        f"gpuprof: 1 metric(s) broke on {GPU}: gpu_utilization {util:.1%} (threshold >= 99.0%) "
+        f"(baseline file {baseline_path(pytester, 'test_moe')}):",
+        f"  gpu_utilization: current {util:.1%} violates threshold gpu_utilization >= 0.99",
         THRESHOLD,
     ]
 
@@ -809,8 +824,10 @@ def test_marker_form_without_fixture_is_judged_under_replay(suite):
     per_step = format_number(row["count"] / steps)
     # the heaviest kernel is a CUTLASS one, recorded mangled: the message names it demangled
     assert kernel.startswith("_ZN17cutlass") and full_name(kernel).startswith("void cutlass__5x_cudnn::Kernel<")
-    assert message(result) == [
-        f"gpuprof: 2 metric(s) broke on {GPU} (baseline file {path}):",
+    shown = message(result)
+    assert shown[0].startswith(f"gpuprof: 2 metric(s) broke on {GPU}: kernels[")  # the kernel by its short name
+    assert shown[0].endswith(f"].count new, kernels[renamed_kernel].count vanished (baseline file {path}):")
+    assert shown[1:] == [
         f"  kernels[{full_name(kernel)}].count: new kernel, {per_step} per step (not in the baseline)",
         f"  kernels[renamed_kernel].count: vanished, baseline {per_step} per step, now none",
         WORK,

@@ -147,7 +147,7 @@ def test_diff_compares_two_distributed_runs_rank_by_rank(tmp_path, capsys):
     assert "(distributed run, 2 rank(s), GPU)" in out
     # regressions first: rank 1's comm time +50% (100 -> 150 us a step, 8 steps a side)
     assert out.index("=== rank 1 ===") < out.index("=== rank 0 ===")
-    assert "comm_time_us: baseline 100, current 150 (+50.0%)" in out
+    assert "comm_time_us: baseline 100 µs, current 150 µs (+50.0%)" in out
     single = tmp_path / "single.json"
     single.write_text(json.dumps(_rank_trace(0, 1000)))
     assert main(["diff", str(before), str(single)]) == 2

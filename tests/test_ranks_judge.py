@@ -16,6 +16,7 @@ import pytest
 from naive import Naive
 
 from pytest_gpuprof.compare import baseline
+from pytest_gpuprof.compare.baseline import BaselineFile
 from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
 from pytest_gpuprof.compare.distributed import SKEW_SPREADS, combine, judge_skew, new_distributed_entry, rank_entry, rank_rules
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
@@ -172,6 +173,8 @@ def test_recording_twice_keeps_both_runs_per_rank_and_their_skews(measured):
     (lambda e: e["ranks"]["1"]["metrics"].update(kernel_count=-1), "ranks.1.metrics.kernel_count must be"),
     (lambda e: e.update(rank_skew=[]), "rank_skew must be a non-empty list"),
     (lambda e: e.update(rank_skew=[float("nan")]), "rank_skew must be a non-empty list"),
+    # one rank (gpuprof writes none): it judged the test run in one process as if its metrics were rank_skew alone
+    (lambda e: e.update(ranks={"0": e["ranks"]["0"]}, world_size=1), "ranks must be the entries of two ranks or more"),
 ])
 def test_a_damaged_distributed_entry_is_refused_naming_the_part(measured, edit, where, tmp_path):
     entry = recorded(measured["moe"])
@@ -179,7 +182,7 @@ def test_a_damaged_distributed_entry_is_refused_naming_the_part(measured, edit, 
     path = tmp_path / "b.json"
     path.write_text(json.dumps({"schema_version": 1, "tests": {"t.py::test_d": {"GPU": entry}}}))
     with pytest.raises(baseline.BaselineError, match=where):
-        baseline.entry(path, "t.py::test_d", "GPU")
+        BaselineFile(path).entry("t.py::test_d", "GPU")
 
 
 # --- collectives ---------------------------------------------------------------------
@@ -272,7 +275,7 @@ def test_a_distributed_entry_with_a_wrong_count_or_a_collective_without_bytes_is
     path = tmp_path / "b.json"
     path.write_text(json.dumps({"schema_version": 1, "tests": {"t.py::test_d": {"GPU": entry}}}))
     with pytest.raises(baseline.BaselineError, match=re.escape(where)):
-        baseline.entry(path, "t.py::test_d", "GPU")
+        BaselineFile(path).entry("t.py::test_d", "GPU")
 
 
 # --- under --gpuprof-nsys: one report, each rank's process ------------------------------

@@ -12,13 +12,15 @@ import statistics
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.compare.verdicts import judge
-from pytest_gpuprof.report.markdown import summary_markdown
+from pytest_gpuprof.report.markdown import KERNEL_WIDTH, summary_markdown
+from pytest_gpuprof.report.names import in_metric, short_name
 from pytest_gpuprof.run.backends import trace_name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,13 +191,20 @@ def test_summary_table_starts_with_the_failing_test(run):
     out, _ = run
     text = (out / "summary.md").read_text()
     assert text.startswith(f"## gpuprof: 1 failed, {len(OTHERS)} passed\n")
-    header, first, *rest = table_rows(text)
-    assert header[:3] == ["test", "status", "kernels/step"] and header[-1] == "verdict"
-    assert first[:3] == [f"`{MOE}`", "**failed**", "71 → 95 (+33.8%)"]
-    assert first[header.index("syncs/step")] == "0 → 8 (+8)"
-    assert "sync_count" in first[-1] and "memcpy_dtoh_count" in first[-1]
-    assert [r[0] for r in rest] == [f"`{n}`" for n in ROWS]
-    assert all(r[1] == "passed" and r[-1].startswith("within the rules") for r in rest)  # then any notes
+    header, first, passed_header, *passed = table_rows(text)[:len(OTHERS) + 3]
+    assert header == passed_header == ["status", "test", "verdict"]
+    assert first[:2] == ["❌&nbsp;**failed**", "`test_moe.py::`<wbr>`test_moe_forward`"]
+    assert re.match(r"\d+ metric\(s\) broke: sync_count 8 \(threshold == 0\), ", markdown_unescaped(first[2]))
+    # the passing tests folded, in the document's order
+    assert f"<details><summary>✅ {len(OTHERS)} passed</summary>" in text
+    assert [re.sub(r"`|<wbr>", "", r[1]) for r in passed] == [n.rpartition("/")[2] for n in OTHERS]
+    assert all(r[0] == "✅&nbsp;passed" and r[2] == "within the rules" for r in passed)
+    # the key metrics, folded: a row per test and rank, failing test first
+    metrics = text[text.index("<details><summary>Key metrics per step</summary>"):]
+    key_header, key_first, *key_rest = table_rows(metrics)
+    assert key_header[:2] == ["test", "kernels/step"] and key_first[0] == f"`{MOE}`"
+    assert key_first[key_header.index("syncs/step")] == "0 → 8 (+8)"
+    assert [r[0] for r in key_rest] == [f"`{n}`" for n in ROWS]
 
 
 def markdown_unescaped(text: str) -> str:
@@ -207,7 +216,7 @@ def test_summary_lists_the_broken_metrics_in_the_failure_message_words(run):
     out, proc = run
     text = (out / "summary.md").read_text()
     failures = text[text.index("### Failures"):]
-    assert f"#### `{MOE}`" in failures
+    assert f"<details><summary>❌ <code>{MOE}</code></summary>" in failures
     header = next(line for line in proc.stdout.splitlines() if re.match(r"gpuprof: \d+ metric\(s\) broke", line))
     assert header[len("gpuprof: "):] in markdown_unescaped(failures)
     shown = failure_lines(proc.stdout)
@@ -216,7 +225,9 @@ def test_summary_lists_the_broken_metrics_in_the_failure_message_words(run):
     assert len(items) == len(shown)
     for item, line in zip(items, shown):
         metric, words = re.fullmatch(r"- `(.*?)`: (.*)", item).groups()
-        assert f"{metric}: {markdown_unescaped(words)}" == line  # same metric, same words, same order
+        shown_metric, shown_words = line.split(": ", 1)
+        # same metric (a kernel's name shortened), same words, same order
+        assert (metric, markdown_unescaped(words)) == (in_metric(shown_metric, partial(short_name, width=KERNEL_WIDTH)), shown_words)
     assert "Next step for a changed count, byte total or kernel: " in failures  # the .item() launches more work
 
 
@@ -255,9 +266,9 @@ def test_summary_escapes_what_markdown_would_misread():
                    "message": "cannot read trace <x> | y"}],
     }
     text = summary_markdown(doc)
-    header, row = table_rows(text)
+    header, row = table_rows(text)[:2]
     assert len(row) == len(header)  # the pipe in the node id did not split the cell
-    assert row[0] == r"`t.py::test_x[a\|b]`" and row[1] == "**error**"
+    assert row[0] == "❌&nbsp;**error**" and row[1] == r"`t.py::`<wbr>`test_x[a\|b]`"
     assert row[-1] == r"cannot read trace &lt;x> \| y"
     assert "1 profiled test(s) skipped: gpuprof: no CUDA GPU available" in text
     assert "```text\ngpuprof: cannot read trace <x> | y\n```" in text  # verbatim in a code block
@@ -335,8 +346,9 @@ def test_junit_xml_carries_status_metrics_and_broken_verdicts(run, planted_metri
     props = properties(out / "junit.xml")
     moe = props["test_moe_forward"]
     named = dict(moe)
-    assert named["gpuprof_status"] == "failed" and named["gpuprof_gpu"] == "NVIDIA H200"
-    assert named["gpuprof_baseline_file"] == str(ROOT / "baselines" / "example_suite" / "test_moe.json")
+    assert all(name.startswith("gpuprof.") for name in named) and len(named) == len(moe)  # one style, none twice
+    assert named["gpuprof.status"] == "failed" and named["gpuprof.gpu"] == "NVIDIA H200"
+    assert named["gpuprof.baseline_file"] == str(ROOT / "baselines" / "example_suite" / "test_moe.json")
     scalars = [k for k, v in planted_metrics.items() if not isinstance(v, (dict, list))]
     assert len(scalars) == 33  # docs/metrics.md: 33 scalar metrics
     for metric in scalars:
@@ -350,11 +362,12 @@ def test_junit_xml_carries_status_metrics_and_broken_verdicts(run, planted_metri
         else:  # ratios to 6 decimals, the rest to 3 (1 ns)
             assert float(text) == pytest.approx(expected, abs=5e-7 if abs(expected) < 1 else 5e-4), metric
     assert named["gpuprof.sync_count"] == "8" and named["gpuprof.kernel_count"] == "95"
-    broken = [value for name, value in moe if name == "gpuprof_broken"]
-    assert broken == failure_lines(proc.stdout)  # each failure message line, in order
+    broken = [f"{name.removeprefix('gpuprof.broken.')}: {value}" for name, value in moe
+              if name.startswith("gpuprof.broken.")]
+    assert broken == failure_lines(proc.stdout)  # each failure message line, in order, one property each
 
     passed = dict(props["test_cnn_train_step"])
-    assert passed["gpuprof_status"] == "passed" and "gpuprof_broken" not in passed
+    assert passed["gpuprof.status"] == "passed" and not any(name.startswith("gpuprof.broken.") for name in passed)
     assert float(passed["gpuprof.gpu_utilization"]) > 0.9
 
 

@@ -59,3 +59,44 @@ def test_ranges_of_the_step_with_their_depth_and_gpu_span():
             assert g["gpu_start_ns"] is None
     assert {x["name"] for x in got if x["depth"] == 0} == {step["name"]}  # ProfilerStep#N encloses the rest
     assert timeline.sample(m, cap=3)["truncated"] and len(timeline.ranges(timeline.sample(m, cap=3))) == 3
+
+
+MOE_ITEM = Path(__file__).parent / "data" / "planted" / "item"\
+    / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"
+
+
+def test_calls_of_the_step_with_their_threads_named():
+    """Checked against a plain loop over the trace's runtime calls that start in the step."""
+    trace = load_kineto(MOE_ITEM)
+    m = measure(trace)
+    s = timeline.sample(m, calls=trace.runtime, thread_names={1933: "main"})
+    step = m.steps.iloc[s["step"]]
+    origin = int(m.work[m.work["step"] == s["step"]]["start"].min())
+    mine = [r for r in trace.runtime.itertuples(index=False) if step["start"] <= r.start <= step["end"]]
+    got = timeline.calls(s)
+    assert [(c["start_ns"], c["dur_ns"], c["name"], c["thread"]) for c in got] == sorted(
+        (r.start - origin, r.end - r.start, str(r.name), r.tid) for r in mine)
+    assert {c["thread_name"] for c in got} == {"main"} and not s["truncated"]
+    # the .item() bug: eight synchronizations a step
+    assert [c["name"] for c in got].count("cudaStreamSynchronize") == 8
+    # ranges index the same thread list as calls
+    assert {r["thread"] for r in timeline.ranges(s)} == {1933} and s["threads"] == [1933]
+
+
+def test_a_capped_sample_keeps_the_synchronizations_first():
+    trace = load_kineto(MOE_ITEM)
+    s = timeline.sample(measure(trace), cap=10, calls=trace.runtime)
+    got = timeline.calls(s)
+    assert s["truncated"] and len(got) == 10
+    assert [c["name"] for c in got].count("cudaStreamSynchronize") == 8
+    assert [c["start_ns"] for c in got] == sorted(c["start_ns"] for c in got)
+    assert s["thread_names"] == [""]  # no names given
+
+
+def test_a_sample_without_calls_reads_as_before():
+    """Without the runtime calls (as every sample stored before they were kept) there are none
+    and no thread names; the ranges' threads are those of the ranges alone."""
+    m = measure(load_kineto(MOE_ITEM))
+    s = timeline.sample(m)
+    assert "calls" not in s and "thread_names" not in s and timeline.calls(s) == []
+    assert s["threads"] == sorted({r["thread"] for r in timeline.ranges(s)})

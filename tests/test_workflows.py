@@ -86,23 +86,37 @@ def _gpu_jobs(wf: dict) -> dict:
     return {k: j for k, j in (wf.get("jobs") or {}).items() if _runs_on(j) == GPU_LABELS}
 
 
+def _option(run: str, option: str) -> str | None:
+    found = re.search(rf"{option}[ =](\S+)", run)
+    return found.group(1) if found else None
+
+
 def _artifact_problems(job: dict) -> list[str]:
+    """One artifact, uploaded also when the check fails, with the JSON results and the HTML
+    report beside its traces: the report links each trace relative to itself (traces/...
+    under --gpuprof-output-dir), so the links resolve only where both are in one artifact
+    under the same folder."""
     problems = []
     uploads = _uploads(job)
-    if not uploads:
-        problems.append("no actions/upload-artifact step")
+    if len(uploads) != 1:
+        problems.append(f"{len(uploads)} actions/upload-artifact steps: the report and its traces need one artifact")
     for step in uploads:
         if not _is_always(step):
             problems.append(f"upload {step.get('name')!r} lacks 'if: always()'")
-    paths = " ".join(str((s.get("with") or {}).get("path", "")) for s in uploads)
-    for what in ("traces", ".html", ".json"):
-        if what not in paths:
-            problems.append(f"no artifact uploads {what}")
     runs = [str(s.get("run", "")) for s in _steps(job)]
     pytest_run = next((r for r in runs if re.search(r"\bpytest\b", r)), "")
     for option in ("--gpuprof-keep-traces", "--gpuprof-html", "--gpuprof-json"):
         if option not in pytest_run:
             problems.append(f"pytest runs without {option}")
+    out, report = _option(pytest_run, "--gpuprof-output-dir"), _option(pytest_run, "--gpuprof-html")
+    if out is None or report is None or Path(report).parent != Path(out):
+        problems.append("the HTML report is not written in --gpuprof-output-dir, beside the traces")
+    for step in uploads[:1]:
+        paths = [Path(p) for p in str((step.get("with") or {}).get("path", "")).split()]
+        for what, path in (("the HTML report", report), ("the JSON results", _option(pytest_run, "--gpuprof-json")),
+                           ("the traces", out and f"{out}/traces")):
+            if path is None or Path(path) not in paths:
+                problems.append(f"the artifact lacks {what}")
     if not any("GITHUB_STEP_SUMMARY" in s.get("run", "") and _is_always(s) for s in _steps(job)):
         problems.append("no 'if: always()' step writes $GITHUB_STEP_SUMMARY")
     state = [i for i, r in enumerate(runs) if "nvidia-smi" in r]
@@ -296,7 +310,7 @@ def test_gate_runs_the_suite_under_gpuprof_on_pull_requests():
     assert job["name"] == GATE_CHECK and job["runs-on"] == GPU_LABELS
     (step,) = _pytest_steps(job)
     assert re.search(r"--gpuprof\s", step["run"]) and "--gpuprof-keep-traces" in step["run"]
-    assert [s["if"] for s in _uploads(job)] == ["always()", "always()"]
+    assert [s["if"] for s in _uploads(job)] == ["always()"]
 
 
 def test_the_gate_owning_one_gpu_leaves_out_the_tests_that_need_more():
@@ -346,8 +360,17 @@ MUTATIONS = [
     (GATE, "--gpuprof --gpuprof-strict", "--gpuprof-strict", "pytest runs without --gpuprof"),
     (GATE, "--gpuprof-keep-traces --gpuprof-output-dir", "--gpuprof-output-dir",
      "pytest runs without --gpuprof-keep-traces"),
-    (GATE, "      - name: Upload the traces\n        if: always()\n", "      - name: Upload the traces\n",
-     "lacks 'if: always()'"),
+    (GATE, "      - name: Upload the HTML report, JSON results and traces\n        if: always()\n",
+     "      - name: Upload the HTML report, JSON results and traces\n", "lacks 'if: always()'"),
+    (GATE, "            .gpuprof/pytest.log\n            .gpuprof/traces/\n",
+     "            .gpuprof/pytest.log\n      - name: Upload the traces\n        if: always()\n"
+     "        uses: actions/upload-artifact@v4\n        with:\n          name: traces\n"
+     "          path: .gpuprof/traces/\n",
+     "need one artifact"),
+    (GATE, "            .gpuprof/traces/\n", "            .gpuprof/nsys/\n", "the artifact lacks the traces"),
+    (GATE, "--gpuprof-html .gpuprof/report.html", "--gpuprof-html report.html",
+     "not written in --gpuprof-output-dir"),
+    (REFRESH, "            .gpuprof/report.html\n", "", "the artifact lacks the HTML report"),
     (GATE, "      - name: Job summary\n        if: always()\n", "      - name: Job summary\n",
      "$GITHUB_STEP_SUMMARY"),
     (GATE, "2>&1 | tee .gpuprof/pytest.log\n", "2>&1 | tee .gpuprof/pytest.log || true\n",

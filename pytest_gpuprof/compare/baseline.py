@@ -6,14 +6,17 @@ are keyed by test node id, then by GPU model: a run is only ever compared with
 a baseline recorded on the same model.  Keys are sorted and indented, so a
 refreshed baseline shows as a small diff.
 
-The entry a test is judged against is checked where it is read (``entry``): one
-that cannot be trusted (a metric of the wrong type, negative or NaN; a ratio over 1;
-a missing part; an unknown backend) is an error naming the file and the test, never
-a weaker gate; so is a file that gives a name twice in one object, or an entry that
-is not an object.  A file that cannot be read is never written: an update re-reads
-every file under an exclusive lock on the baseline directory just before it
-writes, and writes all its files as one step (``files.write_all_atomic``): every
-file new, or none, even when the process is killed.
+``BaselineFile`` owns one file: ``load`` reads it, refuses what it cannot read (a file
+that gives a name twice in one object, a test or an entry that is not an object, a
+``schema_version`` other than this gpuprof's) and migrates the entries of older forms
+(``migrated``), so that the rest of the package reads one form, ``Entry``.  The entry a
+test is judged against is checked where it is read (``BaselineFile.entry``): one that
+cannot be trusted (a metric of the wrong type, negative or NaN; a ratio over 1; a missing
+part; an unknown backend) is an error naming the file and the test, never a weaker gate.
+A file that cannot be read is never written: an update re-reads every file under an
+exclusive lock on the baseline directory just before it writes, and writes all its files
+as one step (``files.write_all_atomic``): every file new, or none, even when the process
+is killed.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ import functools
 import json
 import os
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict, cast, final
 
 from ..errors import BaselineError
 from ..files import recover, write_all_atomic
 from ..metrics.specs import COPY_KINDS, COUNTER_SPECS, METRICS, RECORDED_SINCE
-from ..metrics.timeline import KINDS, events, ranges
+from ..metrics.timeline import KINDS, calls, events, ranges
 from ..trace.model import INT64_MAX
 from .verdicts import distribution, judged_series
 
@@ -41,6 +45,55 @@ SCHEMA_VERSION = 1
 OUTSIDE_ROOTDIR = "outside_rootdir"
 
 
+@final
+class RecordedRun(TypedDict, total=False):
+    """One run an entry was recorded from (``Entry.runs``): its per-step samples, their
+    summaries, its environment and the machine probes of its session.  A run of an entry
+    written before per-step samples were kept holds its summaries and environment at most."""
+
+    per_step: dict[str, Any]
+    distribution: dict[str, Any]
+    environment: dict[str, Any]
+    machine: dict[str, Any]
+
+
+@final
+class Entry(TypedDict, total=False):
+    """What a test of one process is judged against on one GPU model (docs/results.md,
+    "Baseline files"): its metrics, the per-step samples and summaries of its recorded runs
+    pooled, and the runs themselves, oldest first.  An entry ``BaselineFile.entry`` gives
+    holds ``metrics`` and ``runs`` (checked, migrated)."""
+
+    backend: str | None  # one of BACKENDS, torch's where absent (None: a result that names none)
+    environment: dict[str, Any]
+    metrics: dict[str, Any]
+    per_step: dict[str, Any]
+    distribution: dict[str, Any]
+    runs: list[RecordedRun]
+    step_source: str | None  # where its steps came from (None: a results document's test, pairs.base_entry)
+    timeline: dict[str, Any]
+    counters: dict[str, Any]  # Nsight Compute's (metrics.counters)
+
+
+@final
+class DistributedEntry(TypedDict, total=False):
+    """A distributed test's entry (``compare.distributed``): an ``Entry`` per rank (keys "0",
+    "1", ...) and each recorded run's ``rank_skew``, the last of them also its ``metrics``."""
+
+    backend: str | None
+    environment: dict[str, Any]
+    metrics: Required[dict[str, Any]]
+    rank_skew: Required[list[float | None]]
+    ranks: Required[dict[str, Entry]]
+    world_size: int
+
+
+#: A stored entry of either shape (a distributed test's holds ``ranks``).
+StoredEntry = Entry | DistributedEntry
+#: Entries to set in one file: node id -> GPU model -> entry.
+Entries = dict[str, dict[str, StoredEntry]]
+
+
 def baseline_file(baseline_dir: Path, nodeid: str) -> Path:
     """The file that holds a test's baseline: its module path with ``.json``, kept under
     ``baseline_dir`` (a ``..`` in the path becomes ``__``)."""
@@ -48,41 +101,87 @@ def baseline_file(baseline_dir: Path, nodeid: str) -> Path:
     return baseline_dir / Path(*(parts or [OUTSIDE_ROOTDIR])).with_suffix(".json")
 
 
-def read(path: Path) -> dict[str, Any]:
-    """A baseline file's content; an absent file is empty, an unreadable one an error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {"schema_version": SCHEMA_VERSION, "tests": {}}
-    except UnicodeDecodeError as exc:
-        raise BaselineError(f"baseline file {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                            "fix or delete it") from None
-    except OSError as exc:
-        raise BaselineError(f"cannot read baseline file {path}: {exc}") from exc
-    try:
-        doc = json.loads(text, object_pairs_hook=_object)
-    except RecursionError:
-        raise BaselineError(f"baseline file {path} is not valid JSON (nested too deeply); fix or delete it") from None
-    except _Twice as exc:
-        raise BaselineError(f"baseline file {path} gives the name {_shown(exc.args[0])} twice in one object; "
-                            "fix or delete it") from None
-    except ValueError as exc:
-        raise BaselineError(f"baseline file {path} is not valid JSON ({exc}); fix or delete it") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("tests"), dict):
-        raise BaselineError(f"baseline file {path} has no 'tests' object; fix or delete it")
-    version = doc.get("schema_version")
-    if type(version) is not int or version != SCHEMA_VERSION:
-        raise BaselineError(
-            f"baseline file {path} has schema_version {version!r}; this gpuprof reads {SCHEMA_VERSION}"
-        )
-    for nodeid, by_gpu in doc["tests"].items():
-        if not isinstance(by_gpu, dict):
-            raise BaselineError(f"baseline file {path}: test {nodeid} must map GPU models to entries, "
-                                f"got {_shown(by_gpu)}; fix or delete it")
-        for gpu, found in by_gpu.items():  # else a null entry, or a test without its GPU level, reads as no baseline
-            if not isinstance(found, dict):
-                raise _entry_error(path, nodeid, gpu, f"entry must be an object, got {_shown(found)}")
-    return doc
+@dataclass(frozen=True)
+class BaselineFile:
+    """One baseline file: read, checked and migrated here; written through ``update_all``."""
+
+    path: Path
+
+    def load(self, migrate: bool = True) -> dict[str, Any]:
+        """The file's content, ``{"schema_version", "tests"}``, with its entries migrated
+        (``migrated``; as stored without ``migrate``: what an update keeps) and not yet
+        checked (``entry`` checks the one a test is judged against); an absent file is empty.
+        A file that cannot be read, or of another ``schema_version``, is an error naming it."""
+        path = self.path
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {"schema_version": SCHEMA_VERSION, "tests": {}}
+        except UnicodeDecodeError as exc:
+            raise BaselineError(f"baseline file {path} is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                                "fix or delete it") from None
+        except OSError as exc:
+            raise BaselineError(f"cannot read baseline file {path}: {exc}") from exc
+        try:
+            doc = json.loads(text, object_pairs_hook=_object)
+        except RecursionError:
+            raise BaselineError(f"baseline file {path} is not valid JSON (nested too deeply); "
+                                "fix or delete it") from None
+        except _Twice as exc:
+            raise BaselineError(f"baseline file {path} gives the name {_shown(exc.args[0])} twice in one object; "
+                                "fix or delete it") from None
+        except ValueError as exc:
+            raise BaselineError(f"baseline file {path} is not valid JSON ({exc}); fix or delete it") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("tests"), dict):
+            raise BaselineError(f"baseline file {path} has no 'tests' object; fix or delete it")
+        version = doc.get("schema_version")
+        if type(version) is not int or version != SCHEMA_VERSION:
+            newer = type(version) is int and version > SCHEMA_VERSION
+            why = ": a newer gpuprof wrote it, upgrade to read it" if newer else ""
+            raise BaselineError(f"baseline file {path} has schema_version {version!r}; this gpuprof reads "
+                                f"{SCHEMA_VERSION}{why}")
+        for nodeid, by_gpu in doc["tests"].items():
+            if not isinstance(by_gpu, dict):
+                raise BaselineError(f"baseline file {path}: test {nodeid} must map GPU models to entries, "
+                                    f"got {_shown(by_gpu)}; fix or delete it")
+            for gpu, found in by_gpu.items():  # else a null entry, or a test without its GPU level, reads as none
+                if not isinstance(found, dict):
+                    raise _entry_error(path, nodeid, gpu, f"entry must be an object, got {_shown(found)}")
+                if migrate:
+                    by_gpu[gpu] = migrated(found)
+        return doc
+
+    def entry(self, nodeid: str, gpu: str) -> StoredEntry | None:
+        """The entry this test is judged against on this GPU model, if any, checked
+        (``check_entry``): one that cannot be trusted is an error naming the file and the test."""
+        found = self.load()["tests"].get(nodeid, {}).get(gpu)
+        if found is None:
+            return None
+        try:
+            check_entry(found)
+        except ValueError as exc:
+            raise _entry_error(self.path, nodeid, gpu, exc) from None
+        return cast(StoredEntry, found)
+
+    def update(self, entries: Entries) -> None:
+        """Set ``entries[nodeid][gpu]`` in the file, keeping every other entry (``update_all``)."""
+        update_all(self.path.parent, {self.path: entries})
+
+
+def migrated(entry: dict[str, Any]) -> dict[str, Any]:
+    """An entry of an older form in today's: one written before runs were kept (neither
+    ``runs`` nor ``per_step``: its totals in ``metrics``, perhaps their ``distribution``)
+    gets its one run, of its ``distribution`` and ``environment``; a distributed test's
+    ranks alike.  Any other entry as it is (what is wrong with it, ``check_entry`` says)."""
+    if "ranks" in entry:
+        ranks = entry["ranks"]
+        if not isinstance(ranks, dict):
+            return entry
+        return entry | {"ranks": {rank: migrated(own) if isinstance(own, dict) else own
+                                  for rank, own in ranks.items()}}
+    if "runs" in entry or "per_step" in entry:
+        return entry
+    return entry | {"runs": [{key: entry[key] for key in ("distribution", "environment") if entry.get(key)}]}
 
 
 class _Twice(ValueError):
@@ -101,45 +200,23 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return found
 
 
-def lookup(doc: dict[str, Any], nodeid: str, gpu: str) -> dict[str, Any] | None:
-    """The entry recorded for this test on this GPU model, if any."""
-    return doc["tests"].get(nodeid, {}).get(gpu)
-
-
-def entry(path: Path, nodeid: str, gpu: str) -> dict[str, Any] | None:
-    """The entry a test is judged against (``lookup`` in the file ``read``), checked
-    (``check_entry``): one that cannot be trusted is an error naming the file and the test."""
-    found = lookup(read(path), nodeid, gpu)
-    if found is not None:
-        try:
-            check_entry(found)
-        except ValueError as exc:
-            raise _entry_error(path, nodeid, gpu, exc) from None
-    return found
-
-
 def _entry_error(path: Path, nodeid: str, gpu: str, problem: Any) -> BaselineError:
     return BaselineError(f"baseline file {path}: entry of {nodeid} on {gpu}: {problem}; fix or delete "
                          "the entry (an update does not overwrite it)")
 
 
-def update(path: Path, entries: dict[str, dict[str, dict[str, Any]]]) -> None:
-    """Set ``entries[nodeid][gpu]`` in the file, keeping every other entry as it was."""
-    update_all(path.parent, {path: entries})
-
-
-def update_all(baseline_dir: Path, changes: dict[Path, dict[str, dict[str, dict[str, Any]]]]) -> None:
-    """``update`` several files under ``baseline_dir`` as one step: when one of them cannot be
-    read (BaselineError naming it), none is written."""
+def update_all(baseline_dir: Path, changes: dict[Path, Entries]) -> None:
+    """Set the entries of several files under ``baseline_dir`` as one step, every other entry
+    kept as stored (a pull request's diff shows only what was recorded): when one of them
+    cannot be read (BaselineError naming it), none is written."""
     baseline_dir.mkdir(parents=True, exist_ok=True)
     with _locked(baseline_dir):
         recover(baseline_dir)
         texts = {}
         for path, entries in sorted(changes.items()):
-            doc = read(path)
+            doc = BaselineFile(path).load(migrate=False)
             for nodeid, by_gpu in entries.items():
                 doc["tests"].setdefault(nodeid, {}).update(by_gpu)
-            doc["schema_version"] = SCHEMA_VERSION
             texts[path] = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         write_all_atomic(texts, baseline_dir)
 
@@ -174,25 +251,30 @@ def _no_copy(kind: str, steps: Mapping[str, Any], i: int) -> bool:
     return steps[f"memcpy_{kind}_bytes"][i] == 0 or steps[f"memcpy_{kind}_time_us"][i] == 0
 
 
-#: Judged per-step ratios and when a step may have no value (nothing to divide): the words, the test.
-_NULL_WHEN: dict[str, tuple[str, Callable[[Mapping[str, Any], int], bool]]] = {
-    **{name: ("a step with no window", lambda steps, i: steps["window_us"][i] == 0)
+#: Judged per-step ratios and when a step may have no value (nothing to divide): the words, the
+#: per-step lists that tell such a step, the test on them.
+_NULL_WHEN: dict[str, tuple[str, tuple[str, ...], Callable[[Mapping[str, Any], int], bool]]] = {
+    **{name: ("a step with no window", ("window_us",), lambda steps, i: steps["window_us"][i] == 0)
        for name, spec in METRICS.items() if spec.kind == "ratio" and judged_series(spec)},
-    "overlap_efficiency": ("a step with no copy time", lambda steps, i: all(steps[c][i] == 0 for c in _COPY_TIMES)),
-    **{f"memcpy_{kind}_gbps": (f"a step with no {kind} copy", functools.partial(_no_copy, kind))
+    "overlap_efficiency": ("a step with no copy time", tuple(_COPY_TIMES),
+                           lambda steps, i: all(steps[c][i] == 0 for c in _COPY_TIMES)),
+    **{f"memcpy_{kind}_gbps": (f"a step with no {kind} copy", (f"memcpy_{kind}_bytes", f"memcpy_{kind}_time_us"),
+                               functools.partial(_no_copy, kind))
        for kind in COPY_KINDS},
-    "pcie_utilization": ("a trace without its PCIe link", lambda steps, i: True),
-    "comm_compute_overlap": ("a step with no communication kernel", lambda steps, i: not steps["comm_time_us"][i]),
+    "pcie_utilization": ("a trace without its PCIe link", (), lambda steps, i: True),
+    "comm_compute_overlap": ("a step with no communication kernel", ("comm_time_us",),
+                             lambda steps, i: not steps["comm_time_us"][i]),
 }
 
 
-def check_entry(entry: dict[str, Any]) -> None:
-    """Raise ValueError saying what is wrong with a stored entry (``where: problem``):
-    each part the verdicts read is of its type, finite, not negative and under 2**63 (a ratio
-    at most 1), so that no part is silently skipped (a missing value is "not compared", a
-    weaker gate).  Entries written before per-step samples (only ``metrics``) or their
-    summaries (no ``distribution``) were kept are judged as they were; samples come with
-    their runs.  A distributed test's entry holds one such entry per rank (``compare.distributed``)."""
+def check_entry(entry: Mapping[str, Any]) -> None:
+    """Raise ValueError saying what is wrong with an entry as ``BaselineFile.load`` gives it
+    (``where: problem``): each part the verdicts read is of its type, finite, not negative
+    and under 2**63 (a ratio at most 1), so that no part is silently skipped (a missing value
+    is "not compared", a weaker gate).  Samples come with their runs: an entry holds
+    ``per_step`` and each of its runs its own, or (written before per-step samples were
+    kept: ``metrics``, and perhaps their summaries in ``distribution``) none of them.  A
+    distributed test's entry holds one such entry per rank (``compare.distributed``)."""
     if "ranks" in entry:
         _check_distributed(entry)
         return
@@ -200,7 +282,10 @@ def check_entry(entry: dict[str, Any]) -> None:
     backend = entry.get("backend", BACKENDS[0])
     _need(backend in BACKENDS, "backend", f"one of {', '.join(map(repr, BACKENDS))}", backend)
     _check_metrics(entry["metrics"])
-    if "per_step" in entry or "runs" in entry:
+    runs: Any = entry.get("runs")
+    sampled = "per_step" in entry or isinstance(runs, list) and any(isinstance(r, dict) and "per_step" in r
+                                                                     for r in runs)
+    if sampled:
         for key in ("per_step", "runs"):
             _need(key in entry, key, "", None, missing=True)
         _check_samples(entry["per_step"], entry.get("distribution", {}), "")
@@ -208,22 +293,24 @@ def check_entry(entry: dict[str, Any]) -> None:
               "the per-step times of the heaviest kernels", {})
     elif "distribution" in entry:
         _check_summaries(entry["distribution"], "distribution")
-    runs = entry.get("runs", [{}])
+    for key in ("environment", "timeline"):
+        _need(isinstance(entry.get(key, {}), dict), key, "an object", entry.get(key))
+    _need(isinstance(entry.get("step_source", ""), str), "step_source", "a string", entry.get("step_source"))
+    _need("runs" in entry, "runs", "", None, missing=True)
     _need(isinstance(runs, list) and runs, "runs", "a non-empty list", runs)
     for i, run in enumerate(runs):
         where = f"runs[{i}]"
         _need(isinstance(run, dict), where, "an object", run)
-        if "runs" in entry:
+        if sampled:
             for key in ("per_step", "distribution"):
                 _need(key in run, f"{where}.{key}", "", None, missing=True)
             _check_samples(run["per_step"], run["distribution"], f"{where}.", complete=True)
+        elif "distribution" in run:
+            _check_summaries(run["distribution"], f"{where}.distribution")
         for key in ("environment", "machine"):
             _need(isinstance(run.get(key, {}), dict), f"{where}.{key}", "an object", run.get(key))
         for probe, value in (run.get("machine") or {}).items():
             _need(value is None or _number(value), f"{where}.machine.{probe}", f"{_NUMBER} or null", value)
-    for key in ("environment", "timeline"):
-        _need(isinstance(entry.get(key, {}), dict), key, "an object", entry.get(key))
-    _need(isinstance(entry.get("step_source", ""), str), "step_source", "a string", entry.get("step_source"))
     if entry.get("timeline"):
         _check_timeline(entry["timeline"])
     if "counters" in entry:
@@ -255,12 +342,15 @@ def _check_counters(counters: Any) -> None:
             _need(ordered == sorted(ordered), f"{where}.{counter}", "ordered min <= median <= max", ordered)
 
 
-def _check_distributed(entry: dict[str, Any]) -> None:
-    """A distributed test's entry: an entry per rank (keys 0, 1, ...) and the recorded runs'
-    ``rank_skew``, each a ratio or null."""
+def _check_distributed(entry: Mapping[str, Any]) -> None:
+    """A distributed test's entry: an entry per rank (keys 0, 1, ...), of two ranks or more (a
+    test of one process has an entry of its own), and the recorded runs' ``rank_skew``, each a
+    ratio or null."""
     ranks = entry["ranks"]
     _need(isinstance(ranks, dict) and ranks and all(isinstance(r, str) and r.isdigit() for r in ranks), "ranks",
           "an object of an entry per rank (keys 0, 1, ...)", ranks)
+    _need(len(ranks) > 1, "ranks", "the entries of two ranks or more (one process is judged against an entry "
+          "of its own)", ranks)
     for rank, own in ranks.items():
         _need(isinstance(own, dict) and "ranks" not in own, f"ranks.{rank}", "an entry", own)
         try:
@@ -347,8 +437,11 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
     _need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
     for i, value in enumerate(per_step["stalled"]):
         _need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)
-    for name, (words, empty) in _NULL_WHEN.items():
-        for i, value in enumerate(per_step.get(name) or () if name in series else ()):
+    for name, (words, told_by, empty) in _NULL_WHEN.items():
+        values = per_step.get(name) or () if name in series else ()
+        for told in told_by if None in values else ():  # (a list a null's step is told by: other lists may be absent)
+            _need(told in per_step, f"{prefix}per_step.{told}", "", None, missing=True)
+        for i, value in enumerate(values):
             _need(value is not None or empty(per_step, i), f"{prefix}per_step.{name}[{i}]",
                   f"{_bound(name)[1]} (null only in {words})", value)
     _check_summaries(summaries, f"{prefix}distribution")
@@ -387,14 +480,16 @@ def _check_summary(summary: Any, where: str, name: str) -> None:
 
 def _check_timeline(timeline: Mapping[str, Any]) -> None:
     """The timeline sample the HTML report draws: every event's and range's indices in range
-    (a sample stored before ranges were kept has none)."""
+    (a sample stored before ranges or runtime calls were kept has none)."""
     try:
         events(timeline)
         ranges(timeline)
+        calls(timeline)
         ok = (_integer(timeline["span_ns"]) and _integer(timeline["step"]) and set(timeline["kinds"]) <= set(KINDS)
               and all(_integer(s) for s in timeline["streams"]) and all(isinstance(n, str) for n in timeline["names"])
               and all(_integer(t) for t in timeline.get("threads", []))
-              and all(isinstance(n, str) for n in timeline.get("range_names", [])))
+              and all(isinstance(n, str) for n in timeline.get("range_names", []))
+              and all(isinstance(n, str) for n in timeline.get("call_names", []) + timeline.get("thread_names", [])))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         ok = False
     _need(ok, "timeline", "a timeline sample (step, span_ns, streams, names, kinds, events)", timeline)

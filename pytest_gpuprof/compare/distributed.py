@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
 
 from ..metrics.specs import TEST_METRICS
 from ..numbers import format_number
+from .baseline import DistributedEntry, Entry, StoredEntry
 from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
 from .verdicts import Verdict, check_threshold
@@ -31,30 +31,29 @@ def rank_rules(rules: Rules) -> Rules:
     return dataclasses.replace(rules, thresholds=tuple(t for t in rules.thresholds if t.metric not in TEST_METRICS))
 
 
-def entry_for(entry: Mapping[str, Any] | None, world_size: int) -> tuple[Mapping[str, Any] | None, str]:
+def entry_for(entry: StoredEntry | None, world_size: int) -> tuple[StoredEntry | None, str]:
     """The stored entry a run of ``world_size`` processes is judged against, or None with why
     not: an entry of another shape (a distributed test's for one process, or the reverse)
     or recorded with another number of ranks judges nothing."""
     if entry is None:
         return None, ""
-    ranks = len(entry.get("ranks") or {})
-    recorded = entry.get("world_size", ranks) if ranks else 1
+    recorded = entry.get("world_size", len(entry["ranks"])) if "ranks" in entry else 1
     if recorded == world_size:
         return entry, ""
     return None, (f"the baseline entry was recorded with {recorded} process(es) (world_size), this run has "
                   f"{world_size}: not judged against it; refresh it with --gpuprof-update-baseline")
 
 
-def rank_entry(entry: Mapping[str, Any] | None, rank: int) -> dict[str, Any] | None:
+def rank_entry(entry: StoredEntry | None, rank: int) -> Entry | None:
     """The baseline entry of one rank (None: that rank has none, or the test no entry)."""
-    return ((entry or {}).get("ranks") or {}).get(str(rank))
+    return entry["ranks"].get(str(rank)) if entry is not None and "ranks" in entry else None
 
 
 #: How many times the recorded runs' range of ``rank_skew`` a run may exceed their largest by.
 SKEW_SPREADS = 3
 
 
-def judge_skew(skew: float | None, entry: Mapping[str, Any] | None, rules: Rules, update: bool) -> list[Verdict]:
+def judge_skew(skew: float | None, entry: StoredEntry | None, rules: Rules, update: bool) -> list[Verdict]:
     """``rank_skew``'s thresholds, then (not while recording) the skew against the recorded
     runs': worse when it exceeds the largest of them by more than the ratio tolerance or
     ``SKEW_SPREADS`` times their range, whichever is larger.  The skew is one number a run,
@@ -76,7 +75,7 @@ def judge_skew(skew: float | None, entry: Mapping[str, Any] | None, rules: Rules
                                evidence=f"recorded runs' {spec.name}: {', '.join(map(format_number, recorded))}")]
 
 
-def combine(nodeid: str, ranks: Mapping[int, TestResult], skew: float | None, entry: Mapping[str, Any] | None,
+def combine(nodeid: str, ranks: Mapping[int, TestResult], skew: float | None, entry: StoredEntry | None,
             rules: Rules, update: bool) -> TestResult:
     """The test's one result from its judged ranks: each rank's verdicts (with its rank), the
     skew's; what each rank's measurement showed, said with its rank.  Its status is the worst
@@ -96,13 +95,18 @@ def combine(nodeid: str, ranks: Mapping[int, TestResult], skew: float | None, en
     )
 
 
-def recorded_skews(entry: Mapping[str, Any] | None) -> list[float]:
-    """The recorded runs' ``rank_skew`` values (a run of one rank with steps has none)."""
-    return [s for s in (entry or {}).get("rank_skew") or [] if s is not None]
+def recorded_skews(entry: StoredEntry | None) -> list[float]:
+    """The recorded runs' ``rank_skew`` values (a run of one rank with steps has none; a
+    test of one process's entry, none)."""
+    return [s for s in _skews(entry) if s is not None]
 
 
-def new_distributed_entry(result: TestResult, previous: Mapping[str, Any] | None,
-                          keep_runs: int) -> tuple[dict[str, Any], str]:
+def _skews(entry: StoredEntry | None) -> list[float | None]:
+    return entry["rank_skew"] if entry is not None and "rank_skew" in entry else []
+
+
+def new_distributed_entry(result: TestResult, previous: StoredEntry | None,
+                          keep_runs: int) -> tuple[DistributedEntry, str]:
     """The entry ``--gpuprof-update-baseline`` stores for a distributed test: each rank's as
     any test's (``new_baseline_entry``), and the skews of the runs the ranks keep."""
     previous, _ = entry_for(previous, len(result.ranks or {}))  # another shape: replaced
@@ -111,8 +115,9 @@ def new_distributed_entry(result: TestResult, previous: Mapping[str, Any] | None
         ranks[r], how = new_baseline_entry(t, rank_entry(previous, int(r)), keep_runs)
         hows.append(how)
     kept = min(len(e["runs"]) for e in ranks.values())
-    skews = ([*(previous or {}).get("rank_skew", []), (result.metrics or {}).get("rank_skew")])[-kept:]
+    skews = [*_skews(previous), (result.metrics or {}).get("rank_skew")][-kept:]
     how = hows[0] if len(set(hows)) == 1 else "; ".join(f"rank {r}: {h}" for r, h in zip(ranks, hows))
-    entry = {"backend": result.backend, "environment": result.environment, "metrics": {"rank_skew": skews[-1]},
-             "rank_skew": skews, "ranks": ranks, "world_size": len(ranks)}
+    entry: DistributedEntry = {"backend": result.backend, "environment": result.environment,
+                               "metrics": {"rank_skew": skews[-1]}, "rank_skew": skews, "ranks": ranks,
+                               "world_size": len(ranks)}
     return entry, how

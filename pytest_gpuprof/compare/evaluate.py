@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..metrics import health
 from ..metrics.measure import Measurement
 from ..metrics.specs import counter_spec, metric_spec
 from ..metrics.timeline import sample
 from . import host
+from .baseline import Entry, RecordedRun
 from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
 from .verdicts import (
@@ -90,7 +91,7 @@ class TestResult:
     backend: str | None = None
     environment: dict[str, Any] = field(default_factory=dict)
     timeline: dict[str, Any] | None = None  # timeline.sample of this run
-    baseline_entry: dict[str, Any] | None = None  # the whole stored entry (backend, environment, timeline)
+    baseline_entry: Entry | None = None  # the whole stored entry (backend, environment, timeline)
     health: list[str] = field(default_factory=list)  # health.assess: why this measurement's times cannot be trusted
     # probes slower than the baseline's that explain a regression
     slower_machine: list[str] = field(default_factory=list)
@@ -167,7 +168,7 @@ class TestResult:
             "baseline_per_step": stored,
             "baseline_distribution": distribution(stored, entry.get("distribution")) if stored else None,
             "baseline_runs": [{k: r.get(k) for k in ("distribution", "machine", "environment")}
-                              | {"per_step": host.kept(r.get("per_step"))} for r in baseline_runs(entry)] or None,
+                              | {"per_step": host.kept(r.get("per_step"))} for r in entry.get("runs", [])] or None,
             "verdicts": [v.to_json() for v in self.verdicts],
             "unstable": self.unstable,
             "health": self.health,
@@ -190,10 +191,10 @@ class TestResult:
         (``stated``).  A document written before ``health`` and ``slower_machine`` were told
         apart (until 2026-11-23) has only ``unstable``: its machine probes' sentences are read
         as ``slower_machine``, the rest as health."""
-        entry = {key: doc.get(f"baseline_{key}") for key in
-                 ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs", "counters")}
-        if doc.get("ranks") is not None:  # a distributed test's entries are its ranks'
-            entry = {}
+        entry: dict[str, Any] = {} if doc.get("ranks") is not None else {  # a distributed test's entries are its ranks'
+            key: doc[f"baseline_{key}"] for key in
+            ("backend", "environment", "metrics", "per_step", "distribution", "timeline", "runs", "counters")
+            if doc.get(f"baseline_{key}") is not None}
         unstable = [] if "health" in doc or "slower_machine" in doc else list(doc.get("unstable") or [])
         return cls(
             nodeid=doc.get("nodeid"), stated=doc.get("status") or "", gpu=doc.get("gpu"),
@@ -203,7 +204,7 @@ class TestResult:
             trace=None if doc.get("trace") is None else Path(doc["trace"]),
             message=doc.get("message") or "", backend=doc.get("backend") or backend,
             environment=doc.get("environment") or {}, timeline=doc.get("timeline"),
-            baseline_entry=entry if any(v is not None for v in entry.values()) else None,
+            baseline_entry=cast(Entry, entry) if entry else None,
             health=list(doc.get("health") or []) + [r for r in unstable if not is_difference(r)],
             slower_machine=list(doc.get("slower_machine") or []) + [r for r in unstable if is_difference(r)],
             per_step=doc.get("per_step"),
@@ -237,22 +238,12 @@ def of_measurement(nodeid: str | None, m: Measurement, backend: str | None, time
     gpu = m.gpu_name or UNKNOWN_GPU
     return TestResult(
         nodeid, gpu=gpu, metrics=m.metrics, backend=backend, environment=m.metadata.get("environment", {"gpu": gpu}),
-        timeline=sample(m, timeline_events), per_step=stored_samples(m.per_step),
+        timeline=sample(m, timeline_events, m.runtime, m.thread_names), per_step=stored_samples(m.per_step),
         distribution=distribution(m.per_step), step_source=m.step_source,
     )
 
 
-def baseline_runs(entry: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """The recorded runs of a baseline entry, oldest first; an entry written before runs
-    were kept is one run."""
-    if not entry:
-        return []
-    if entry.get("runs"):
-        return list(entry["runs"])
-    return [{key: entry.get(key) for key in ("per_step", "distribution", "environment") if entry.get(key)}]
-
-
-def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None, rules: Rules, *,
+def evaluate(result: TestResult, m: Measurement, entry: Entry | None, rules: Rules, *,
              update: bool, strict: bool, alongside: bool = False) -> TestResult:
     """Judge an unjudged result (``of_measurement``) against its stored baseline entry.
 
@@ -269,7 +260,7 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
     """
     metrics = result.metrics
     assert metrics is not None, "evaluate judges a measured result (of_measurement)"
-    result.baseline_entry = dict(entry) if entry else None
+    result.baseline_entry = entry.copy() if entry else None
     result.baseline = entry["metrics"] if entry else None
     note = health.stall_note(m.per_step)
     result.notes = [note] if note else []
@@ -285,7 +276,7 @@ def evaluate(result: TestResult, m: Measurement, entry: Mapping[str, Any] | None
         return result
     same_backend = entry is None or entry.get("backend", "torch") == result.backend
     stored = entry or {}
-    runs = baseline_runs(entry)
+    runs = stored.get("runs", [])
     result.verdicts = judge(metrics, result.baseline, rules, same_backend,
                             (result.per_step, stored.get("per_step")),
                             (result.distribution, stored.get("distribution")), runs)
@@ -337,32 +328,36 @@ def is_timing(metric: str) -> bool:
     return metric.endswith(".time_us") if spec is None else spec.kind in ("time", "rate", "ratio")
 
 
-def new_baseline_entry(result: TestResult, previous: Mapping[str, Any] | None, keep_runs: int,
-                       keep_counters: bool = False) -> tuple[dict, str]:
+def new_baseline_entry(result: TestResult, previous: Entry | None, keep_runs: int,
+                       keep_counters: bool = False) -> tuple[Entry, str]:
     """The entry ``--gpuprof-update-baseline`` stores for this run, and what it did: this run
     is added to the previous entry's runs (the last ``keep_runs`` kept) when both did the
     same GPU work per step, else it replaces them.  Runs whose kernel samples share no
     kernel name (the previous ones edited by hand) did not: pooled, they would leave the
-    entry no kernel to judge, which ``baseline.check_entry`` refuses.  A run without Nsight
+    entry no kernel to judge, which ``baseline.check_entry`` refuses; nor did runs recorded
+    before per-step samples were kept, which have none to pool.  A run without Nsight
     Compute's counters drops the previous ones (a kernel rebuilt under its name would keep its
     old registers), unless ``keep_counters`` (a later process of one recording)."""
-    assert result.metrics is not None and result.per_step is not None, "a measured result (of_measurement)"
-    run: dict[str, Any] = {"per_step": result.per_step, "distribution": result.distribution,
-                           "environment": result.environment}
+    assert result.metrics is not None and result.per_step is not None and result.distribution is not None, \
+        "a measured result (of_measurement)"
+    run: RecordedRun = {"per_step": result.per_step, "distribution": result.distribution,
+                        "environment": result.environment}
     if result.machine:
         run["machine"] = result.machine
-    runs = (baseline_runs(previous) + [run])[-keep_runs:]
-    samples = pooled([r["per_step"] for r in runs])
-    if previous and keep_runs > 1 and same_program(previous["metrics"], result.metrics) \
+    runs = [*(previous["runs"] if previous else []), run][-keep_runs:]
+    sampled = all("per_step" in r for r in runs)
+    samples = pooled([r["per_step"] for r in runs]) if sampled else {}
+    if previous and keep_runs > 1 and sampled and same_program(previous["metrics"], result.metrics) \
             and previous.get("backend", "torch") == result.backend \
             and (samples.get("kernels") or not result.per_step.get("kernels")):
         how = f"run {len(runs)} of at most {keep_runs} recorded"
     else:
-        how = "first run recorded" if not previous else (
-            "replaced: the GPU work per step changed" if keep_runs > 1 else "replaced (one run kept)")
+        how = "first run recorded" if not previous else "replaced (one run kept)" if keep_runs <= 1 else (
+            "replaced: the GPU work per step changed" if sampled
+            else "replaced: the recorded runs kept no per-step samples")
         runs = [run]
         samples = pooled([run["per_step"]])
-    entry = {
+    entry: Entry = {
         "backend": result.backend,
         "environment": result.environment,
         "metrics": result.metrics,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..metrics.specs import METRICS
-from ..numbers import format_number
+from ..numbers import format_time_us
 from .stats import Prior
 
 #: The judged ratios over the window: the host's pace moves them through it.
@@ -90,8 +90,9 @@ def kept(per_step: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def slower(now: float, before: float) -> str:
-    """``the host ran 1.6x slower than the baseline's (launch calls 7.2 us; baseline 4.5 us)``."""
+    """``the host ran 1.60x slower than the baseline's (launch calls 7.2 µs; baseline 4.5 µs)``;
+    ``as fast as`` where the two agree to the factor's two decimals."""
     factor = now / before
-    how = f"{factor:.2f}x slower" if factor >= 1 else f"{1 / factor:.2f}x faster"
-    return f"the host ran {how} than the baseline's (launch calls {format_number(now)} us; " \
-           f"baseline {format_number(before)} us)"
+    how = ("as fast as" if f"{max(factor, 1 / factor):.2f}" == "1.00" else f"{factor:.2f}x slower than" if factor > 1
+           else f"{1 / factor:.2f}x faster than")
+    return f"the host ran {how} the baseline's (launch calls {format_time_us(now)}; baseline {format_time_us(before)})"

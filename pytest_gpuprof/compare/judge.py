@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from ..errors import GpuprofError
 from ..metrics.measure import measure
 from ..metrics.skew import rank_skew
 from ..trace.model import Trace
-from . import baseline
+from .baseline import BaselineFile, Entry, StoredEntry, baseline_file
 from .counter_verdicts import judge_counters
 from .distributed import combine, entry_for, new_distributed_entry, rank_entry, rank_rules
 from .evaluate import UNKNOWN_GPU, TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
@@ -37,7 +37,7 @@ class Judged(NamedTuple):
     for it and what storing it does to the entry's recorded runs."""
 
     result: TestResult
-    entry: dict[str, Any] | None = None
+    entry: StoredEntry | None = None
     how: str = ""
 
 
@@ -91,7 +91,7 @@ class Judge:
             raise GpuprofError(f"{RANKS_NOT_ALONGSIDE}: --gpuprof-base-only would leave it unjudged")
         traces = load()
         measured = {rank: measure(trace) for rank, (trace, _) in traces.items()}
-        file = baseline.baseline_file(self.baseline_dir, nodeid)
+        file = baseline_file(self.baseline_dir, nodeid)
         rules = self.rules_for(nodeid, arguments)
         results = {}
         for rank, m in measured.items():
@@ -100,7 +100,7 @@ class Judge:
                 traces[rank][1], machine if rank == min(measured) else None, file)
         first = results[min(results)]
         gpu = first.gpu or UNKNOWN_GPU  # (of_measurement names one)
-        stored = None if self.base_only else baseline.entry(file, nodeid, gpu)
+        stored = None if self.base_only else BaselineFile(file).entry(nodeid, gpu)
         entry, mismatch = entry_for(stored, len(results) if distributed else 1)
         if distributed:
             for rank, m in measured.items():
@@ -109,14 +109,15 @@ class Judge:
             result = combine(nodeid, results, rank_skew(measured), entry, rules, self.update)
         else:
             result, m = first, measured[min(measured)]
-            if entry is None and against_base is not None:
-                entry = against_base(result)
-            self._evaluate(result, m, entry, rules)
+            own = entry if entry is None or "ranks" not in entry else None  # (a distributed one has 2 ranks or more)
+            if own is None and against_base is not None:  # (pairs.base_entry's, typed a dict by run.session)
+                own = cast(Entry | None, against_base(result))
+            self._evaluate(result, m, own, rules)
             if result.slower_machine and probe_again is not None:
                 readings = probe_again()
                 if readings is not None:
                     result.machine = readings
-                    self._evaluate(result, m, entry, rules)
+                    self._evaluate(result, m, own, rules)
             note = (result.alongside or {}).get("note")
             if result.message and note:  # --gpuprof-strict: say why not against base
                 result.message += f"; {note}"
@@ -130,10 +131,8 @@ class Judge:
         if not self.update:
             return Judged(result)
         if distributed:
-            new, how = new_distributed_entry(result, stored, self.baseline_runs)
-        else:
-            new, how = new_baseline_entry(result, entry, self.baseline_runs, keep_counters=self.keep_counters)
-        return Judged(result, new, how)
+            return Judged(result, *new_distributed_entry(result, stored, self.baseline_runs))
+        return Judged(result, *new_baseline_entry(result, own, self.baseline_runs, keep_counters=self.keep_counters))
 
-    def _evaluate(self, result: TestResult, m: Any, entry: Mapping[str, Any] | None, rules: Rules) -> None:
+    def _evaluate(self, result: TestResult, m: Any, entry: Entry | None, rules: Rules) -> None:
         evaluate(result, m, entry, rules, update=self.update, strict=self.strict, alongside=self.alongside)

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 from ..metrics.specs import METRICS, MetricSpec
 from . import host
+from .baseline import Entry
 from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
 from .stats import Prior, pooled_squares, t_quantile
@@ -169,14 +170,15 @@ def process_value(metric: str, metrics: Mapping[str, Any], per_step: Mapping[str
     return compared_values(metrics).get(metric)
 
 
-def base_entry(base: TestResult) -> dict[str, Any]:
+def base_entry(base: TestResult) -> Entry:
     """The entry a test without a stored baseline is judged against: the base revision's
     fresh process as a baseline of one run whose median bounds nothing.  A time or ratio
     beyond its tolerance whose steps differ (Mann-Whitney) is then a failure to be decided
     by the pairs, which bound it between processes: the prediction interval one run gives
     (a kernel's +-10%, the window's +-20%) would let a 10% slowdown pass unmeasured."""
     entry = new_baseline_entry(base, None, 1)[0]
-    entry["runs"] = [{k: v for k, v in run.items() if k != "distribution"} for run in entry["runs"]]
+    for run in entry["runs"]:  # (made for this entry alone)
+        del run["distribution"]
     return entry
 
 

@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
-from ..metrics.specs import METRICS, RECORDED_SINCE, MetricSpec, counter_spec
-from ..numbers import format_change, format_number
+from ..metrics.specs import METRICS, RECORDED_SINCE, TEST_METRICS, MetricSpec, counter_spec
+from ..numbers import format_change, format_number, format_quantity, format_ratio, format_time_us
 from . import host
 from .rules import Rules, Threshold, beyond_time_rule, same
 from .stats import Prior, evenly_spaced, mann_whitney_u, pooled_squares, smallest_p, steps_for, summarize, t_quantile
@@ -45,6 +45,8 @@ AS_BASE, UNSURE = "same as base", "not sure"
 #: the Mann-Whitney p not under the corrected level; the median inside the prediction interval
 #: of the baseline's recorded runs; the host's speed (changed as measured, not at the baseline host's).
 NOT_SIGNIFICANT, WITHIN_RUNS, HOST_SPEED = "not significant", "within the baseline's runs", "host speed"
+#: How the rule of an ``ok`` verdict that compared nothing starts (no value in one of the runs).
+NOT_COMPARED = "not compared"
 
 @dataclass
 class Verdict:
@@ -55,7 +57,7 @@ class Verdict:
     baseline: float | None
     current: float | None
     rule: str
-    relative: bool = True  # change shown in percent (False: ratios, shown as a difference)
+    relative: bool = True  # change shown in percent (False: ratios and percentages, in percentage points)
     evidence: str = ""  # time metrics judged on samples: medians and spreads, the test and its p-value
     threshold: Threshold | None = None  # the absolute requirement this verdict checked, as data
     by_host: bool = False  # changed as measured, not at the baseline host's speed (the window: ``host``)
@@ -72,7 +74,7 @@ class Verdict:
         """Change from baseline to current, relative where that means something."""
         if self.baseline is None or self.current is None:
             return ""
-        return format_change(self.current, self.baseline, self.relative)
+        return format_change(self.current, self.baseline, *shown_as(self.metric), self.relative)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -90,6 +92,23 @@ class Verdict:
         if self.let_through:
             out["let_through"] = self.let_through
         return out
+
+
+def shown_as(metric: str) -> tuple[str, str]:
+    """(kind, unit) a metric's values are shown in (``numbers.format_quantity``): its spec's; a
+    kernel's time (``kernels[NAME].time_us``) a time, a collective's bytes bytes, other
+    per-name values (``kernels[NAME].count``) counts."""
+    spec = METRICS.get(metric) or TEST_METRICS.get(metric) or counter_spec(metric)
+    if spec is not None:
+        return spec.kind, spec.unit
+    if metric.endswith(".time_us"):
+        return "time", "us"
+    return ("bytes", "B") if metric.endswith(".bytes") else ("count", "")
+
+
+def shown_value(metric: str, value: float | None, signed: bool = False) -> str:
+    """A metric's value in its unit, as every verdict and report says it (``shown_as``)."""
+    return format_quantity(value, *shown_as(metric), signed=signed)
 
 
 def compared_values(metrics: Mapping[str, Any]) -> dict[str, float | None]:
@@ -246,7 +265,7 @@ def judge(
         elif name in RECORDED_SINCE and name not in paired and judged_series(spec) and samples and samples[1]:
             # a baseline whose recorded runs did not all keep it (recorded before it existed)
             verdicts.append(Verdict(name, "ok", judged_before.get(name), judged_now.get(name),
-                                    "not compared: the baseline's recorded runs do not all hold its steps"))
+                                    f"{NOT_COMPARED}: the baseline's recorded runs do not all hold its steps"))
         elif name.endswith("_gbps") and _latency_bound(name, before, rules):
             verdicts.append(Verdict(name, "ok", judged_before.get(name), judged_now.get(name), RATE_UNJUDGED))
         elif name in paired:
@@ -325,10 +344,10 @@ def _with_the_window(verdict: Verdict, window: Verdict | None, speeds: tuple[flo
     (``_moved_by_the_host``, which needs both): ``ok``, and its evidence says so."""
     if window is None or speeds is None or verdict.status not in ("regressed", "improved"):
         return verdict
-    return replace(verdict, status="ok", by_host=True, let_through=HOST_SPEED, evidence=(
-        f"{verdict.evidence}; moved with the window, which the host's speed explains "
+    return replace(verdict, status="ok", by_host=True, let_through=HOST_SPEED, evidence="; ".join(part for part in (
+        verdict.evidence, "moved with the window, which the host's speed explains "
         f"(window_us {window.change()} as measured, not a regression at the baseline host's speed: "
-        f"{host.slower(*speeds)})"))
+        f"{host.slower(*speeds)})") if part))
 
 
 def _speeds(samples: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None] | None,
@@ -384,7 +403,7 @@ def check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Serie
         return Verdict(t.metric, "ok", None, value, t.text, threshold=t)
     if pair is not None and speeds is not None and speeds[0] > speeds[1] and t.holds(pair[1].summary["median"]):
         return Verdict(t.metric, "unstable", None, value, t.text, threshold=t, evidence=(
-            f"broken only because {host.slower(*speeds)}: {format_number(pair[1].summary['median'])} "
+            f"broken only because {host.slower(*speeds)}: {shown_value(t.metric, pair[1].summary['median'])} "
             "at the baseline host's speed"))
     return Verdict(t.metric, "threshold", None, value, t.text, threshold=t)
 
@@ -395,7 +414,7 @@ def compare_value(spec: MetricSpec, b: float | None, c: float | None, rules: Rul
     per = " per step" if spec.per_step else ""
     if b is None or c is None:
         # e.g. overlap_efficiency is null without memcpys; the memcpy counts judge that change
-        return Verdict(spec.name, "ok", b, c, "not compared: no value in one of the runs")
+        return Verdict(spec.name, "ok", b, c, f"{NOT_COMPARED}: no value in one of the runs")
     if spec.kind in ("count", "bytes"):
         rule = f"must match exactly{per}"
         if same(b, c):
@@ -415,7 +434,7 @@ def _within(spec: MetricSpec, rules: Rules, per: str = "") -> str:
     and floor, a rate's relative tolerance, a ratio's absolute one in its bad direction."""
     tol = rules.tolerance(spec)
     if spec.kind == "time":
-        return f"within ±{tol:.0%}{per} (changes under {format_number(rules.time_floor_us)} us ignored)"
+        return f"within ±{tol:.0%}{per} (changes under {format_time_us(rules.time_floor_us)} ignored)"
     if spec.kind == "rate":
         return f"within ±{tol:.0%}{per}"
     return f"must not {'drop' if spec.better == 'higher' else 'rise'} by more than {format_number(tol)}"
@@ -584,8 +603,7 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
     b, c = before.summary["median"], now.summary["median"]
     if not _beyond(spec, c - b, b, rules):
         return Finding("ok")
-    unit = f" {spec.unit}" if spec.kind in ("time", "rate") else ""
-    spreads = f"{_spread('median', now.summary, unit)} vs {_spread('baseline', before.summary, unit)}"
+    spreads = f"{_spread(spec, 'median', now.summary)} vs {_spread(spec, 'baseline', before.summary)}"
     sizes = f"n={len(now.samples)}/{len(before.samples)}"
     if smallest_p(len(before.samples), len(now.samples)) >= level:
         return Finding("undecided", f"{spreads}; too few steps to tell a change from noise ({sizes}): no p-value "
@@ -597,9 +615,8 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
     interval = run_spread(before.run_medians, shared) if bounded else None
     if interval is not None:
         spread = (f"{len(before.run_medians)} recorded run(s)' medians "
-                  f"{format_number(min(before.run_medians))}–{format_number(max(before.run_medians))}{unit}, "
-                  f"{1 - RUNS_LEVEL:.0%} prediction interval {format_number(interval[0])}–"
-                  f"{format_number(interval[1])}{unit}")
+                  f"{_range(spec, min(before.run_medians), max(before.run_medians))}, "
+                  f"{1 - RUNS_LEVEL:.0%} prediction interval {_range(spec, *interval)}")
         if interval[0] <= c <= interval[1]:
             return Finding("ok", f"{evidence}; within what the baseline's runs show ({spread})", p, WITHIN_RUNS)
         evidence += f"; outside what the baseline's runs show ({spread})"
@@ -634,7 +651,7 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         at_speed = (f"at the baseline host's speed, where the median must also lie outside the "
                     f"{1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs")
         rule += (f", judged {at_speed} (the step is the host's: the baseline's GPU busy "
-                 f"{format_number(host.HOST_BOUND)} of the window or less)" if host_pair.host_bound
+                 f"{format_ratio(host.HOST_BOUND)} of the window or less)" if host_pair.host_bound
                  else f", and so {at_speed}")
         raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False)
         moved = raw.status in ("regressed", "improved")
@@ -645,9 +662,11 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         status = at.status if host_pair.host_bound else raw.status if at.status == raw.status else "ok"
         decided = at if host_pair.host_bound else raw
         let_through = "" if status != "ok" else HOST_SPEED if moved else decided.let_through
-        change = format_change(host_pair.now.summary["median"], host_pair.before.summary["median"], relative)
-        evidence = (f"{raw.evidence}; {format_change(c, b, relative)} as measured, {change} at the baseline host's "
-                    f"speed ({at.evidence or 'within the tolerance'}): {host.slower(*host_pair.speeds)}")
+        change = format_change(host_pair.now.summary["median"], host_pair.before.summary["median"], spec.kind,
+                               spec.unit)
+        evidence = "; ".join(part for part in (
+            raw.evidence, f"{format_change(c, b, spec.kind, spec.unit)} as measured, {change} at the baseline "
+            f"host's speed ({at.evidence or 'within the tolerance'}): {host.slower(*host_pair.speeds)}") if part)
         # the host explains the change as measured: not when this run regressed at its speed
         return Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
                        by_host=moved and status not in (raw.status, "regressed"), p_value=decided.p, p_level=level,
@@ -659,7 +678,14 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
                    p_level=level, let_through=found.let_through)
 
 
-def _spread(label: str, summary: Mapping[str, Any], unit: str) -> str:
-    """``LABEL M us (IQR Q1–Q3, n=N)``: one run's median and interquartile range."""
-    return (f"{label} {format_number(summary['median'])}{unit} "
-            f"(IQR {format_number(summary['q1'])}–{format_number(summary['q3'])}, n={summary['n']})")
+def _spread(spec: MetricSpec, label: str, summary: Mapping[str, Any]) -> str:
+    """``LABEL 14.82 ms (IQR 14.8–14.85 ms, n=N)``: one run's median and interquartile range."""
+    return (f"{label} {shown_value(spec.name, summary['median'])} "
+            f"(IQR {_range(spec, summary['q1'], summary['q3'])}, n={summary['n']})")
+
+
+def _range(spec: MetricSpec, low: float, high: float) -> str:
+    """``14.8–14.85 ms``: two values of a metric, the unit said once where both share it."""
+    first, second = shown_value(spec.name, low), shown_value(spec.name, high)
+    unit = first.partition(" ")[2]
+    return f"{first.partition(' ')[0]}–{second}" if unit and unit == second.partition(" ")[2] else f"{first}–{second}"

@@ -68,6 +68,9 @@ class Measurement:
     work: pd.DataFrame | None = None
     #: the trace's annotation ranges (NVTX, user annotations, steps): start, end, name, tid
     ranges: pd.DataFrame | None = None
+    #: the trace's runtime calls (start, end, name, tid) and its host threads' names by tid
+    runtime: pd.DataFrame | None = None
+    thread_names: dict[int, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -216,7 +219,7 @@ def measure(trace: Trace) -> Measurement:
                       "stream": sets["stream"], "step": s_step[s_step >= 0], "launch": s_launch[s_step >= 0]}),
     ], ignore_index=True)
     return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work,
-                       trace.ranges)
+                       trace.ranges, trace.runtime, trace.threads)
 
 
 def _no_gpu_work(trace: Trace, steps: int, source: str, flushed: bool) -> str:

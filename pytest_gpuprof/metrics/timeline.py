@@ -4,10 +4,11 @@ without the old trace.
 
 The sample is the step whose GPU busy time is the median of the run's steps that
 have GPU work (a step without any has nothing to draw), capped at a number of events,
-with the annotation ranges (NVTX, user annotations, the steps' own) that overlap it,
-capped alike.  Events and ranges are stored as one string each (``lane kind start dur
-name;``, ``thread depth start end name;``) so that a refreshed baseline changes a few
-lines of its JSON, not thousands.
+with the annotation ranges (NVTX, user annotations, the steps' own) and the CUDA runtime
+calls of the host threads that overlap it, each capped alike.  Events, ranges and calls
+are stored as one string each (``lane kind start dur name;``, ``thread depth start end
+...;``, ``thread start dur name;``) so that a refreshed baseline changes a few lines of
+its JSON, not thousands.
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ import numpy as np
 import pandas as pd
 
 from ..options import default
-from .measure import Measurement
+from .measure import Measurement, is_sync_call
 
 KINDS = ("kernel", "htod", "dtoh", "dtod", "ptop", "htoh", "other", "memset")
 
 
-def sample(m: Measurement, cap: int = default("timeline-events")) -> dict[str, Any] | None:
+def sample(m: Measurement, cap: int = default("timeline-events"), calls: pd.DataFrame | None = None,
+           thread_names: Mapping[int, str] | None = None) -> dict[str, Any] | None:
     """The median step's attributed GPU work, times relative to its first GPU activity
-    (the GPU may run well behind the CPU, so the step's CPU start is no origin)."""
+    (the GPU may run well behind the CPU, so the step's CPU start is no origin); with
+    ``calls`` (the trace's runtime calls: start, end, name, tid) the host threads' calls in
+    the step, their threads named by ``thread_names`` (thread id -> name) where it has them."""
     if cap <= 0 or m.work is None or not len(m.work):
         return None
     busy = np.asarray(m.metrics["step_gpu_time_us"])
@@ -46,8 +50,12 @@ def sample(m: Measurement, cap: int = default("timeline-events")) -> dict[str, A
         for r in work.itertuples(index=False)
     )
     cpu = m.steps.iloc[step]  # the step's own range, on the CPU
-    ranges, threads, range_names, cut = _ranges(m.ranges, int(cpu["start"]), int(cpu["end"]), work, origin, cap)
-    return {
+    lo, hi = int(cpu["start"]), int(cpu["end"])
+    in_step = _overlapping(m.ranges, lo, hi)
+    kept_calls, calls_cut = _step_calls(calls, lo, hi, cap)
+    threads = sorted({int(t) for t in in_step["tid"]} | {int(t) for t in kept_calls["tid"]})
+    ranges, range_names, cut = _ranges(in_step, threads, work, origin, cap)
+    out = {
         "step": step,
         "span_ns": end - origin,
         "streams": streams,
@@ -57,28 +65,55 @@ def sample(m: Measurement, cap: int = default("timeline-events")) -> dict[str, A
         "threads": threads,
         "range_names": range_names,
         "ranges": ranges,
-        "truncated": truncated or cut,
+        "truncated": truncated or cut or calls_cut,
     }
+    if calls is not None:
+        call_names = sorted(set(kept_calls["name"]))
+        call_code = {n: i for i, n in enumerate(call_names)}
+        out["thread_names"] = [(thread_names or {}).get(t, "") for t in threads]
+        out["call_names"] = call_names
+        out["calls"] = ";".join(
+            f"{threads.index(int(r.tid))} {int(r.start) - origin} {int(r.end - r.start)} {call_code[r.name]}"
+            for r in kept_calls.itertuples(index=False))
+    return out
 
 
-def _ranges(table: pd.DataFrame | None, lo: int, hi: int, work: pd.DataFrame, origin: int,
-            cap: int) -> tuple[str, list[int], list[str], bool]:
-    """The ranges overlapping the step's CPU time [lo, hi], as ``thread depth start end
-    gpu_start gpu_end name;``, and whether more than ``cap`` were cut (the deepest, then
-    the latest, go first).  Times are from ``origin``; thread and name index the lists
-    returned.  A range's depth is how many of its thread's ranges are open when it
-    starts (0: outermost); its GPU times span the sampled work launched inside it (as
-    Nsight Systems projects NVTX ranges onto the GPU), ``-`` when it launched none."""
-    if table is None or not len(table):
-        return "", [], [], False
+def _overlapping(table: pd.DataFrame | None, lo: int, hi: int) -> pd.DataFrame:
+    """The rows of a table of ranges (start, end, name, tid) that overlap [lo, hi]."""
+    if table is None:
+        return pd.DataFrame({"start": [], "end": [], "name": [], "tid": []})
+    return table[(table["start"] <= hi) & (table["end"] >= lo)]
+
+
+def _step_calls(calls: pd.DataFrame | None, lo: int, hi: int, cap: int) -> tuple[pd.DataFrame, bool]:
+    """The runtime calls that start in the step's CPU time [lo, hi], by start, and whether more
+    than ``cap`` were cut: the synchronizations are kept first, then the earliest calls."""
+    found = _overlapping(calls, lo, hi)
+    found = found[found["start"] >= lo].astype({"name": str})
+    if len(found) <= cap:
+        return found.sort_values("start", kind="stable"), False
+    syncs = found["name"].map(is_sync_call).to_numpy(bool)
+    order = np.lexsort((found["start"].to_numpy(np.int64), ~syncs))[:cap]
+    return found.iloc[np.sort(order)].sort_values("start", kind="stable"), True
+
+
+def _ranges(table: pd.DataFrame, threads: list[int], work: pd.DataFrame, origin: int,
+            cap: int) -> tuple[str, list[str], bool]:
+    """The ranges of ``table`` (those overlapping the step's CPU time), as ``thread depth
+    start end gpu_start gpu_end name;``, and whether more than ``cap`` were cut (the
+    deepest, then the latest, go first).  Times are from ``origin``; thread indexes
+    ``threads``, name the names returned.  A range's depth is how many of its thread's
+    ranges are open when it starts (0: outermost); its GPU times span the sampled work
+    launched inside it (as Nsight Systems projects NVTX ranges onto the GPU), ``-`` when it
+    launched none."""
+    if not len(table):
+        return "", [], False
+    tid = table["tid"].to_numpy(np.int64)
     start, stop = table["start"].to_numpy(np.int64), table["end"].to_numpy(np.int64)
-    keep = np.flatnonzero((start <= hi) & (stop >= lo))
-    tid = table["tid"].to_numpy(np.int64)[keep]
-    start, stop = start[keep], stop[keep]
-    name = table["name"].astype(str).to_numpy()[keep]
+    name = table["name"].astype(str).to_numpy()
     order = np.lexsort((-stop, start, tid))  # by thread, then start, the longer first
     tid, start, stop, name = tid[order], start[order], stop[order], name[order]
-    threads, first = np.unique(tid, return_index=True)
+    first = np.unique(tid, return_index=True)[1]
     thread = np.searchsorted(threads, tid)
     # open at its start: its thread's earlier ranges less those ended by then (an empty
     # range counts as 1 ns long, so it never ends before one that starts with it)
@@ -100,7 +135,7 @@ def _ranges(table: pd.DataFrame | None, lo: int, hi: int, work: pd.DataFrame, or
         + (f"{gpu_start[a:b].min()} {gpu_end[a:b].max()}" if b > a else "- -") + f" {code[name[i]]}"
         for i, a, b in zip(shown, first_work, last_work)
     )
-    return text, [int(t) for t in threads], names, cut
+    return text, names, cut
 
 
 def events(sample_: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -126,4 +161,17 @@ def ranges(sample_: Mapping[str, Any]) -> list[dict[str, Any]]:
         out.append({"thread": sample_["threads"][int(thread)], "depth": int(depth), "start_ns": int(start),
                     "end_ns": int(end), "gpu_start_ns": gpu[0], "gpu_end_ns": gpu[1],
                     "name": sample_["range_names"][int(name)]})
+    return out
+
+
+def calls(sample_: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The sample's runtime calls as dicts: thread (its id), thread_name ("" when the trace
+    names none), start_ns, dur_ns, name; none in a sample stored before calls were kept."""
+    out = []
+    for item in filter(None, sample_.get("calls", "").split(";")):
+        thread, start, dur, name = (int(v) for v in item.split())
+        if thread < 0 or name < 0:
+            raise ValueError(f"negative index in call {item!r}")
+        out.append({"thread": sample_["threads"][thread], "thread_name": sample_["thread_names"][thread],
+                    "start_ns": start, "dur_ns": dur, "name": sample_["call_names"][name]})
     return out

@@ -6,10 +6,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..compare.verdicts import distribution
+from ..compare.verdicts import distribution, shown_value
 from ..metrics.measure import Measurement
 from ..metrics.specs import COPY_KINDS
-from ..numbers import format_number
+from ..numbers import format_bytes, format_count, format_number, format_quantity, format_ratio, format_time_us
 from .escaping import terminal_text
 from .names import short_name
 from .values import AS_JUDGED, VALUES_NOTE, Shown, rank_sections, shown_values
@@ -70,18 +70,18 @@ def summary_lines(tests: Iterable[Mapping[str, Any]]) -> list[str]:
             rows.append(row + ["-"] * len(SUMMARY_COLUMNS))
             continue
         shown = shown_values(t)
-        rows.append(row + [_cell(shown[metric]) for metric, _ in SUMMARY_COLUMNS])
+        rows.append(row + [_cell(metric, shown[metric]) for metric, _ in SUMMARY_COLUMNS])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     out.insert(1, "  ".join("-" * w for w in widths))
     return [VALUES_NOTE + ":"] + out
 
 
-def _cell(shown: Shown) -> str:
-    """A metric's value, then its change against the baseline in brackets."""
+def _cell(metric: str, shown: Shown) -> str:
+    """A metric's value in its unit, then its change against the baseline in brackets."""
     if shown.current is None:
         return "n/a"
-    text = format_number(shown.current)
+    text = shown_value(metric, shown.current)
     return f"{text} ({shown.change})" if shown.change else text
 
 
@@ -145,7 +145,7 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
         lines.append(f"  {name:<16} {' '.join(cells[:3])}   | {' '.join(cells[3:])}".rstrip() + unknown)
     lines += [
         f"peak memory        {_bytes(x['peak_memory_allocated_bytes'])}",
-        "step GPU time (us)  " + ", ".join(f"{v:.3f}" for v in x["step_gpu_time_us"]),
+        "step GPU time      " + ", ".join(map(format_time_us, x["step_gpu_time_us"])),
     ]
     if x["kernels"]:
         sampled = summaries["kernels"]
@@ -154,8 +154,8 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
                       f"then total over {n} steps"]
         for name, k in list(x["kernels"].items())[:top]:
             per_step = sampled[name]["median"] if name in sampled else k["time_us"] / n
-            lines.append(f"  {per_step:>12.3f} us {format_number(k['count'] / n):>7}x   | "
-                         f"{k['time_us']:>14.3f} us {k['count']:>8}x  {short_name(name)}")
+            lines.append(f"  {format_time_us(per_step):>12} {format_count(k['count'] / n):>7}x   | "
+                         f"{format_time_us(k['time_us']):>14} {k['count']:>8}x  {short_name(name)}")
     return [terminal_text(line) for line in lines]
 
 
@@ -177,14 +177,15 @@ def counter_lines(path: str, counters: Mapping[str, Any]) -> list[str]:
 
 def _cell_or_blank(value: float | None, width: int, unit: str) -> str:
     """A table cell: the number and its unit, right-aligned; blank where the line has no such value."""
-    return " " * (width + len(unit)) if value is None else f"{format_number(value):>{width}}{unit}"
+    quantity = "" if value is None else format_quantity(value, "count", unit.strip())
+    return f"{quantity:>{width + len(unit)}}"
 
 
 def _pct(value: float | None) -> str:
-    return "n/a (no memcpy)" if value is None else f"{value:.4f} ({value:.2%})"
+    return "n/a (no memcpy)" if value is None else format_ratio(value)
 
 
 def _bytes(value: int | None) -> str:
-    return "n/a (not recorded in the trace)" if value is None else f"{value} B ({value / 2**20:.1f} MiB)"
+    return "n/a (not recorded in the trace)" if value is None else format_bytes(value)
 
 

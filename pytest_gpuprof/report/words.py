@@ -15,12 +15,12 @@ from typing import Any
 
 from ..compare.evaluate import FAILED_STATUSES, UNKNOWN_GPU, TestResult, is_timing
 from ..compare.pairs import AS_MEASURED, spec_of
-from ..compare.verdicts import BROKEN, HOST_SPEED, NOT_SIGNIFICANT, RUNS_LEVEL, WITHIN_RUNS
-from ..metrics.specs import METRICS, counter_spec
-from ..numbers import format_change, format_number
+from ..compare.verdicts import BROKEN, HOST_SPEED, NOT_COMPARED, NOT_SIGNIFICANT, RUNS_LEVEL, WITHIN_RUNS, shown_value
+from ..metrics.specs import BANDWIDTH, COUNTER_SPECS, METRICS, counter_spec
+from ..numbers import format_change, format_points, format_quantity
 from ..options import BY_NAME
 from .escaping import terminal_text
-from .names import full_name, in_metric, short_name
+from .names import full_name, function_name, in_metric, short_name
 
 #: How reports name the capture backends.
 BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
@@ -48,7 +48,8 @@ def failure_message(result: TestResult) -> str:
         lines = [f"gpuprof: {result.message}"]
     else:
         broken = broken_metrics(test["verdicts"])
-        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, compared_against(test))}:"]
+        named = [broken_brief(verdicts) for verdicts in list(broken.values())[:NAMED_BROKEN]]
+        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, compared_against(test), named)}:"]
         lines += [f"  {broken_line(name, verdicts)}" for name, verdicts in broken.items()]
         lines += [f"  ({line})" for line in let_through_lines(test) + health_lines(test)]
     lines += next_steps(test)
@@ -77,15 +78,14 @@ def pair_change(d: Mapping[str, Any]) -> str:
     if d["mean"] is None:
         return "n/a"
     if spec_of(d["metric"]).kind == "ratio":
-        return format_number(round(d["mean"], 6), signed=True)
+        return format_points(d["mean"])
     return f"{math.expm1(d['mean']):+.1%}"
 
 
 def pair_values(d: Mapping[str, Any]) -> str:
-    """``head 12.1 us, base 12 us over 3 pair(s) (head worse by +0.8%)``."""
-    unit = f" {spec_of(d['metric']).unit}" if spec_of(d["metric"]).unit else ""
+    """``head 12.1 µs, base 12 µs over 3 pair(s) (head worse by +0.8%)``."""
     where = "" if d["scale"] == AS_MEASURED else f" {d['scale']}"
-    return (f"head {format_number(d['head'])}{unit}, base {format_number(d['base'])}{unit}{where} over "
+    return (f"head {shown_value(d['metric'], d['head'])}, base {shown_value(d['metric'], d['base'])}{where} over "
             f"{d['pairs']} pair(s) (head worse by {pair_change(d)})")
 
 
@@ -170,11 +170,36 @@ def broken_lines(verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
     return [broken_line(name, vs) for name, vs in broken_metrics(verdicts).items()]
 
 
-def broken_header(count: int, gpu: str | None, against: str) -> str:
-    """First line of a failure: ``N metric(s) broke on GPU (AGAINST)``, N the broken metrics
-    (``broken_metrics``)."""
+#: How many broken metrics a failure's first line names (``broken_brief``) before ``and N more``.
+NAMED_BROKEN = 3
+#: How wide a kernel's name may be in a failure's first line.
+BRIEF_NAME_WIDTH = 40
+
+
+def broken_brief(verdicts: list[Mapping[str, Any]]) -> str:
+    """A broken metric in a few words, for a failure's first line (its first broken verdict):
+    ``kernel_count 71 → 95 (+33.8%)``, ``sync_count 8 (threshold == 0)``, ``kernels[NAME].count
+    new``; a kernel by its function's name (``names.function_name``, at most ``BRIEF_NAME_WIDTH``
+    characters), as Nsight Systems shows it: the lines below name it in full."""
+    v = verdicts[0]
+    name = in_metric(v["metric"], lambda kernel: short_name(function_name(kernel), BRIEF_NAME_WIDTH))
+    name = name if v.get("rank") is None else f"rank {v['rank']} {name}"
+    if v["status"] in ("new", "vanished"):
+        return f"{name} {v['status']}"
+    if v["status"] == "threshold":
+        limit = v.get("threshold") or {}
+        said = f"{limit['op']} {shown_value(v['metric'], limit['value'])}" if limit else v["rule"]
+        return f"{name} {shown_value(v['metric'], v['current'])} (threshold {said})"
+    change = f" ({v['change']})" if v.get("change") else ""
+    return f"{name} {shown_value(v['metric'], v['baseline'])} → {shown_value(v['metric'], v['current'])}{change}"
+
+
+def broken_header(count: int, gpu: str | None, against: str, named: list[str] | None = None) -> str:
+    """First line of a failure: ``N metric(s) broke on GPU: A, B, C and M more (AGAINST)``, N
+    the broken metrics (``broken_metrics``), ``named`` the first few in brief (``broken_brief``)."""
     where = f" on {gpu}" if gpu else ""
-    return f"{count} metric(s) broke{where} ({against})"
+    what = f": {', '.join(named)}" + (f" and {count - len(named)} more" if count > len(named) else "") if named else ""
+    return f"{count} metric(s) broke{where}{what} ({against})"
 
 
 def against_base(test: Mapping[str, Any]) -> bool:
@@ -234,7 +259,7 @@ def verdict_state(v: Mapping[str, Any]) -> str:
                 f"{1 - RUNS_LEVEL:.0%} prediction interval of the baseline's recorded runs)")
     if why == HOST_SPEED:
         return "the host's speed (changed as measured, not at the baseline host's speed)"
-    return v["status"]
+    return NOT_COMPARED if v["status"] == "ok" and v["rule"].startswith(NOT_COMPARED) else v["status"]
 
 
 def let_through_line(v: Mapping[str, Any]) -> str:
@@ -260,14 +285,15 @@ def verdict_words(v: Mapping[str, Any]) -> str:
     status = v["status"]
     if status == "threshold":
         why = f" ({v['evidence'].lstrip('; ')})" if v.get("evidence") else ""
-        return f"current {format_number(v['current'])} violates threshold {v['rule']}{why}"
+        return f"current {shown_value(v['metric'], v['current'])} violates threshold {v['rule']}{why}"
     if status == "new":
-        return f"new kernel, {format_number(v['current'])} per step (not in the baseline)"
+        return f"new kernel, {shown_value(v['metric'], v['current'])} per step (not in the baseline)"
     if status == "vanished":
-        return f"vanished, baseline {format_number(v['baseline'])} per step, now none"
+        return f"vanished, baseline {shown_value(v['metric'], v['baseline'])} per step, now none"
     change = f" ({v['change']})" if v.get("change") else ""
     evidence = f"; {v['evidence']}" if v.get("evidence") else ""
-    return (f"baseline {format_number(v['baseline'])}, current {format_number(v['current'])}{change} "
+    return (f"baseline {shown_value(v['metric'], v['baseline'])}, "
+            f"current {shown_value(v['metric'], v['current'])}{change} "
             f"[{verdict_state(v)}; rule: {v['rule']}{evidence}]")
 
 
@@ -281,7 +307,7 @@ def verdict_line(v: Mapping[str, Any]) -> str:
 
 SUMMARY_COLUMNS = (
     ("kernel_count", "kernels/step"),
-    ("kernel_time_us", "kernel us (median step)"),
+    ("kernel_time_us", "kernel time (median step)"),
     ("gpu_utilization", "gpu util (median step)"),
     ("overlap_efficiency", "overlap (median step)"),
     ("sync_count", "syncs/step"),
@@ -289,8 +315,9 @@ SUMMARY_COLUMNS = (
 
 
 def change(metric: str, now: float, before: float) -> str:
-    """Change of a compared value: in percent, or as a difference for ratios and from zero."""
-    return format_change(now, before, METRICS[metric].kind != "ratio")
+    """Change of a compared value: in percent, or as a difference for ratios (percentage
+    points) and from zero (``numbers.format_change``)."""
+    return format_change(now, before, METRICS[metric].kind, METRICS[metric].unit)
 
 
 #: The per-kernel counters ``gpuprof analyze`` prints of an Nsight Compute report, with their
@@ -310,12 +337,13 @@ def ncu_lines(test: Mapping[str, Any]) -> list[str]:
     bandwidth = c["memory_bandwidth_utilization"]
     stored = (test.get("baseline_counters") or {}).get("memory_bandwidth_utilization")
     lines = [f"Nsight Compute ({c['profiled']}): memory_bandwidth_utilization "
-             f"{'n/a' if bandwidth is None else format_number(bandwidth)}"
-             + ("" if stored is None else f" (baseline {format_number(stored)})")]
+             f"{shown_value(BANDWIDTH.name, bandwidth)}"
+             + ("" if stored is None else f" (baseline {shown_value(BANDWIDTH.name, stored)})")]
     for name, k in c["kernels"].items():
-        m = {key: format_number(k[key]["median"]) for key, _ in COUNTER_COLUMNS}
-        lines.append(f"  {short_name(name, 80)}: {m['time_us']} us, DRAM {m['dram_throughput_pct']}%, SM "
-                     f"{m['sm_throughput_pct']}%, occupancy {m['achieved_occupancy_pct']}%, "
-                     f"{m['registers_per_thread']} registers, {m['local_memory_bytes']} B local "
+        m = {key: format_quantity(k[key]["median"], COUNTER_SPECS[key].kind, COUNTER_SPECS[key].unit)
+             for key, _ in COUNTER_COLUMNS}
+        lines.append(f"  {short_name(name, 80)}: {m['time_us']}, DRAM {m['dram_throughput_pct']}, SM "
+                     f"{m['sm_throughput_pct']}, occupancy {m['achieved_occupancy_pct']}, "
+                     f"{m['registers_per_thread']} registers, {m['local_memory_bytes']} local "
                      f"({k['launches']} launch(es))")
     return lines

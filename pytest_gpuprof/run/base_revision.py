@@ -10,12 +10,12 @@ decides a failure on times or ratios alone from interleaved base/head pairs (``j
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from ..capture.marker import is_profiled
-from ..compare import baseline
+from ..compare.baseline import BaselineFile, baseline_file
 from ..compare.evaluate import UNKNOWN_GPU, TestResult
 from ..compare.judge import Judge
 from ..compare.pairs import base_entry
@@ -82,7 +82,7 @@ class BaseRevision:
         result.alongside = {"base": str(self.given), "against": None if problem else "base", "note": note}
         if problem:
             return None
-        return base_entry(self._base_pass.results[nodeid])
+        return cast(dict[str, Any], base_entry(self._base_pass.results[nodeid]))  # (typed a dict by run.session)
 
     @pytest.hookimpl(tryfirst=True)  # before the other steps: it may take a failure back
     def pytest_gpuprof_judged(self, item: pytest.Item, result: TestResult, arguments: dict[str, Any]) -> None:
@@ -113,6 +113,6 @@ class BaseRevision:
 
     def _has_baseline(self, nodeid: str, gpu: str) -> bool:
         try:
-            return baseline.entry(baseline.baseline_file(self.judge.baseline_dir, nodeid), nodeid, gpu) is not None
+            return BaselineFile(baseline_file(self.judge.baseline_dir, nodeid)).entry(nodeid, gpu) is not None
         except GpuprofError:
             return True  # judged as today: its own judgment says what is wrong with the file

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..compare import baseline
+from ..compare.baseline import Entries, StoredEntry, update_all
 from ..compare.evaluate import TestResult
 from ..compare.judge import Judged
 from ..errors import GpuprofError
@@ -43,7 +43,7 @@ class Outcomes:
         self.results: list[TestResult] = []
         self.skipped: dict[str, str] = {}  # nodeid -> why it was not measured
         self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
-        self._pending: dict[Path, dict[str, dict[str, Any]]] = {}
+        self._pending: dict[Path, Entries] = {}
         self._recorded: dict[Path, list[str]] = {}  # per baseline file: what each update did to its runs
 
     def add(self, judged: Judged) -> TestResult:
@@ -58,7 +58,7 @@ class Outcomes:
         self._send("result", result.to_json)
         self.results.append(result)
 
-    def add_entry(self, file: str, nodeid: str, gpu: str, entry: dict[str, Any], how: str) -> None:
+    def add_entry(self, file: str, nodeid: str, gpu: str, entry: StoredEntry, how: str) -> None:
         """A baseline entry to write at the end, and what recording it did to its runs."""
         self._send("entry", lambda: [file, nodeid, gpu, entry, how])
         self._pending.setdefault(Path(file), {}).setdefault(nodeid, {})[gpu] = entry
@@ -68,9 +68,9 @@ class Outcomes:
         """Nsight Compute's counters of a test just recorded join its entry (relayed with it:
         parts are made when they go)."""
         if result.counters and result.baseline_file and result.nodeid and result.gpu:
-            entries = self._pending.get(result.baseline_file, {}).get(result.nodeid, {})
-            if result.gpu in entries:
-                entries[result.gpu]["counters"] = result.counters
+            entry = self._pending.get(result.baseline_file, {}).get(result.nodeid, {}).get(result.gpu)
+            if entry is not None and "ranks" not in entry:  # (ncu profiles a test of one process)
+                entry["counters"] = result.counters
 
     def add_skipped(self, nodeid: str, reason: str) -> None:
         """A profiled test not measured, and why."""
@@ -112,7 +112,7 @@ class Outcomes:
         recorded = bool(self._pending)
         try:
             if self._pending:
-                baseline.update_all(s.baseline_dir, self._pending)
+                update_all(s.baseline_dir, self._pending)
         except (GpuprofError, OSError) as exc:
             self.written.append(f"{NOT_WRITTEN}, every file left as it was: {exc}")
             refused = True

@@ -74,6 +74,11 @@ _EVENT = re.compile(
     rb'\s*"ts":\s*(-?\d+)(?:\.(\d+))?,\s*"dur":\s*(\d+)(?:\.(\d+))?\s*,'
     rb'\s*"args":\s*\{([^{}]*)\}'
 )
+#: A host thread's name (Kineto's metadata event): its tid and name.
+_THREAD_NAME = re.compile(
+    rb'"name":\s*"thread_name",\s*"ph":\s*"M",\s*"ts":\s*-?[0-9.eE+-]+,\s*"pid":\s*-?\d+,\s*"tid":\s*(-?\d+),'
+    rb'\s*"args":\s*\{\s*"name":\s*' + _STRING + rb'\s*\}'
+)
 #: A needed event that is nothing but what ``_EVENT`` reads: no key before, after or twice.
 _WHOLE = re.compile(rb"\s*\{\s*" + _EVENT.pattern + rb"\s*\}\s*")
 #: Where Kineto ends an event and the next begins; a JSON string holds no raw newline.
@@ -179,6 +184,12 @@ class _Columns:
             cat: {"name": [], "tid": [], "start": [], "dur": [], "args": {}} for cat in CATEGORIES
         }
         self.collectives: list[tuple[int, str, int]] = []  # (start, name, bytes) of record_param_comms
+        self.threads: dict[int, str] = {}  # thread id -> its name (the last Kineto gives it)
+
+    def name_threads(self, data: bytes, end: int) -> None:
+        """The thread names of ``data[:end]`` (metadata events, which the metrics do not read)."""
+        for tid, raw in _THREAD_NAME.findall(data, 0, end):
+            self.threads[int(tid)] = _decode_name(raw)
 
     def add(self, cat: str, names, tids, starts, durs, args: dict[str, np.ndarray]) -> None:
         col = self.cols[cat]
@@ -240,11 +251,13 @@ def _read_chunks(path: Path) -> tuple[dict, _Columns]:
                 continue
             end = cut + len(_SEP) if cut >= 0 else 0
             _scan(data, end, columns, vouched)
+            columns.name_threads(data, end)
             if "distributedInfo" in header:  # only a process of a process group calls collectives
                 columns.collectives += _collectives(_comms_events(data, end))
             if last:
                 event, members = _trailer(data[end:])
                 _scan(event, len(event), columns, vouched)
+                columns.name_threads(event, len(event))
                 if "distributedInfo" in header:
                     columns.collectives += _collectives(_comms_events(event + _SEP, len(event) + len(_SEP)))
                 header.update(members)
@@ -396,6 +409,10 @@ def _read_generic(path: Path) -> tuple[dict, _Columns]:
     for ev in doc["traceEvents"]:
         if _needed(ev):
             rows.setdefault(ev["cat"], []).append(ev)
+        elif isinstance(ev, dict) and ev.get("name") == "thread_name" and ev.get("ph") == "M" \
+                and type(ev.get("tid")) is int and isinstance(ev.get("args"), dict) \
+                and isinstance(ev["args"].get("name"), str):
+            columns.threads[ev["tid"]] = ev["args"]["name"]
     for cat, evs in rows.items():
         names, tids, starts, durs = [], [], [], []
         args: dict[str, list[int]] = {key: [] for key in _CAT_ARGS[cat]}
@@ -540,7 +557,7 @@ def _build(columns: _Columns, header: dict, file: str) -> Trace:
         metadata = {**metadata, "distributed": {"rank": distributed["rank"],
                                                 "world_size": distributed.get("world_size")}}
     return Trace(kernels, copies, sets, runtime, ranges, source="kineto", gpu_name=gpu_name, metadata=metadata,
-                 collectives=collectives, file=file)
+                 collectives=collectives, file=file, threads=columns.threads)
 
 
 def _concat(col: dict, names: list[str]) -> dict[str, Any]:

@@ -159,6 +159,8 @@ class Trace:
     collectives: pd.DataFrame = field(default_factory=lambda: make_table(COLLECTIVE_COLUMNS, {}))
     #: the file the trace was read from, as errors about its content name it (None: built in memory)
     file: str | None = None
+    #: host threads' names by the thread id the runtime and range tables carry, where the trace names them
+    threads: dict[int, str] = field(default_factory=dict)
 
     def span(self) -> tuple[int, int] | None:
         """First start and last end over every event, or None for an empty trace."""

@@ -225,7 +225,17 @@ def _read(con: sqlite3.Connection, tables: set[str], process: int | None, file: 
         metadata=metadata,
         collectives=collectives,
         file=file,
+        threads=_thread_names(con, tables),
     )
+
+
+def _thread_names(con: sqlite3.Connection, tables: set[str]) -> dict[int, str]:
+    """Host threads' names by ``globalTid`` (the runtime and range tables' ``tid``), where
+    nsys recorded them (its ``ThreadNames`` table)."""
+    if "ThreadNames" not in tables:
+        return {}
+    rows = con.execute("SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId")
+    return {tid: name for tid, name in rows if type(tid) is int and isinstance(name, str)}
 
 
 def _nvtx(con: sqlite3.Connection, tables: set[str],
@@ -298,7 +308,7 @@ def for_range(trace: Trace, name: str) -> Trace:
         if start <= t <= end:
             metadata.update(values)
     return Trace(trace.kernels, trace.copies, trace.sets, trace.runtime, inside, trace.source, trace.gpu_name, metadata,
-                 trace.collectives, trace.file)
+                 trace.collectives, trace.file, trace.threads)
 
 
 def _columns(frame: pd.DataFrame) -> dict:

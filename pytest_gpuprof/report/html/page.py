@@ -15,8 +15,8 @@ Per test, in the document's order (regressions first; passing tests folded):
 * the kernel diff: new, vanished and changed kernels, biggest first;
 * for a kept Kineto trace, a button that opens it in Perfetto's UI.
 
-Kernel names are shown demangled and shortened (``names.short_name``), the full name
-one hover (title) or click (details) away.
+Kernel names are shown demangled and shortened (``names.short_name``), each full name
+once in the page (a lookup a small script reads), one hover (title) or click (details) away.
 """
 
 from __future__ import annotations
@@ -28,23 +28,26 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup, escape
 
 from ...capture.environment import RECORDED
-from ...compare.evaluate import FAILED_STATUSES
+from ...compare.evaluate import FAILED_STATUSES, STATUSES
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
-from ...compare.verdicts import BROKEN, compared_values
+from ...compare.verdicts import BROKEN, NOT_COMPARED, compared_values, shown_value
 from ...files import write_atomic
 from ...metrics import timeline
-from ...metrics.measure import is_comm_kernel
+from ...metrics.measure import is_comm_kernel, is_launch_call, is_sync_call
 from ...metrics.specs import METRICS, kernel_counter
-from ...numbers import format_number
-from ..names import full_name, kernel_metric, short_name
-from ..values import Shown, rank_sections, shown_values
+from ...numbers import format_count, format_number, format_quantity, format_time_us
+from ..names import full_name, function_name, kernel_metric, short_name
+from ..values import Shown, per_step_text, rank_sections, shown_values
 from ..words import (
     BACKEND_NAMES,
     COUNTER_COLUMNS,
+    NAMED_BROKEN,
     REFRESH,
+    broken_brief,
     broken_header,
     broken_line,
     broken_metrics,
@@ -58,6 +61,7 @@ from ..words import (
     verdict_line,
     verdict_name,
     verdict_state,
+    verdict_words,
 )
 
 #: Colours of test statuses and verdicts (the failure colour is the one tests look for).
@@ -88,13 +92,25 @@ KIND_LABELS = {
     "kernel": "kernel", "comm": "NCCL kernel", "htod": "Memcpy HtoD", "dtoh": "Memcpy DtoH", "dtod": "Memcpy DtoD",
     "ptop": "Memcpy PtoP", "htoh": "Memcpy HtoH", "other": "Memcpy (other)", "memset": "Memset",
 }
+#: What a merged timeline bar is, in the legend.
+MERGED_WORDS = "merged: activities closer than 1 px at this zoom (their kind's colour; this one when kinds mix)"
+#: The CPU rows' runtime calls by what they do (``_call_kind``), as their legend names them.
+CALL_LABELS = {
+    "sync": "synchronization (▼: the CPU waits for the GPU)", "launch": "kernel launch",
+    "memcpy": "memcpy call (asynchronous)", "other": "other CUDA API call",
+}
 #: The summary table's columns: metric, heading.
 SUMMARY_METRICS = (("kernel_count", "kernels/step"), ("kernel_time_us", "kernel time/step"),
                    ("gpu_utilization", "gpu_utilization"), ("sync_count", "syncs/step"))
-#: Kernel diff rows shown before the rest is folded away.
-KERNEL_ROWS = 25
+#: What a distributed test's own row shows as its metric (``compare.distributed``).
+SKEW = "rank_skew"
+#: Verdict classes of rows a reader need not see first: folded under one ``<details>``.
+QUIET_CLASSES = ("ok", "reported")
 #: Per-kernel verdicts listed under "what broke" before the rest is left to the kernel diff.
 KERNEL_LINES = 6
+#: Changed kernels the kernel diff shows, biggest change first, before the rest fold (a changed
+#: precision swaps every kernel: a page-long list would push the next test's cause away).
+KERNEL_ROWS = 20
 #: Traces Perfetto's UI opens (Kineto's Chrome trace format; an nsys report it cannot).
 PERFETTO_SUFFIXES = (".json", ".json.gz")
 
@@ -108,16 +124,17 @@ def write_html(doc: dict[str, Any], path: Path) -> None:
 
 def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
     """The whole page as one string; ``folder``: where it will lie, to link kept traces."""
-    tests = [shown for t in doc.get("tests") or [] for shown in rank_sections(t)]
+    sections = [(shown, t) for t in doc.get("tests") or [] for shown in rank_sections(t)]
+    tests = [_test(i, shown, folder) for i, (shown, _) in enumerate(sections)]
+    kernels = _kernel_lookup(tests)
     return _environment().get_template("report.html.j2").render(
-        doc=doc,
-        tests=[_test(i, t, folder) for i, t in enumerate(tests)],
-        summary=[_summary_row(i, t) for i, t in enumerate(tests)],
+        doc=doc, tests=tests, kernel_index=kernels, kernel_names=[full_name(name) for name in kernels],
+        summary=[_summary_row(i, shown, t) for i, (shown, t) in enumerate(sections)],
         summary_heads=[head for _, head in SUMMARY_METRICS],
-        gpus=", ".join(sorted({t["gpu"] for t in tests if t.get("gpu")})) or "n/a",
+        gpus=", ".join(sorted({t["gpu"] for t, _ in sections if t.get("gpu")})) or "n/a",
         capture=capture_words(doc.get("backend") or "", doc.get("replay_dir")),
         failing=sum(1 for t in doc.get("tests") or [] if t.get("status") in FAILED_STATUSES),
-        status_colors=STATUS_COLORS, kind_colors=KIND_COLORS, kind_labels=KIND_LABELS,
+        status_colors=STATUS_COLORS, verdict_colors=VERDICT_COLORS, kind_colors=KIND_COLORS,
     )
 
 
@@ -126,9 +143,35 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              finalize=lambda value: "" if value is None else value)
-    env.filters.update(number=format_number, short=short_name, full=full_name)
+    env.filters.update(number=format_number, short=short_name, full=full_name, breakable=breakable)
     env.globals["asset"] = lambda name: (Path(__file__).parent / "templates" / name).read_text(encoding="utf-8")
     return env
+
+
+def breakable(nodeid: str) -> Markup:
+    """A test id that a narrow page wraps where it reads (after ``/`` and ``::``, before
+    ``[``), never inside a word."""
+    text = str(escape(nodeid))
+    for mark, wrapped in (("/", "/<wbr>"), ("::", "::<wbr>"), ("[", "<wbr>[")):
+        text = text.replace(mark, wrapped)
+    return Markup(text)
+
+
+def _kernel_lookup(tests: list[dict[str, Any]]) -> dict[str, int]:
+    """Each kernel name the page shows outside its timelines, to its place in the page's one
+    list of full names (the kernel diff's, what broke's and the counters' rows point into it);
+    a name its short form shows whole is not listed."""
+    names: dict[str, int] = {}
+    for test in tests:
+        rows = [line for group in test["said"] for line in group["lines"] if line["kernel"]]
+        if test["kernels"]:
+            rows += test["kernels"]["shown"] + test["kernels"]["more"] + test["kernels"]["folded"]
+        rows += (test["counters"] or {}).get("rows", [])
+        for row in rows:
+            name = row.get("kernel") or row["name"]
+            if short_name(name) != full_name(name):
+                names.setdefault(name, len(names))
+    return names
 
 
 def _failing(status: str) -> bool:
@@ -153,19 +196,6 @@ def _anchor(i: int, nodeid: str) -> str:
     return f"t{i}-" + "".join(c if c.isalnum() or c in "_-" else "-" for c in nodeid).strip("-")[:80]
 
 
-def value_text(value: float | None, unit: str = "") -> str:
-    if value is None:
-        return "n/a"
-    return format_number(value) + (f" {unit}" if unit else "")
-
-
-def unit_of(metric: str) -> str:
-    spec = METRICS.get(metric)
-    if spec is None:
-        return ""
-    return f"{spec.unit}/step" if spec.per_step and spec.unit else ("/step" if spec.per_step else spec.unit)
-
-
 # --- summary ---------------------------------------------------------------------
 
 def summary_values(t: Mapping[str, Any]) -> dict[str, Shown]:
@@ -175,20 +205,69 @@ def summary_values(t: Mapping[str, Any]) -> dict[str, Shown]:
     return {m: shown.get(m, Shown(None, None, "")) for m, _ in SUMMARY_METRICS}
 
 
-def _summary_row(i: int, t: Mapping[str, Any]) -> dict[str, Any]:
+def _summary_row(i: int, t: Mapping[str, Any], whole: Mapping[str, Any]) -> dict[str, Any]:
+    """A test's row (``whole``: the test it is a section of, itself or a distributed one);
+    under a failing test's row, its cause: the failure's first line and what broke."""
+    row = {"status": t.get("status", ""), "nodeid": t["nodeid"], "anchor": _anchor(i, t["nodeid"]),
+           "broke": len(broken_metrics(t.get("verdicts") or [])), "cells": _summary_cells(t), "ranks": None,
+           "cause": _cause(t) if t.get("status") in FAILED_STATUSES else None}
+    if t.get("ranks"):
+        row["ranks"] = _ranks_cell(whole)
+    return row
+
+
+def _cause(t: Mapping[str, Any]) -> dict[str, Any]:
+    """Why a test failed, in brief: its first line and its broken metrics, the scalar ones
+    by name, the per-kernel ones counted by what changed."""
+    kernels: dict[str, int] = {}
+    scalars = []
+    for name, vs in broken_metrics(t.get("verdicts") or []).items():
+        found = kernel_metric(vs[0]["metric"])
+        if found is None:
+            scalars.append(name)
+        else:
+            what = vs[0]["status"] if vs[0]["status"] in ("new", "vanished") else found[1].lstrip("].")
+            kernels[what] = kernels.get(what, 0) + 1
+    return {"first": first_line(t), "metrics": scalars,
+            "kernels": ", ".join(f"{n} {what}" for what, n in kernels.items())}
+
+
+def first_line(t: Mapping[str, Any]) -> str:
+    """A failing test's first line, as its failure message's (``words.failure_message``):
+    what broke, naming the first few, or why it could not be judged."""
+    broken = broken_metrics(t.get("verdicts") or [])
+    if t.get("status") == "error" or not broken:
+        return (t.get("message") or "").split("\n")[0]
+    named = [broken_brief(vs) for vs in list(broken.values())[:NAMED_BROKEN]]
+    return broken_header(len(broken), t.get("gpu"), compared_against(t), named)
+
+
+def _ranks_cell(t: Mapping[str, Any]) -> dict[str, Any]:
+    """What a distributed test's own row shows: its ``rank_skew`` against the recorded runs',
+    how many ranks ended in each status and the worst of them."""
+    ranks = t["ranks"]
+    statuses: dict[str, int] = {}
+    for rank in ranks.values():
+        statuses[rank["status"]] = statuses.get(rank["status"], 0) + 1
+    worst = min(ranks, key=lambda n: STATUSES.index(ranks[n]["status"]))
+    judged = next((v for v in t.get("verdicts") or [] if v["metric"] == SKEW and v.get("threshold") is None), None)
+    now = judged["current"] if judged else (t.get("metrics") or {}).get(SKEW)
+    skew = shown_value(SKEW, now) + (f" ({judged['change']})" if judged and judged.get("change") else "")
+    return {"skew": skew, "counts": statuses, "worst": f"rank {worst} {ranks[worst]['status']}"}
+
+
+def _summary_cells(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     verdicts = {v["metric"]: v["status"] for v in t.get("verdicts") or [] if v.get("threshold") is None}
     broken = {v["metric"] for v in t.get("verdicts") or [] if _failing(v["status"])}  # to colour, by metric
     cells = []
     for metric, shown in summary_values(t).items():
         now, before = shown.current, shown.baseline
-        unit = "\u00a0us" if metric.endswith("_us") else ""
-        cell = {"text": "n/a" if now is None else f"{format_number(now)}{unit}", "change": shown.change,
+        cell = {"text": shown_value(metric, now).replace(" ", "\u00a0"), "change": shown.change,
                 "class": "same"}
         if now is not None and before is not None and not same(now, before):
             cell["class"] = _direction(metric, now, before, verdicts.get(metric), metric in broken)
         cells.append(cell)
-    return {"status": t.get("status", ""), "nodeid": t["nodeid"], "anchor": _anchor(i, t["nodeid"]),
-            "broke": len(broken_metrics(t.get("verdicts") or [])), "cells": cells}
+    return cells
 
 
 def _direction(metric: str, now: float, before: float, status: str | None, broken: bool) -> str:
@@ -215,6 +294,7 @@ def _test(i: int, t: Mapping[str, Any], folder: Path | None) -> dict[str, Any]:
     return {
         "t": t, "status": status, "anchor": _anchor(i, t["nodeid"]), "open": status in OPEN_STATUSES,
         "bits": bits, "notes": health_lines(t) + _environment_notes(t), "said": _said(t), "next": next_steps(t),
+        "broke": bool(broken_metrics(t.get("verdicts") or [])),  # its first line names the baseline file
         "timeline": _timeline(t) if m is not None else None,
         "metrics": _metric_rows(t) if m is not None else None,
         "kernels": _kernel_diff(t) if m is not None else None,
@@ -266,8 +346,7 @@ def _said(t: Mapping[str, Any]) -> list[dict[str, Any]]:
     let_through = [v for v in verdicts if v.get("let_through")]
     groups = []  # (element class, line class, heading, the verdicts of each metric)
     if broken:
-        groups.append(("broke", "fail", broken_header(len(broken), t.get("gpu"), compared_against(t)),
-                       list(broken.values())))
+        groups.append(("broke", "fail", first_line(t), list(broken.values())))
     if improved:
         groups.append(("noted", "improved", f"{len(improved)} metric(s) improved ({REFRESH})", [[v] for v in improved]))
     if undecided:
@@ -285,7 +364,7 @@ def _said(t: Mapping[str, Any]) -> list[dict[str, Any]]:
             if kernel is None:
                 scalar.append({"class": cls, "text": words, "title": words, "kernel": None})
             else:
-                kernels.append({"class": cls, "kernel": kernel[0], "title": words,
+                kernels.append({"class": cls, "kernel": kernel[0], "title": None,  # the name's own title: the lookup's
                                 "text": "; ".join(_kernel_verdict_words(v) for v in vs)})
         kernels.sort(key=lambda line: order.get(line["kernel"], len(order)))
         out.append({"css": css, "title": title, "lines": scalar + kernels[:KERNEL_LINES],
@@ -299,18 +378,17 @@ def _kernel_verdict_words(v: Mapping[str, Any]) -> str:
     s, b, c = v["status"], v.get("baseline"), v.get("current")
     rank = "" if v.get("rank") is None else f"rank {v['rank']} "
     if s == "new":
-        return f"{rank}new kernel, {format_number(c)} per step"
+        return f"{rank}new kernel, {shown_value(v['metric'], c)} per step"
     if s == "vanished":
-        return f"{rank}vanished kernel, was {format_number(b)} per step"
+        return f"{rank}vanished kernel, was {shown_value(v['metric'], b)} per step"
     counter = kernel_counter(v["metric"])
     if counter is not None and s == "threshold":
-        return f"{rank}{counter[1]} {format_number(c)} violates {v['rule']}"
+        return f"{rank}{counter[1]} {shown_value(v['metric'], c)} violates {v['rule']}"
     moved = f" ({v['change']})" if v.get("change") else ""
+    values = f"{shown_value(v['metric'], b)} → {shown_value(v['metric'], c)}{moved} [{verdict_state(v)}]"
     if counter is not None:  # Nsight Compute's (compare.counter_verdicts), the median of its launches
-        return f"{rank}{counter[1]} {format_number(b)} → {format_number(c)}{moved} [{verdict_state(v)}]"
-    what = "time per step" if v["metric"].endswith(".time_us") else "count per step"
-    unit = " us" if what.startswith("time") else ""
-    return f"{rank}{what} {format_number(b)}{unit} → {format_number(c)}{unit}{moved} [{verdict_state(v)}]"
+        return f"{rank}{counter[1]} {values}"
+    return f"{rank}{'time per step' if v['metric'].endswith('.time_us') else 'count per step'} {values}"
 
 
 def _counters(t: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -345,13 +423,12 @@ def _counters(t: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def _timeline(t: Mapping[str, Any]) -> dict[str, Any]:
     """What ``timeline.js`` draws: both runs' samples with names shortened (the full ones
-    for hover), each stream's role, the kernels new in one run (or vanished from it)."""
-    before = set((t.get("baseline_metrics") or {}).get("kernels") or {})
-    now = set((t["metrics"] or {}).get("kernels") or {})
-    have_base = t.get("baseline_metrics") is not None
+    for hover) and box labels the function's own name (as Nsight Systems shows it), each
+    stream's role, each kernel whose own verdict broke marked with why, each host thread's
+    runtime calls by what they do (a sample stored before calls were kept has none)."""
+    marks = _kernel_marks(t.get("verdicts") or [])
     runs: list[dict[str, Any]] = []
-    for label, sample, marked in (("baseline", t.get("baseline_timeline"), (before - now) if have_base else set()),
-                                  ("current", t.get("timeline"), (now - before) if have_base else set())):
+    for label, sample in (("baseline", t.get("baseline_timeline")), ("current", t.get("timeline"))):
         if sample is None:
             why = ("the baseline was recorded without a timeline sample (refresh it with --gpuprof-update-baseline)"
                    if label == "baseline" else "no timeline sample for this run")
@@ -364,20 +441,67 @@ def _timeline(t: Mapping[str, Any]) -> dict[str, Any]:
             kinds[e["lane"]].add(e["kind"])
         names = sample["names"]
         range_names = sample.get("range_names", [])
+        call_names = sample.get("call_names", [])
         runs.append({
             "label": label, "step": sample["step"], "span": sample["span_ns"], "truncated": sample["truncated"],
             "streams": [{"id": s, "role": _role(k)} for s, k in zip(sample["streams"], kinds)],
             "names": [short_name(n) for n in names], "full": [full_name(n) for n in names],
-            "marked": [n in marked for n in names],
+            "labels": [function_name(n) for n in names],
+            "marked": ["; ".join(marks[label].get(n, [])) for n in names],
             # lane, kind, start, duration, name index, sorted by start within each lane
             "events": [[e["lane"], e["kind"], e["start_ns"], e["dur_ns"], names.index(e["name"])] for e in events],
             "threads": sample.get("threads", []),
+            "thread_names": sample.get("thread_names", [""] * len(sample.get("threads", []))),
             "range_names": range_names,
             # thread, depth, GPU start, GPU end, CPU start, CPU end, name index
             "ranges": [[sample["threads"].index(r["thread"]), r["depth"], r["gpu_start_ns"], r["gpu_end_ns"],
                         r["start_ns"], r["end_ns"], range_names.index(r["name"])] for r in timeline.ranges(sample)],
+            "call_names": call_names,
+            # thread, what the call does, CPU start, duration, name index
+            "calls": [[sample["threads"].index(c["thread"]), _call_kind(c["name"]), c["start_ns"], c["dur_ns"],
+                       call_names.index(c["name"])] for c in timeline.calls(sample)],
         })
-    return {"runs": runs, "colors": KIND_COLORS, "labels": KIND_LABELS}
+    return {"runs": runs, "colors": KIND_COLORS, "labels": KIND_LABELS, "calls": CALL_LABELS, "legend": _legend(runs)}
+
+
+def _legend(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The legend's keys (``key-`` class, words): only what the runs hold."""
+    drawn = [r for r in runs if not r.get("missing")]
+    kinds = {e[1] for r in drawn for e in r["events"]}
+    calls = {c[1] for r in drawn for c in r["calls"]}
+    keys = [(kind, label) for kind, label in KIND_LABELS.items() if kind in kinds]
+    if any(len(r["events"]) > 1 for r in drawn):
+        keys.append(("merged", MERGED_WORDS))
+    if any(r["ranges"] for r in drawn):
+        keys.append(("range", "annotation range (on the GPU: the span of the work launched in it)"))
+    keys += [(f"call-{kind}", label) for kind, label in CALL_LABELS.items() if kind in calls]
+    if any(any(r["marked"]) for r in drawn):
+        keys.append(("marked", "red tick above: kernel whose own verdict broke (new, vanished, count or time)"))
+    return keys
+
+
+def _kernel_marks(verdicts: list[Mapping[str, Any]]) -> dict[str, dict[str, list[str]]]:
+    """Per run, the kernels whose own verdict broke (count or time, new or vanished), each with
+    its verdicts in words: a new kernel is marked in the current run, a vanished one in the
+    baseline run, a changed one in both."""
+    out: dict[str, dict[str, list[str]]] = {"baseline": {}, "current": {}}
+    for v in verdicts:
+        found = kernel_metric(v["metric"])
+        if found is None or v["status"] not in BROKEN or kernel_counter(v["metric"]) is not None:
+            continue
+        runs = {"new": ("current",), "vanished": ("baseline",)}.get(v["status"], ("baseline", "current"))
+        for run in runs:
+            out[run].setdefault(found[0], []).append(_kernel_verdict_words(v))
+    return out
+
+
+def _call_kind(name: str) -> str:
+    """What a runtime call does, as the CPU row colours it (``CALL_LABELS``)."""
+    if is_sync_call(name):
+        return "sync"
+    if is_launch_call(name):
+        return "launch"
+    return "memcpy" if name.startswith(("cudaMemcpy", "cuMemcpy")) else "other"
 
 
 def _role(kinds: set[str]) -> str:
@@ -432,12 +556,11 @@ def _metric_rows(t: Mapping[str, Any]) -> dict[str, Any]:
             rules.append(f"threshold {th['rule']}: {state}")
             if state == "violated":
                 badges.append("threshold violated")
-        unit, ratio = unit_of(name), spec.kind == "ratio"
         rows.append({
             "metric": name, "class": cls, "order": order, "rules": rules,
             "badges": badges or ["ok" if thresholds.get(name) else "reported only"],
-            "baseline": value_text(b, unit) + (f" ({b:.2%})" if ratio and b is not None else ""),
-            "current": value_text(c, unit) + (f" ({c:.2%})" if ratio and c is not None else ""),
+            "baseline": per_step_text(name, b),
+            "current": per_step_text(name, c),
             "change": v["change"] if v and v.get("change") else (
                 change(name, c, b) if b is not None and c is not None else ""),
             "iqr": [_iqr(t.get("baseline_distribution"), name), _iqr(t.get("distribution"), name)],
@@ -445,13 +568,16 @@ def _metric_rows(t: Mapping[str, Any]) -> dict[str, Any]:
         })
     rank = {"fail": 0, "improved": 1, "undecided": 2, "let-through": 3, "ok": 4, "reported": 5}
     rows.sort(key=lambda r: (rank[r["class"]], r["order"]))
-    return {"rows": rows, "zero": zero}
+    loud = [r for r in rows if r["class"] not in QUIET_CLASSES]
+    if not loud:  # nothing to look at first: every row in view
+        return {"rows": rows, "folded": [], "zero": zero}
+    return {"rows": loud, "folded": rows[len(loud):], "zero": zero}
 
 
 def _iqr(distribution: dict[str, Any] | None, metric: str) -> str:
     """A time metric's interquartile range over the run's steps, shown under its value."""
     s = (distribution or {}).get(metric)
-    return f"IQR {format_number(s['q1'])}–{format_number(s['q3'])}" if s else ""
+    return f"IQR {shown_value(metric, s['q1'])}–{shown_value(metric, s['q3'])}" if s else ""
 
 
 def _bar(metric: str, kind: str, b: float | None, c: float | None, thresholds: list[dict[str, Any]],
@@ -460,15 +586,14 @@ def _bar(metric: str, kind: str, b: float | None, c: float | None, thresholds: l
     width, pad = 240, 6
     top = max([abs(v) for v in (b, c) if v is not None] + [abs(th["value"]) for th in thresholds] + [0.0])
     top = (max(top, 1.0) if kind == "ratio" else top) * 1.08 or 1.0
-    unit = unit_of(metric)
 
     def x(v: float) -> float:
         return round(pad + abs(v) / top * (width - 2 * pad), 2)
 
     return {
         "width": width, "pad": pad, "color": color,
-        "current": None if c is None else {"w": max(x(c) - pad, 0), "title": f"current: {value_text(c, unit)}"},
-        "baseline": None if b is None else {"x": x(b), "title": f"baseline: {value_text(b, unit)}"},
+        "current": None if c is None else {"w": max(x(c) - pad, 0), "title": f"current: {per_step_text(metric, c)}"},
+        "baseline": None if b is None else {"x": x(b), "title": f"baseline: {per_step_text(metric, b)}"},
         "thresholds": [{"x": x(th["value"]), "title": f"threshold {th['rule']} "
                         f"({'violated' if th['status'] == 'threshold' else 'holds'})"} for th in thresholds],
     }
@@ -490,20 +615,20 @@ def _kernel_diff(t: Mapping[str, Any]) -> dict[str, Any] | None:
         label, tip, v = r["status"], "", timed.get(r["name"])
         if r["status"] != "time only":
             cls = "fail"
-        else:
+        else:  # said by its time verdict, so that one label and colour mean one thing
             cls = _class_of(v) if v else "reported"
-            if v and cls != "ok":
-                label = f"time {verdict_state(v)}"
-            tip = verdict_line(v) if v else "per-kernel time not compared"
+            label = f"time {verdict_state(v) if v else NOT_COMPARED}"
+            tip = verdict_words(v) if v else f"per-kernel time {NOT_COMPARED}"  # the row names its kernel
         out.append({
             "name": r["name"], "status": r["status"], "class": cls, "label": label, "tip": tip,
-            "count": f"{value_text(r['baseline_count'])} → {value_text(r['current_count'])}",
-            "time": f"{value_text(bt, 'us')} → {value_text(ct, 'us')}",
-            "delta": f"{format_number(r['time_change_us'], signed=True)} us"
+            "count": f"{format_count(r['baseline_count'] or 0)} → {format_count(r['current_count'] or 0)}",
+            "time": f"{format_quantity(bt, 'time', 'us')} → {format_quantity(ct, 'time', 'us')}",
+            "delta": format_time_us(r['time_change_us'], signed=True)
                      + (f" ({r['time_change_us'] / bt:+.1%})" if bt and ct is not None else ""),
         })
-    shown = max(KERNEL_ROWS, gated)
-    return {"gated": gated, "total": len(rows), "shown": out[:shown], "rest": out[shown:]}
+    changed = [r for r in out if r["class"] not in QUIET_CLASSES]
+    return {"gated": gated, "total": len(rows), "shown": changed[:KERNEL_ROWS], "more": changed[KERNEL_ROWS:],
+            "folded": [r for r in out if r["class"] in QUIET_CLASSES]}
 
 
 def _summaries(t: Mapping[str, Any]) -> tuple[Any, Any]:

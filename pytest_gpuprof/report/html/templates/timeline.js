@@ -1,11 +1,15 @@
 "use strict";
 // The report's GPU timelines (one per test: baseline run above current run, one time scale),
-// drawn as SVG from each .timeline's JSON (perfetto.js has the Perfetto buttons); at
-// every zoom, activities narrower than 2 px that follow each other within 1 px are drawn
-// as one bar per lane (its title says how many), so a dense step stays legible.
+// drawn as SVG from each .timeline's JSON (perfetto.js has the Perfetto buttons): per host
+// thread its annotation ranges (where the GPU ran their work) and its CUDA API calls (at
+// their CPU times, each synchronization marked), then a lane per stream.  At every zoom,
+// two or more activities narrower than 2 px that follow each other within 1 px are drawn
+// as one bar (its title says what it holds); a lone one is drawn as itself, at least 1 px
+// wide; a kernel whose own verdict broke is marked whatever its width, a merged bar
+// carrying the marks of what it holds.
 (function () {
   const SVG = "http://www.w3.org/2000/svg";
-  const LABEL = 200, RIGHT = 12, LANE = 16, GAP = 4, RANGE_ROW = 14, HEAD = 22, AXIS = 30;
+  const LABEL = 200, RIGHT = 12, LANE = 16, GAP = 4, RANGE_ROW = 14, CALL_ROW = 14, MARK = 7, HEAD = 22, AXIS = 30, LINE = 12;
   const MIN_SPAN_NS = 100;
 
   function duration(ns) {
@@ -32,16 +36,42 @@
     return n < 3 ? "" : text.length <= n ? text : text.slice(0, n - 1) + "\u2026";
   }
 
+  function wrap(text, px) {  // a label as the lines that fit in px, broken at spaces
+    const n = Math.floor((px - 6) / 6.6), lines = [];
+    let line = "";
+    for (const word of text.split(" ")) {
+      if (line && (line + " " + word).length > n) { lines.push(line); line = word; }
+      else line = line ? line + " " + word : word;
+    }
+    lines.push(line);
+    return lines.map(l => fit(l, px));
+  }
+
+  function label(g, text, y, minHeight) {  // a row's label, wrapped; the row's height
+    const lines = wrap(text, LABEL);
+    const t = el("text", {x: LABEL - 6, y: y + 11, class: "lanelabel"});
+    lines.forEach((line, i) => t.appendChild(el("tspan", {x: LABEL - 6, y: y + 11 + i * LINE}, line)));
+    g.appendChild(t);
+    return Math.max(minHeight, lines.length * LINE + 2);
+  }
+
+  function threadName(run, ti) {  // the trace's name of a thread, else its id
+    return (run.thread_names && run.thread_names[ti]) || "thread " + run.threads[ti];
+  }
+
   function Timeline(root) {
     const data = JSON.parse(root.querySelector(".tl-data").textContent);
     const plot = root.querySelector(".tl-plot"), readout = root.querySelector(".tl-range");
     const runs = data.runs;
-    const full = Math.max(1, ...runs.filter(r => !r.missing).map(r => r.span));
+    const drawn = runs.filter(r => !r.missing);
+    const full = Math.max(1, ...drawn.map(r => r.span));
+    // the CPU's calls may start before the step's first GPU activity or end after its last
+    const lo = Math.min(-0.05 * full, ...drawn.flatMap(r => r.calls.map(c => c[2])));
+    const hi = Math.max(full * 1.05, ...drawn.flatMap(r => r.calls.map(c => c[2] + c[3])));
     let v0 = 0, v1 = full;
 
     function set(a, b) {
       let span = Math.max(b - a, MIN_SPAN_NS);
-      const lo = -0.05 * full, hi = full * 1.05;
       span = Math.min(span, hi - lo);
       a = Math.min(Math.max(a, lo), hi - span);
       v0 = a; v1 = a + span;
@@ -69,10 +99,11 @@
         }
         const head = run.label + " run \u00b7 step " + run.step + " (median GPU busy time) \u00b7 span " +
           duration(run.span) + " \u00b7 " + run.events.length + " activities on " + run.streams.length +
-          " stream(s)" + (run.truncated ? " \u00b7 truncated to the first events" : "");
+          " stream(s)" + (run.calls.length ? " \u00b7 " + run.calls.length + " CUDA API calls" : "") +
+          (run.truncated ? " \u00b7 truncated to the first events" : "");
         body.appendChild(el("text", {x: 4, y: y + 14, class: "runhead"}, head));
         y += HEAD;
-        y = drawRanges(body, run, y, x, clipX, plotW);
+        y = drawThreads(body, run, y, clipX, scale, plotW);
         y = drawLanes(body, run, y, x, clipX, scale, plotW);
         y += 4;
       }
@@ -97,34 +128,131 @@
       readout.dataset.endNs = Math.round(v1);
     }
 
-    function drawRanges(body, run, y, x, clipX, plotW) {
-      // rows per thread and depth; each range at the GPU span of the work launched in it
+    // One row of boxes: items ({start, end, cls, kind, title, text, mark, alone, attrs}, by
+    // start) narrower than 2 px and within 1 px of each other drawn as one merged bar unless
+    // alone; a lone one as itself; marks above every marked item at any width.
+    function paint(body, items, y, height, clipX, scale, merged) {
+      let group = null;
+      const marks = [];
+      const box = it => {
+        const x0 = clipX(it.start), x1 = clipX(it.end), w = Math.max(x1 - x0, 1);
+        const g = titled(el("g", {class: it.cls, ...it.attrs}), it.title);
+        g.appendChild(el("rect", {x: x0, y: y + 1, width: Math.max(w - (w > 3 ? 0.6 : 0), 1), height: height - 2}));
+        const text = fit(it.text, x1 - x0);
+        if (text) g.appendChild(el("text", {x: x0 + 3, y: y + height / 2 + 4, class: "evlabel"}, text));
+        body.appendChild(g);
+      };
+      const flush = () => {
+        if (!group) return;
+        if (group.items.length === 1) box(group.items[0]);
+        else {
+          const x0 = clipX(group.start), w = Math.max(clipX(group.end) - x0, 1);
+          const busy = group.items.reduce((s, it) => s + it.end - it.start, 0);
+          const kinds = new Set(group.items.map(it => it.kind));
+          const broke = group.items.filter(it => it.mark);
+          body.appendChild(titled(el("rect", {x: x0, y: y + 1, width: w, height: height - 2,
+            class: merged.cls + " merged " + merged.prefix + (kinds.size === 1 ? [...kinds][0] : "mixed") +
+              (broke.length ? " has-mark" : ""), "data-count": group.items.length,
+            "data-run": group.items[0].attrs["data-run"],
+            "fill-opacity": Math.max(0.35, Math.min(1, busy / Math.max(group.end - group.start, 1)))}),
+            group.items.length + " " + merged.what + " merged at this zoom: +" + duration(group.start) + " \u2026 +" +
+            duration(group.end) + ", busy " + duration(busy) + " (zoom in to tell them apart)\n" +
+            merged.top(group.items) + (broke.length ? "\nbroke: " + [...new Set(broke.map(it => it.name + ": " +
+              it.mark))].join("\n") : "")));
+        }
+        group = null;
+      };
+      for (const it of items) {
+        if (it.end < v0 || it.start > v1) continue;
+        if (it.mark) marks.push(it);
+        if ((it.end - it.start) * scale < 2 && !it.alone) {
+          if (group && (it.start - group.end) * scale < 1) {
+            group.end = Math.max(group.end, it.end);
+            group.items.push(it);
+          } else {
+            flush();
+            group = {start: it.start, end: it.end, items: [it]};
+          }
+          continue;
+        }
+        flush();
+        box(it);
+      }
+      flush();
+      for (const it of marks) {
+        const x0 = clipX(it.start), w = Math.max(clipX(it.end) - x0, 2);
+        body.appendChild(titled(el(it.markShape || "rect", it.markShape ? {d: "M" + (x0 + w / 2 - 4) + " " + (y - 6) +
+          "h8l-4 6z", class: "syncmark", ...it.attrs} : {x: x0, y: y - 3.5, width: w, height: 3, class: "mark",
+          ...it.attrs}), it.name + ": " + it.mark));
+      }
+    }
+
+    function top(items) {  // a merged bar's most frequent names, for its title
+      const count = {};
+      for (const it of items) count[it.name] = (count[it.name] || 0) + 1;
+      return Object.entries(count).sort((a, b) => b[1] - a[1]).slice(0, 4).map(([n, c]) => c + "\u00d7 " + n)
+        .join("\n");
+    }
+
+    function drawThreads(body, run, y, clipX, scale, plotW) {
+      // per thread: its ranges, a row per depth, each at the GPU span of the work launched in
+      // it; then its CUDA API calls at their CPU times
       run.threads.forEach((thread, ti) => {
+        const name = threadName(run, ti);
         const mine = run.ranges.filter(r => r[0] === ti);
         const depth = Math.max(-1, ...mine.map(r => r[1])) + 1;
         const idle = mine.filter(r => r[2] === null).length;
         for (let d = 0; d < depth; d++) {
           const g = el("g", {class: "lane ranges", "data-thread": thread, "data-depth": d});
-          const label = d === 0 ? "ranges \u00b7 thread " + thread : "";
-          titled(g, "annotation ranges (NVTX, record_function, steps) of thread " + thread + ", depth " + d +
+          titled(g, "annotation ranges (NVTX, record_function, steps) of " + name + ", depth " + d +
             ", drawn where the GPU ran the work launched inside them" +
             (idle ? "; " + idle + " range(s) of this thread launched no sampled GPU work" : ""));
-          g.appendChild(el("rect", {x: LABEL, y: y, width: plotW, height: RANGE_ROW, class: "lanebg"}));
-          g.appendChild(el("text", {x: LABEL - 6, y: y + 11, class: "lanelabel"}, label));
+          const height = d === 0 ? label(g, "ranges \u00b7 " + name, y, RANGE_ROW) : RANGE_ROW;
+          g.insertBefore(el("rect", {x: LABEL, y: y, width: plotW, height: height, class: "lanebg"}), g.firstChild);
           body.appendChild(g);
           for (const r of mine) {
             if (r[1] !== d || r[2] === null || r[3] < v0 || r[2] > v1) continue;
-            const x0 = clipX(r[2]), w = Math.max(clipX(r[3]) - x0, 1), name = run.range_names[r[6]];
-            const box = titled(el("g", {class: "range"}), name + "\nGPU +" + duration(r[2]) + " \u2026 +" +
+            const x0 = clipX(r[2]), w = Math.max(clipX(r[3]) - x0, 1), rname = run.range_names[r[6]];
+            const box = titled(el("g", {class: "range"}), rname + "\nGPU +" + duration(r[2]) + " \u2026 +" +
               duration(r[3]) + " (" + duration(r[3] - r[2]) + ")\nCPU " + duration(r[4]) + " \u2026 " +
               duration(r[5]) + " (" + duration(r[5] - r[4]) + "; the CPU ran " + duration(r[2] - r[4]) + " ahead)");
             box.appendChild(el("rect", {x: x0, y: y + 1, width: w, height: RANGE_ROW - 2}));
-            const text = fit(name, w);
+            const text = fit(rname, w);
             if (text) box.appendChild(el("text", {x: x0 + 3, y: y + 11}, text));
             body.appendChild(box);
           }
-          y += RANGE_ROW + 2;
+          y += height + 2;
         }
+        const calls = run.calls.filter(c => c[0] === ti);
+        if (!calls.length) return;
+        const syncs = calls.filter(c => c[1] === "sync").length;
+        const g = titled(el("g", {class: "lane calls", "data-thread": thread}), "CUDA API calls of " + name + " (" +
+          run.label + "): " + calls.length + " calls, " + syncs + " synchronization(s), at their CPU times" +
+          " (those before the step's first GPU activity at negative times)");
+        const height = label(g, "CUDA API \u00b7 " + name, y + MARK, CALL_ROW);
+        g.insertBefore(el("rect", {x: LABEL, y: y + MARK, width: plotW, height: height, class: "lanebg"}), g.firstChild);
+        body.appendChild(g);
+        paint(body, calls.map(c => ({
+          start: c[2], end: c[2] + c[3], cls: "call c-" + c[1], kind: c[1], text: run.call_names[c[4]], name: run.call_names[c[4]],
+          title: run.call_names[c[4]] + " \u00b7 " + data.calls[c[1]] + " \u00b7 " + name + "\nCPU +" +
+            duration(c[2]) + " \u00b7 duration " + duration(c[3]),
+          alone: c[1] === "sync", mark: c[1] === "sync" ? "the CPU waited " + duration(c[3]) + " for the GPU" : "",
+          markShape: "path", attrs: {"data-run": run.label, "data-thread": thread, "data-call": c[1]},
+        })), y + MARK, height, clipX, scale, {cls: "call", prefix: "c-", what: "calls", top: top});
+        // the CPU may run far ahead of the GPU: the calls out of view are counted at the row's
+        // ends, where no call in view lies under the words
+        const before = calls.filter(c => c[2] + c[3] < v0).length, after = calls.filter(c => c[2] > v1).length;
+        const free = (a, b) => !calls.some(c => c[2] + c[3] >= v0 && c[2] <= v1 &&
+          clipX(c[2] + c[3]) >= a && clipX(c[2]) <= b);
+        const hint = (text, x0, anchor) => {
+          const w = text.length * 6.3;
+          if (free(anchor ? x0 - w : x0, anchor ? x0 : x0 + w)) {
+            body.appendChild(el("text", {x: x0, y: y + MARK + 11, class: "tl-off" + (anchor ? " end" : "")}, text));
+          }
+        };
+        if (before) hint("\u25c0 " + before + " earlier call(s): pan left", LABEL + 3, false);
+        if (after) hint(after + " later call(s): pan right \u25b6", LABEL + plotW - 3, true);
+        y += MARK + height + 2;
       });
       return y + (run.threads.length ? 4 : 0);
     }
@@ -136,52 +264,16 @@
         const g = titled(el("g", {class: "lane stream", "data-stream": stream.id}),
           "stream " + stream.id + " (" + run.label + "): " + stream.role + ", " + mine.length +
           " activities, busy " + duration(busy));
-        g.appendChild(el("rect", {x: LABEL, y: y, width: plotW, height: LANE, class: "lanebg"}));
-        g.appendChild(el("text", {x: LABEL - 6, y: y + 12, class: "lanelabel"}, fit("stream " + stream.id + " \u00b7 " + stream.role, LABEL)));
+        const height = label(g, "stream " + stream.id + " \u00b7 " + stream.role, y, LANE);
+        g.insertBefore(el("rect", {x: LABEL, y: y, width: plotW, height: height, class: "lanebg"}), g.firstChild);
         body.appendChild(g);
-        let group = null;
-        const flush = () => {
-          if (!group) return;
-          const x0 = clipX(group.start), w = Math.max(clipX(group.end) - x0, 1);
-          const top = Object.entries(group.names).sort((a, b) => b[1] - a[1]).slice(0, 4)
-            .map(([n, c]) => c + "\u00d7 " + run.names[n]).join("\n");
-          const r = titled(el("rect", {x: x0, y: y + 1, width: w, height: LANE - 2, class: "ev merged k-" + group.kind,
-            "fill-opacity": Math.max(0.35, Math.min(1, group.busy / Math.max(group.end - group.start, 1)))}),
-            group.count + " activities merged at this zoom: +" + duration(group.start) + " \u2026 +" +
-            duration(group.end) + ", busy " + duration(group.busy) + " (zoom in to tell them apart)\n" + top);
-          body.appendChild(r);
-          group = null;
-        };
-        for (const e of mine) {
-          const start = e[2], end = e[2] + e[3];
-          if (end < v0 || start > v1) continue;
-          const w = e[3] * scale;
-          if (w < 2) {
-            if (group && (start - group.end) * scale < 1) {
-              group.end = Math.max(group.end, end); group.count++; group.busy += e[3];
-              group.names[e[4]] = (group.names[e[4]] || 0) + 1;
-              if (e[1] !== group.kind) group.kind = "mixed";
-            } else {
-              flush();
-              group = {start: start, end: end, count: 1, busy: e[3], kind: e[1], names: {[e[4]]: 1}};
-            }
-            continue;
-          }
-          flush();
-          const x0 = clipX(start), x1 = clipX(end), name = run.names[e[4]];
-          const what = data.labels[e[1]] || e[1];
-          const tip = run.full[e[4]] + "\n" + what + " \u00b7 stream " + stream.id + "\nstart +" + duration(start) +
-            " \u00b7 duration " + duration(e[3]) + (run.marked[e[4]] ? (run.label === "current" ?
-            "\nnew: absent from the baseline" : "\nvanished: absent from the current run") : "");
-          const box = titled(el("g", {class: "ev k-" + e[1]}), tip);
-          box.appendChild(el("rect", {x: x0, y: y + 1, width: Math.max(x1 - x0 - (x1 - x0 > 3 ? 0.6 : 0), 1), height: LANE - 2}));
-          const text = fit(name, x1 - x0);
-          if (text) box.appendChild(el("text", {x: x0 + 3, y: y + 12, class: "evlabel"}, text));
-          if (run.marked[e[4]]) box.appendChild(el("rect", {x: x0, y: y - 3.5, width: Math.max(x1 - x0, 1.5), height: 3, class: "mark"}));
-          body.appendChild(box);
-        }
-        flush();
-        y += LANE + GAP;
+        paint(body, mine.map(e => ({
+          start: e[2], end: e[2] + e[3], cls: "ev k-" + e[1], kind: e[1], text: run.labels[e[4]], name: run.names[e[4]],
+          title: run.full[e[4]] + "\n" + (data.labels[e[1]] || e[1]) + " \u00b7 stream " + stream.id + "\nstart +" +
+            duration(e[2]) + " \u00b7 duration " + duration(e[3]) + (run.marked[e[4]] ? "\nbroke: " + run.marked[e[4]] : ""),
+          mark: run.marked[e[4]], attrs: {"data-run": run.label, "data-stream": stream.id, "data-name": e[4]},
+        })), y, height, clipX, scale, {cls: "ev", prefix: "k-", what: "activities", top: top});
+        y += height + GAP;
       });
       return y;
     }
