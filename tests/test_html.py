@@ -155,7 +155,8 @@ def test_everything_from_the_document_is_escaped():
     assert all("alert" not in s for s in own)
     data = [json.loads(s) for a, s in page.scripts if a.get("type") == "application/json"]
     assert kernel in data[-1]  # the names list
-    assert kernel in data[0]["runs"][1]["full"]
+    current = data[0]["runs"][1]
+    assert [data[-1][k] for k in current["k"] if k is not None] == [kernel]  # the box's name: the list's
     text = "".join(page.text)
     assert f"t.py::test[{evil}]" in text and f"bad <file> & more {evil}" in text and f"<b>{evil}" in text
     assert "k<<script>alert(1)</script>>" in text  # the kernel's shown (short) name
@@ -337,7 +338,7 @@ def test_kernel_names_are_escaped_in_the_timeline_titles_and_the_kernel_diff():
     assert "</" not in text.split('class="tl-data">')[1].split("</script>")[0]
     current = data["runs"][1]
     assert [s["id"] for s in current["streams"]] == [7, 13] and current["streams"][1]["role"] == "copy HtoD"
-    assert current["full"][current["names"].index("k<float, 4>")] == new
+    assert names[current["k"][current["names"].index("k<float, 4>")]] == new
 
 
 def test_the_document_order_is_kept_and_missing_timelines_are_said():

@@ -127,6 +127,9 @@ def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
     sections = [(shown, t) for t in doc.get("tests") or [] for shown in rank_sections(t)]
     tests = [_test(i, shown, folder) for i, (shown, _) in enumerate(sections)]
     kernels = _kernel_lookup(tests)
+    for test in tests:  # a timeline box's full name: the page's list, where its short form is not it
+        for run in (test["timeline"] or {}).get("runs", []):
+            run["k"] = [kernels.get(name) for name in run.pop("full", [])]
     return _environment().get_template("report.html.j2").render(
         doc=doc, tests=tests, kernel_index=kernels, kernel_names=[full_name(name) for name in kernels],
         summary=[_summary_row(i, shown, t) for i, (shown, t) in enumerate(sections)],
@@ -158,8 +161,8 @@ def breakable(nodeid: str) -> Markup:
 
 
 def _kernel_lookup(tests: list[dict[str, Any]]) -> dict[str, int]:
-    """Each kernel name the page shows outside its timelines, to its place in the page's one
-    list of full names (the kernel diff's, what broke's and the counters' rows point into it);
+    """Each kernel name the page shows, to its place in the page's one list of full names (the
+    kernel diff's, what broke's and the counters' rows and the timelines' boxes point into it);
     a name its short form shows whole is not listed."""
     names: dict[str, int] = {}
     for test in tests:
@@ -167,8 +170,8 @@ def _kernel_lookup(tests: list[dict[str, Any]]) -> dict[str, int]:
         if test["kernels"]:
             rows += test["kernels"]["shown"] + test["kernels"]["more"] + test["kernels"]["folded"]
         rows += (test["counters"] or {}).get("rows", [])
-        for row in rows:
-            name = row.get("kernel") or row["name"]
+        drawn = [name for run in (test["timeline"] or {}).get("runs", []) for name in run.get("full", [])]
+        for name in [row.get("kernel") or row["name"] for row in rows] + drawn:
             if short_name(name) != full_name(name):
                 names.setdefault(name, len(names))
     return names
@@ -445,7 +448,7 @@ def _timeline(t: Mapping[str, Any]) -> dict[str, Any]:
         runs.append({
             "label": label, "step": sample["step"], "span": sample["span_ns"], "truncated": sample["truncated"],
             "streams": [{"id": s, "role": _role(k)} for s, k in zip(sample["streams"], kinds)],
-            "names": [short_name(n) for n in names], "full": [full_name(n) for n in names],
+            "names": [short_name(n) for n in names], "full": names,  # as recorded: render_html points them at the list
             "labels": [function_name(n) for n in names],
             "marked": ["; ".join(marks[label].get(n, [])) for n in names],
             # lane, kind, start, duration, name index, sorted by start within each lane

@@ -12,11 +12,18 @@
   const LABEL = 200, RIGHT = 12, LANE = 16, GAP = 4, RANGE_ROW = 14, CALL_ROW = 14, MARK = 7, HEAD = 22, AXIS = 30, LINE = 12;
   const MIN_SPAN_NS = 100;
 
+  // each full kernel name once in the page (#kernel-names); a box's, where its short form is not it
+  const NAMES = JSON.parse(document.getElementById("kernel-names").textContent);
+  function fullName(run, i) {
+    return run.k[i] == null ? run.names[i] : NAMES[run.k[i]];
+  }
+
+  // as the report's other times (numbers.py): ns, then 4 significant digits in µs, ms or s
   function duration(ns) {
     const a = Math.abs(ns);
     if (a < 1e3) return ns.toFixed(0) + " ns";
-    if (a < 1e6) return (ns / 1e3).toFixed(3) + " us";
-    return (ns / 1e6).toFixed(6) + " ms";
+    const [value, unit] = a < 1e6 ? [ns / 1e3, " \u00b5s"] : a < 1e9 ? [ns / 1e6, " ms"] : [ns / 1e9, " s"];
+    return String(+value.toPrecision(4)) + unit;
   }
 
   function el(name, attrs, text) {
@@ -269,7 +276,7 @@
         body.appendChild(g);
         paint(body, mine.map(e => ({
           start: e[2], end: e[2] + e[3], cls: "ev k-" + e[1], kind: e[1], text: run.labels[e[4]], name: run.names[e[4]],
-          title: run.full[e[4]] + "\n" + (data.labels[e[1]] || e[1]) + " \u00b7 stream " + stream.id + "\nstart +" +
+          title: fullName(run, e[4]) + "\n" + (data.labels[e[1]] || e[1]) + " \u00b7 stream " + stream.id + "\nstart +" +
             duration(e[2]) + " \u00b7 duration " + duration(e[3]) + (run.marked[e[4]] ? "\nbroke: " + run.marked[e[4]] : ""),
           mark: run.marked[e[4]], attrs: {"data-run": run.label, "data-stream": stream.id, "data-name": e[4]},
         })), y, height, clipX, scale, {cls: "ev", prefix: "k-", what: "activities", top: top});
