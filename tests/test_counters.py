@@ -279,7 +279,7 @@ def test_a_recording_session_stores_the_counters_ncu_read_with_the_tests_entry(t
     steps.KernelCounters(False, None, [], 60.0, outcomes).pytest_gpuprof_judged(item, result, {"ncu": True})
     assert outcomes._pending[tmp_path / "t.json"]["t.py::t"]["H100"]["counters"] == counters() == result.counters
     assert lines[-1] == ("gpuprof: t.py::t: Nsight Compute profiled 3 kernel(s) of step_0, kernels regex:^(a)$, "
-                         "3 launch(es) in 12.5 s; memory_bandwidth_utilization 0.352334")
+                         "3 launch(es) in 12.5 s; memory_bandwidth_utilization 35.2%")  # 0.352334
 
 
 def test_gpuprof_diff_compares_two_nsight_compute_reports_counter_by_counter(tmp_path, capsys):

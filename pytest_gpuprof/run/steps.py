@@ -12,7 +12,7 @@ import pytest
 from ..capture.nsight_compute import find_ncu
 from ..compare.evaluate import TestResult
 from ..errors import GpuprofError
-from ..numbers import format_number
+from ..numbers import format_ratio
 from .confirm import confirm, needs_confirmation
 from .kernel_profiling import ncu_plan, profile_kernels
 from .outcomes import Outcomes, say
@@ -72,4 +72,4 @@ class KernelCounters:
         bandwidth = c["memory_bandwidth_utilization"]
         say(config, f"gpuprof: {item.nodeid}: Nsight Compute profiled {len(c['kernels'])} kernel(s) of "
                     f"{c['profiled']} in {c['seconds']} s; memory_bandwidth_utilization "
-                    f"{'n/a' if bandwidth is None else format_number(bandwidth)}")
+                    f"{'n/a' if bandwidth is None else format_ratio(bandwidth)}")
