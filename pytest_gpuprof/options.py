@@ -178,3 +178,24 @@ def add_rule_options(add: Callable[..., Any], prefix: str = "--") -> None:
     ``PREFIX + NAME`` (``gpuprof diff``: ``--kernel-time-tolerance``)."""
     for option in RULE_OPTIONS:
         add(prefix + option.name, type=float, default=option.default, metavar="FLOAT", help=option.described)
+
+
+def reference() -> str:
+    """The options reference, docs/options.md, made from ``OPTIONS`` alone: each option's flag,
+    ini key, type and default, and its help as ``--help`` shows it (``python -m
+    pytest_gpuprof.options > docs/options.md``; tests/test_options_reference.py keeps it current)."""
+    rows = ["# Options", "",
+            "Every option of `pytest --gpuprof`, as `pytest --help` lists it and as an ini key (`[pytest]`",
+            "in pytest.ini, `[tool.pytest.ini_options]` in pyproject.toml); the command line wins over the",
+            "ini file, the ini file over the default. Made from `pytest_gpuprof/options.py`:",
+            "`python -m pytest_gpuprof.options > docs/options.md`.", "",
+            "| option | ini key | type | default | what it does |", "|---|---|---|---|---|"]
+    for o in OPTIONS:
+        shown = "" if o.default in (None, False, (), []) or o.kind == "bool" else f"`{o.default}`"
+        help_text = (o.help + (f"; {RELATIVE_PATHS}" if o.kind == "path" else "")).replace("|", r"\|")
+        rows.append(f"| `{o.flag}` | `{o.ini}` | {o.kind} | {shown} | {help_text} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference(), end="")
