@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from ..errors import GpuprofError
 from ..metrics.measure import measure
@@ -62,7 +62,7 @@ class Judge:
 
     def judge(self, nodeid: str, arguments: Mapping[str, Any], load: Callable[[], Traces], *,
               distributed: bool = False, machine: dict[str, Any] | None = None,
-              against_base: Callable[[TestResult], dict[str, Any] | None] | None = None,
+              against_base: Callable[[TestResult], Entry | None] | None = None,
               probe_again: Callable[[], dict[str, Any] | None] | None = None,
               counters: bool = True) -> Judged:
         """Load, measure and judge one test (``arguments``: its marker's).  A test of one process
@@ -85,7 +85,7 @@ class Judge:
 
     def _judged(self, nodeid: str, arguments: Mapping[str, Any], load: Callable[[], Traces], distributed: bool,
                 machine: dict[str, Any] | None,
-                against_base: Callable[[TestResult], dict[str, Any] | None] | None,
+                against_base: Callable[[TestResult], Entry | None] | None,
                 probe_again: Callable[[], dict[str, Any] | None] | None, counters: bool) -> Judged:
         if distributed and self.alongside and self.base_only:  # no stored baseline may stand in
             raise GpuprofError(f"{RANKS_NOT_ALONGSIDE}: --gpuprof-base-only would leave it unjudged")
@@ -110,8 +110,8 @@ class Judge:
         else:
             result, m = first, measured[min(measured)]
             own = entry if entry is None or "ranks" not in entry else None  # (a distributed one has 2 ranks or more)
-            if own is None and against_base is not None:  # (pairs.base_entry's, typed a dict by run.session)
-                own = cast(Entry | None, against_base(result))
+            if own is None and against_base is not None:
+                own = against_base(result)
             self._evaluate(result, m, own, rules)
             if result.slower_machine and probe_again is not None:
                 readings = probe_again()

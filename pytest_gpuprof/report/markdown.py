@@ -25,9 +25,7 @@ from .escaping import html_text, markdown_block, markdown_code, markdown_text
 from .names import in_metric, kernel_metric, short_name
 from .values import VALUES_NOTE, Shown, rank_sections, shown_values
 from .words import (
-    NAMED_BROKEN,
     SUMMARY_COLUMNS,
-    broken_brief,
     broken_header,
     broken_metrics,
     capture_words,
@@ -35,6 +33,7 @@ from .words import (
     gpu_text,
     health_lines,
     let_through_line,
+    named_broken,
     ncu_lines,
     next_steps,
     skipped_line,
@@ -142,7 +141,7 @@ def _brief(t: Mapping[str, Any]) -> str:
     status = t["status"]
     if broken:
         against = compared_against(t)
-        header = broken_header(len(broken), None, against, _named(broken))
+        header = broken_header(len(broken), None, against, named_broken(broken))
         return markdown_text(header.removesuffix(f" ({against})"))
     if status == "no baseline":
         return f"no baseline for {markdown_text(gpu_text(t['gpu']))}"
@@ -156,11 +155,6 @@ def _brief(t: Mapping[str, Any]) -> str:
         return "within the rules"
     hint = " (refresh the baseline)" if status == "improved" else ""
     return "; ".join(f"{word}: {_names(vs)}" for word, vs in notable.items()) + hint
-
-
-def _named(broken: Mapping[str, list[Mapping[str, Any]]]) -> list[str]:
-    """The first broken metrics in brief, as the failure message's first line names them."""
-    return [broken_brief(verdicts) for verdicts in list(broken.values())[:NAMED_BROKEN]]
 
 
 def _kernels(verdicts: list[Mapping[str, Any]]) -> list[str]:
@@ -204,7 +198,7 @@ def _failure(t: Mapping[str, Any]) -> list[str]:
     if t["message"]:
         return out + [*markdown_block(f"gpuprof: {t['message']}"), "", *steps, "</details>", ""]
     broken = broken_metrics(t["verdicts"])
-    out += [markdown_text(broken_header(len(broken), t["gpu"], compared_against(t), _named(broken))) + ":", ""]
+    out += [markdown_text(broken_header(len(broken), t["gpu"], compared_against(t), named_broken(broken))) + ":", ""]
     for verdicts in broken.values():
         shown = [_shortened(v) for v in verdicts]
         out.append(f"- {markdown_code(verdict_name(shown[0]))}: "

@@ -48,8 +48,7 @@ def failure_message(result: TestResult) -> str:
         lines = [f"gpuprof: {result.message}"]
     else:
         broken = broken_metrics(test["verdicts"])
-        named = [broken_brief(verdicts) for verdicts in list(broken.values())[:NAMED_BROKEN]]
-        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, compared_against(test), named)}:"]
+        lines = [f"gpuprof: {broken_header(len(broken), result.gpu, compared_against(test), named_broken(broken))}:"]
         lines += [f"  {broken_line(name, verdicts)}" for name, verdicts in broken.items()]
         lines += [f"  ({line})" for line in let_through_lines(test) + health_lines(test)]
     lines += next_steps(test)
@@ -174,6 +173,20 @@ def broken_lines(verdicts: Iterable[Mapping[str, Any]]) -> list[str]:
 NAMED_BROKEN = 3
 #: How wide a kernel's name may be in a failure's first line.
 BRIEF_NAME_WIDTH = 40
+
+
+def named_broken(broken: Mapping[str, list[Mapping[str, Any]]]) -> list[str]:
+    """The first broken metrics (``broken_metrics``) in brief, as every first line names them."""
+    return [broken_brief(verdicts) for verdicts in list(broken.values())[:NAMED_BROKEN]]
+
+
+def first_line(test: Mapping[str, Any]) -> str:
+    """A failing test's first line (a test of the results document), as its failure message's:
+    what broke, naming the first few, or why it could not be judged."""
+    broken = broken_metrics(test.get("verdicts") or [])
+    if test.get("status") == "error" or not broken:
+        return (test.get("message") or "").split("\n")[0]
+    return broken_header(len(broken), test.get("gpu"), compared_against(test), named_broken(broken))
 
 
 def broken_brief(verdicts: list[Mapping[str, Any]]) -> str:

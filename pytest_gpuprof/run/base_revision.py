@@ -10,12 +10,12 @@ decides a failure on times or ratios alone from interleaved base/head pairs (``j
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
 from ..capture.marker import is_profiled
-from ..compare.baseline import BaselineFile, baseline_file
+from ..compare.baseline import BaselineFile, Entry, baseline_file
 from ..compare.evaluate import UNKNOWN_GPU, TestResult
 from ..compare.judge import Judge
 from ..compare.pairs import base_entry
@@ -64,7 +64,7 @@ class BaseRevision:
         if not self.worker:
             raise pytest.UsageError(self._base_missing)
 
-    def entry(self, result: TestResult) -> dict[str, Any] | None:
+    def entry(self, result: TestResult) -> Entry | None:
         """The entry a test without a stored baseline (every test, ``--gpuprof-base-only``) is
         judged against: the base revision measured in a fresh process, once for every such
         test of the session; None, said in ``result.alongside``, when the base did not measure
@@ -82,7 +82,7 @@ class BaseRevision:
         result.alongside = {"base": str(self.given), "against": None if problem else "base", "note": note}
         if problem:
             return None
-        return cast(dict[str, Any], base_entry(self._base_pass.results[nodeid]))  # (typed a dict by run.session)
+        return base_entry(self._base_pass.results[nodeid])
 
     @pytest.hookimpl(tryfirst=True)  # before the other steps: it may take a failure back
     def pytest_gpuprof_judged(self, item: pytest.Item, result: TestResult, arguments: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from ..capture.probes import READINGS, best_readings, measure_machine
 from ..capture.profiler import GpuProf
 from ..capture.ranges import nvtx_range
 from ..compare import baseline
+from ..compare.baseline import Entry
 from ..compare.distributed import rank_nodeid
 from ..compare.evaluate import TestResult
 from ..compare.judge import Traces
@@ -52,7 +53,7 @@ class GpuprofSession:
         self.backend = backend or self._backend(settings)
         self.outcomes = Outcomes(settings, self.backend.kept_traces)
         self.judge = s.judge(alongside=s.base is not None and self.backend.in_process)
-        self.against_base: Callable[[TestResult], dict[str, Any] | None] | None = None  # run.base_revision's
+        self.against_base: Callable[[TestResult], Entry | None] | None = None  # run.base_revision's
         self.deferred: list[dict[str, Any]] = []  # inside nsys: profiled tests, judged by the outer session
         self.machine: dict[str, Any] | None = None  # this machine's probes, taken before the first profiled test
         self._probed_again = 0  # how many times the probes were read again (_probe_again)

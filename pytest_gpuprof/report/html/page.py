@@ -45,15 +45,12 @@ from ..values import Shown, per_step_text, rank_sections, shown_values
 from ..words import (
     BACKEND_NAMES,
     COUNTER_COLUMNS,
-    NAMED_BROKEN,
     REFRESH,
-    broken_brief,
-    broken_header,
     broken_line,
     broken_metrics,
     capture_words,
     change,
-    compared_against,
+    first_line,
     health_lines,
     let_through_header,
     let_through_line,
@@ -234,15 +231,6 @@ def _cause(t: Mapping[str, Any]) -> dict[str, Any]:
     return {"first": first_line(t), "metrics": scalars,
             "kernels": ", ".join(f"{n} {what}" for what, n in kernels.items())}
 
-
-def first_line(t: Mapping[str, Any]) -> str:
-    """A failing test's first line, as its failure message's (``words.failure_message``):
-    what broke, naming the first few, or why it could not be judged."""
-    broken = broken_metrics(t.get("verdicts") or [])
-    if t.get("status") == "error" or not broken:
-        return (t.get("message") or "").split("\n")[0]
-    named = [broken_brief(vs) for vs in list(broken.values())[:NAMED_BROKEN]]
-    return broken_header(len(broken), t.get("gpu"), compared_against(t), named)
 
 
 def _ranks_cell(t: Mapping[str, Any]) -> dict[str, Any]:
