@@ -14,7 +14,7 @@ section made).  Each outcome is one of
   below, an update that wrote a file that must be refused or changed another entry (but
   for the form it is written in, ``in_todays_form``), or an error that does not name the file.
 
-What must be refused is worked out here from the baseline format (README, docs/metrics.md,
+What must be refused is worked out here from the baseline format (docs/guide/running.md, docs/metrics.md,
 docs/results.md), not by the reader: ``refusal`` reads the bytes with the standard json
 module and says what the file may not hold (bytes that are not UTF-8 or not JSON, a name
 twice in one object, a test or GPU model that is not an object, and in the entry judged a

@@ -7,7 +7,7 @@
   extra_kernel    transformer block runs one extra elementwise kernel per layer
   fp32            CNN trains in fp32 instead of bf16 autocast
   host_overhead   decode step does pure-Python bookkeeping in every block (about a third more
-                  time a step), with no extra launch or synchronization
+                  time a step at the same host speed), with no extra launch or synchronization
   ddp_after_backward  (two GPUs) gradients all-reduced after the whole backward pass, not as
                   each layer's gradient is ready: the communication no longer overlaps compute
   split_tolist    (two GPUs) the expert-parallel layer reads its all-to-all split sizes to the

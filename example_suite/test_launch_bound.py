@@ -15,7 +15,7 @@ from conftest import activation, planted
 BATCH, WIDTH, LAYERS, POSITIONS = 8, 256, 12, 8
 #: Iterations of the host_overhead bug's Python loop per block: on H100s 300 added 12% to the
 #: step at the baseline host's speed on one machine, 640 added 33% and 35% on two others
-#: (docs/benchmarks.md): a quarter of the bugged step, the issue's "about 20%" or more.
+#: (docs/benchmarks.md): about a third more time a step (a quarter of the bugged step).
 BOOKKEEPING = 640
 
 

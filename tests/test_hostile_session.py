@@ -359,11 +359,13 @@ def test_example_suite_runs_with_the_plugin_disabled():
 
 
 def test_every_replay_command_shown_writes_the_option_with_equals():
-    """README, docs and the example suite's no-GPU banner show one form of the option, the
-    one that keeps the rootdir (README, "Replay, trace names and the rootdir")."""
-    texts = [ROOT / "README.md", ROOT / "example_suite" / "conftest.py", *sorted((ROOT / "docs").glob("*.md"))]
-    shown = {path.name: re.findall(r"--gpuprof-replay[ =]\S+", path.read_text()) for path in texts}
-    assert shown["README.md"] and shown["conftest.py"] == ["--gpuprof-replay=example_suite/traces\")"]
+    """README, every page of the docs site (docs/ and its folders) and the example suite's
+    no-GPU banner show one form of the option, the one that keeps the rootdir
+    (docs/guide/running.md, "Replay, trace names and the rootdir")."""
+    texts = [ROOT / "README.md", ROOT / "example_suite" / "conftest.py", *sorted((ROOT / "docs").rglob("*.md"))]
+    shown = {path.relative_to(ROOT).as_posix(): re.findall(r"--gpuprof-replay[ =]\S+", path.read_text())
+             for path in texts}
+    assert shown["README.md"] and shown["example_suite/conftest.py"] == ["--gpuprof-replay=example_suite/traces\")"]
     spaced = {name: [s for s in found if s.startswith("--gpuprof-replay ") and s != "--gpuprof-replay DIR`"]
               for name, found in shown.items()}
     assert not any(spaced.values()), spaced
