@@ -189,3 +189,17 @@ def test_the_status_table_has_every_status_and_its_outcome():
     assert sorted(status for status, _ in rows) == sorted(STATUSES)
     for status, outcome in rows:
         assert outcome.startswith("fails") == (status in FAILED_STATUSES), (status, outcome)
+
+
+def test_every_link_works_on_pypi_and_names_a_file_of_the_repository():
+    """The README is the package's description on PyPI too, where a relative link breaks:
+    each link is absolute, into this repository's main branch, at a file that exists."""
+    homepage = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Homepage"]
+    owner_name = homepage.removeprefix("https://github.com/")
+    prefixes = (f"{homepage}/blob/main/", f"https://raw.githubusercontent.com/{owner_name}/main/")
+    links = re.findall(r"\]\(([^)]+)\)", README)
+    assert links
+    for link in links:
+        prefix = next((p for p in prefixes if link.startswith(p)), None)
+        assert prefix, link
+        assert (ROOT / link.removeprefix(prefix)).is_file(), link

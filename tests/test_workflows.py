@@ -2,8 +2,10 @@
 
 actionlint (from the test extras: the ``actionlint`` executable next to sys.executable,
 else on PATH; it runs shellcheck over the ``run:`` scripts when shellcheck is there too)
-must find nothing, and the workflows must have the shape the README's "Gating merges on
-a self-hosted GPU runner" describes: the GPU gate, the baseline refresh and the CPU tests.
+must find nothing, and the workflows must have the shape docs/guide/ci.md ("Gating merges
+on a self-hosted GPU runner") describes: the GPU gate, the baseline refresh and the CPU tests;
+the CPU tests (.ci/run) also build the documentation site strictly and build and check the
+sdist and wheel, and release.yml publishes a tagged version to PyPI by trusted publishing.
 
 The structural checks read the workflows with PyYAML (a test extra). Each check is also
 run on a deliberately broken copy of a workflow to show that it fails.
@@ -15,11 +17,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from pytest_gpuprof import __version__ as VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -27,11 +32,18 @@ CONFIG = ROOT / ".github" / "actionlint.yaml"
 GATE = WORKFLOWS / "gpu-perf.yml"
 REFRESH = WORKFLOWS / "refresh-gpu-baselines.yml"
 CPU = WORKFLOWS / "ci.yml"
+RELEASE = WORKFLOWS / "release.yml"
+CI_SCRIPT = ROOT / ".ci" / "run"
+MKDOCS = ROOT / "mkdocs.yml"
 
 GPU_LABELS = ["self-hosted", "linux", "gpu"]
 GATE_CHECK = "gpu-perf"              # the check that branch protection requires
 REFRESH_LABEL = "refresh-gpu-baselines"
-PINNED = {"actions/checkout": "v4", "actions/upload-artifact": "v4", "actions/setup-python": "v5"}
+PINNED = {"actions/checkout": "v4", "actions/upload-artifact": "v4", "actions/setup-python": "v5",
+          "actions/download-artifact": "v4",
+          # PyPA's documented ref for the action (trusted publishing)
+          "pypa/gh-action-pypi-publish": "release/v1"}
+PUBLISH = "pypa/gh-action-pypi-publish"
 # nvidia-smi options that change the GPU's state; the workflows only read it
 NVIDIA_SMI_SETTERS = re.compile(
     r"nvidia-smi\b[^\n|;&]*?\s(-ac|-rac|-lgc|-rgc|-lmc|-rmc|-pl|-pm|-r|-c|-e|-acp|"
@@ -207,6 +219,95 @@ def cpu_problems(wf: dict) -> list[str]:
         return problems + [f"expected one job that runs .ci/run, found {len(ci_jobs)}"]
     if _runs_on(ci_jobs[0]) != ["ubuntu-latest"]:
         problems.append(f"the CPU tests run on {_runs_on(ci_jobs[0])}, not ubuntu-latest")
+    # .ci/run builds and checks the sdist and wheel into .ci-venv/dist: the job uploads them
+    dist = [s for s in _uploads(ci_jobs[0])
+            if Path(str((s.get("with") or {}).get("path", "")).strip()) == Path(".ci-venv/dist")]
+    if len(dist) != 1:
+        problems.append("no step uploads the sdist and wheel (.ci-venv/dist) that .ci/run built")
+    return problems
+
+
+def ci_script_problems(text: str) -> list[str]:
+    """.ci/run, which the CPU tests job runs: before pytest, the documentation site built
+    strictly and the sdist and wheel built and checked, with the extras that bring the tools."""
+    problems = []
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+
+    def first(pattern: str) -> int | None:
+        return next((i for i, line in enumerate(lines) if re.search(pattern, line)), None)
+
+    install = first(r"pip install .*-e '\.\[")
+    extras = re.search(r"-e '\.\[([^\]]*)\]'", lines[install]) if install is not None else None
+    if extras is None or not {"test", "docs", "release"} <= set(extras.group(1).split(",")):
+        problems.append("the project is not installed with the extras test, docs and release")
+    pytest_at = first(r"python -m pytest\b")
+    for what, pattern in (("mkdocs build --strict", r"\bmkdocs build --strict\b"),
+                          ("python -m build", r"python -m build\b"),
+                          ("twine check --strict", r"\btwine check --strict\b")):
+        at = first(pattern)
+        if at is None:
+            problems.append(f"no {what}")
+        elif pytest_at is None or at > pytest_at:
+            problems.append(f"{what} does not run before pytest")
+    return problems
+
+
+def _needs(job: dict) -> list[str]:
+    needs = job.get("needs")
+    return [needs] if isinstance(needs, str) else list(needs or [])
+
+
+def _publish_jobs(wf: dict) -> dict:
+    return {k: j for k, j in (wf.get("jobs") or {}).items()
+            if any(str(s.get("uses", "")).startswith(f"{PUBLISH}@") for s in _steps(j))}
+
+
+def release_problems(wf: dict) -> list[str]:
+    problems = []
+    on = _triggers(wf)
+    push = on.get("push") or {}
+    if set(on) != {"push"} or set(push) != {"tags"} or push.get("tags") != ["v*"]:
+        problems.append(f"not triggered on pushed tags v* alone: {on!r}")
+    if wf.get("permissions") not in ({"contents": "read"}, {}):
+        problems.append(f"workflow-wide permissions {wf.get('permissions')!r}; id-token goes to the publishing job")
+    jobs = wf.get("jobs") or {}
+    publishing = _publish_jobs(wf)
+    for name, job in jobs.items():
+        if "id-token" in (job.get("permissions") or {}) and name not in publishing:
+            problems.append(f"job {name} gets id-token but does not publish")
+    if len(publishing) != 1:
+        return problems + [f"expected one job that uses {PUBLISH}, found {len(publishing)}"]
+    ((name, job),) = publishing.items()
+    if job.get("permissions") != {"id-token": "write"}:
+        problems.append(f"the publishing job's permissions are {job.get('permissions')!r}, not id-token: write alone")
+    environment = job.get("environment")
+    if (environment.get("name") if isinstance(environment, dict) else environment) != "pypi":
+        problems.append("the publishing job does not run in the environment pypi")
+    for step in _steps(job):
+        if "run" in step:
+            problems.append("the publishing job runs commands while it holds id-token")
+        if str(step.get("uses", "")).startswith(f"{PUBLISH}@"):
+            given = {k.lower() for k in (step.get("with") or {})}
+            if given & {"password", "user", "username", "token", "api-token"}:
+                problems.append(f"the upload is given credentials ({sorted(given)}): trusted publishing needs none")
+    builds = [jobs[n] for n in _needs(job) if n in jobs]
+    if not builds:
+        problems.append("the publishing job does not need the job that builds and checks")
+    runs = "\n".join(str(s.get("run", "")) for j in builds for s in _steps(j))
+    for what, pattern in (("python -m build", r"python -m build\b"),
+                          ("twine check --strict", r"\btwine check --strict\b"),
+                          ("a check that the tag is v + pytest_gpuprof.__version__",
+                           r'pytest_gpuprof\.__version__[\s\S]*"\$GITHUB_REF_NAME" != "v\$version"')):
+        if not re.search(pattern, runs):
+            problems.append(f"the job it needs has no {what}")
+    if builds and not any(_uploads(j) for j in builds):
+        problems.append("the job it needs uploads no dist artifact")
+    for other, deployer in jobs.items():
+        deploy = [str(s.get("run", "")) for s in _steps(deployer) if "mkdocs gh-deploy" in str(s.get("run", ""))]
+        if deploy and not all(re.search(r"mkdocs gh-deploy\b.*--strict", r) for r in deploy):
+            problems.append(f"job {other} deploys the documentation site without --strict")
+        if deploy and name not in _needs(deployer):
+            problems.append(f"job {other} deploys the documentation site before PyPI has the release")
     return problems
 
 
@@ -234,7 +335,7 @@ def common_problems(wf: dict, text: str) -> list[str]:
     return problems
 
 
-CHECKS = {GATE: gate_problems, REFRESH: refresh_problems, CPU: cpu_problems}
+CHECKS = {GATE: gate_problems, REFRESH: refresh_problems, CPU: cpu_problems, RELEASE: release_problems}
 
 
 def problems_of(path: Path, text: str | None = None) -> list[str]:
@@ -294,7 +395,7 @@ def test_actionlint_knows_the_gpu_label():
 # --------------------------------------------------------------------------------------
 # the workflows' shape
 
-def test_the_three_workflows_are_there():
+def test_the_four_workflows_are_there():
     assert sorted(p.name for p in WORKFLOWS.glob("*.y*ml")) == sorted(p.name for p in CHECKS)
 
 
@@ -332,7 +433,7 @@ def test_refresh_records_baselines_on_dispatch_and_label():
     (job,) = _gpu_jobs(wf).values()
     assert any("--gpuprof-update-baseline" in s["run"] for s in _pytest_steps(job))
     assert job["permissions"] == {"contents": "write", "pull-requests": "write", "actions": "write"}
-    # the label is only looked at on this one job; its name matches the README's
+    # the label is only looked at on this one job; its name matches docs/guide/ci.md's
     assert f"'{REFRESH_LABEL}'" in job["if"] and wf["env"]["REFRESH_LABEL"] == REFRESH_LABEL
 
 
@@ -389,6 +490,33 @@ MUTATIONS = [
     (CPU, "run: bash .ci/run", "run: python -m pytest", "runs .ci/run"),
     (CPU, "runs-on: ubuntu-latest", "runs-on: ubuntu-22.04", "not ubuntu-latest"),
     (CPU, "actions/setup-python@v5", "actions/setup-python@v4", "uses actions/setup-python@v4"),
+    (CPU, "          path: .ci-venv/dist/\n", "          path: dist/\n", "no step uploads the sdist and wheel"),
+    (RELEASE, 'tags: ["v*"]', "branches: [main]", "not triggered on pushed tags v* alone"),
+    (RELEASE, 'tags: ["v*"]', 'tags: ["v*"]\n  pull_request:', "not triggered on pushed tags v* alone"),
+    (RELEASE, "permissions:\n  contents: read", "permissions:\n  contents: read\n  id-token: write",
+     "id-token goes to the publishing job"),
+    (RELEASE, "      id-token: write", "      contents: read", "not id-token: write alone"),
+    (RELEASE, "    permissions:\n      contents: write",
+     "    permissions:\n      contents: write\n      id-token: write", "gets id-token but does not publish"),
+    (RELEASE, "    environment:\n      name: pypi\n", "    environment:\n      name: release\n",
+     "environment pypi"),
+    (RELEASE, "      - uses: pypa/gh-action-pypi-publish@release/v1\n",
+     "      - uses: pypa/gh-action-pypi-publish@release/v1\n        with:\n"
+     "          password: ${{ secrets.PYPI_API_TOKEN }}\n", "trusted publishing needs none"),
+    (RELEASE, "      - uses: pypa/gh-action-pypi-publish@release/v1\n",
+     "      - uses: pypa/gh-action-pypi-publish@release/v1\n        with:\n"
+     "          password: ${{ secrets.PYPI_API_TOKEN }}\n", "secrets beyond GITHUB_TOKEN"),
+    (RELEASE, "      - uses: pypa/gh-action-pypi-publish@release/v1\n",
+     "      - run: ls dist\n      - uses: pypa/gh-action-pypi-publish@release/v1\n",
+     "runs commands while it holds id-token"),
+    (RELEASE, "pypa/gh-action-pypi-publish@release/v1", "pypa/gh-action-pypi-publish@master",
+     "uses pypa/gh-action-pypi-publish@master"),
+    (RELEASE, "    needs: build\n", "", "does not need the job that builds"),
+    (RELEASE, "python -m twine check --strict dist/*", "python -m twine check dist/*", "no twine check --strict"),
+    (RELEASE, 'if [ "$GITHUB_REF_NAME" != "v$version" ]; then', 'if false; then',
+     "no a check that the tag is v + pytest_gpuprof.__version__"),
+    (RELEASE, "mkdocs gh-deploy --strict", "mkdocs gh-deploy", "without --strict"),
+    (RELEASE, "    needs: publish\n", "    needs: build\n", "before PyPI has the release"),
 ]
 
 
@@ -401,6 +529,109 @@ def test_shape_checks_fail_on_a_broken_copy(path, old, new, expected):
     assert any(expected in p for p in problems), problems
 
 
+CI_SCRIPT_MUTATIONS = [
+    ("-e '.[test,docs,release]'", "-e '.[test]'", "extras test, docs and release"),
+    ("mkdocs build --strict", "mkdocs build", "no mkdocs build --strict"),
+    ("python -m twine check --strict", "python -m twine check", "no twine check --strict"),
+    ("python -m build --outdir", "python -m pip wheel -w", "no python -m build"),
+    ('NO_MKDOCS_2_WARNING=1 mkdocs build --strict --site-dir "$venv/site"\n', "",
+     "no mkdocs build --strict"),
+]
+
+
+def test_ci_script_builds_the_docs_and_the_dist_before_pytest():
+    assert ci_script_problems(CI_SCRIPT.read_text()) == []
+
+
+@pytest.mark.parametrize("old, new, expected", CI_SCRIPT_MUTATIONS, ids=[m[2] for m in CI_SCRIPT_MUTATIONS])
+def test_ci_script_checks_fail_on_a_broken_copy(old, new, expected):
+    text = CI_SCRIPT.read_text()
+    assert old in text, f"mutation no longer applies to .ci/run: {old!r}"
+    problems = ci_script_problems(text.replace(old, new, 1))
+    assert any(expected in p for p in problems), problems
+
+
+def test_ci_script_checks_see_pytest_run_before_the_docs():
+    text = CI_SCRIPT.read_text()
+    pytest_line = "python -m pytest -n auto -ra\n"
+    moved = text.replace(pytest_line, "").replace("NO_MKDOCS_2_WARNING=1", pytest_line + "NO_MKDOCS_2_WARNING=1", 1)
+    assert "mkdocs build --strict does not run before pytest" in ci_script_problems(moved)
+
+
+def test_the_docs_build_fails_on_a_broken_link_or_anchor():
+    """mkdocs build --strict fails on warnings; a link to a missing page or anchor, a link
+    it cannot read, an absolute link and a page left out of nav warn only where
+    mkdocs.yml's validation says so (mkdocs 1.6)."""
+    config = yaml.safe_load(MKDOCS.read_text())
+    assert config["strict"] is True and config["docs_dir"] == "docs"
+    assert config["validation"] == dict.fromkeys(
+        ("omitted_files", "absolute_links", "unrecognized_links", "anchors"), "warn")
+
+
+def _step(job: dict, name_part: str) -> dict:
+    (step,) = [s for s in _steps(job) if name_part in str(s.get("name", ""))]
+    return step
+
+
+def _run_step(script: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """A step's run: script under bash -e (as GitHub runs it) in the repository, with this
+    Python as python."""
+    path = f"{tmp_path / 'bin'}:{Path(sys.executable).parent}:/usr/bin:/bin"
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / "python").symlink_to(sys.executable)
+    return subprocess.run(["bash", "-e", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={"PATH": path, "HOME": str(tmp_path), **env})
+
+
+def test_release_runs_on_version_tags_and_publishes_with_trusted_publishing():
+    wf = load(RELEASE.read_text())
+    assert _triggers(wf) == {"push": {"tags": ["v*"]}}
+    ((name, job),) = _publish_jobs(wf).items()
+    assert job["permissions"] == {"id-token": "write"} and job["environment"]["name"] == "pypi"
+    assert [s["uses"] for s in _steps(job)] == ["actions/download-artifact@v4", f"{PUBLISH}@release/v1"]
+    assert not any(s.get("with") for s in _steps(job) if s["uses"].startswith(PUBLISH))
+    assert name in wf["jobs"]["docs"]["needs"]
+    text = RELEASE.read_text().lower()
+    for word in ("password", "api_token", "pypi_token", "twine_username", "twine upload"):
+        assert word not in text, word
+
+
+@pytest.mark.parametrize("tag, code", [(f"v{VERSION}", 0), ("v99.0.0", 1), (VERSION, 1)],
+                         ids=["v+version", "another version", "no v"])
+def test_release_stops_on_a_tag_that_is_not_the_version(tmp_path, tag, code):
+    wf = load(RELEASE.read_text())
+    step = _step(wf["jobs"]["build"], "The tag is v")
+    github_env = tmp_path / "github_env"
+    github_env.write_text("")
+    out = _run_step(step["run"], tmp_path, GITHUB_REF_NAME=tag, GITHUB_ENV=str(github_env))
+    assert out.returncode == code, out.stdout + out.stderr
+    if code == 0:
+        assert github_env.read_text() == f"VERSION={tag[1:]}\n"
+    else:
+        assert "::error::the tag is" in out.stdout
+
+
+def test_release_installs_build_and_twine_from_the_release_extra(tmp_path):
+    """The install step reads the extra "release" from pyproject.toml (pip is replaced by a
+    stand-in that prints what it would install)."""
+    wf = load(RELEASE.read_text())
+    step = _step(wf["jobs"]["build"], "Install build and twine")
+    script = step["run"].replace("python -m pip install --quiet -r", "cat")
+    out = _run_step(script, tmp_path, RUNNER_TEMP=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert out.stdout.split() == extras["release"]
+    assert {requirement.split(">=")[0] for requirement in extras["release"]} == {"build", "twine"}
+
+
+def test_cpu_tests_upload_the_dist_that_ci_run_checked():
+    wf = load(CPU.read_text())
+    (job,) = wf["jobs"].values()
+    (upload,) = _uploads(job)
+    assert upload["with"]["path"] == ".ci-venv/dist/" and upload["if"] == "matrix.dependencies == 'newest'"
+    assert '--outdir "$venv/dist"' in CI_SCRIPT.read_text() and "venv=.ci-venv" in CI_SCRIPT.read_text()
+
+
 def test_gate_needs_no_token():
     assert "GH_TOKEN" not in GATE.read_text() and "secrets." not in GATE.read_text()
 
@@ -410,13 +641,14 @@ def test_load_reads_the_triggers_under_on():
 
 
 # --------------------------------------------------------------------------------------
-# the README documents what the workflows do
+# the documentation site's CI page documents what the workflows do
 
-def test_readme_section_names_the_check_and_the_label():
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("## Gating merges on a self-hosted GPU runner")
-    section = readme[start:readme.index("\n## ", start + 1)]
-    assert start < readme.index("## Dependencies")
+CI_PAGE = ROOT / "docs" / "guide" / "ci.md"
+
+
+def test_ci_page_names_the_check_and_the_label():
+    page = CI_PAGE.read_text()
+    assert page.startswith("# Gating merges on a self-hosted GPU runner\n")
     for word in (GATE_CHECK, REFRESH_LABEL, *GPU_LABELS, GATE.name, REFRESH.name, CPU.name,
                  "persistence mode", "branch protection", "CUDA_VISIBLE_DEVICES"):
-        assert word in section, word
+        assert word in page, word
