@@ -214,9 +214,9 @@ def _runs(rng: random.Random, entry: dict) -> str:
     elif kind == "null run":
         runs[run] = None
     elif kind == "short list":
-        series = rng.choice([*JUDGED, "stalled", *runs[run]["per_step"]["kernels"]])
-        values = runs[run]["per_step"][series] if series in runs[run]["per_step"] else \
-            runs[run]["per_step"]["kernels"][series]
+        per_step = runs[run]["per_step"]
+        series = rng.choice([*(s for s in (*JUDGED, "stalled") if s in per_step), *per_step["kernels"]])
+        values = per_step[series] if series in per_step else per_step["kernels"][series]
         values.pop()
     elif kind == "no distribution":
         del runs[run]["distribution"]

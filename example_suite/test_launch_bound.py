@@ -15,7 +15,8 @@ from conftest import activation, planted
 BATCH, WIDTH, LAYERS, POSITIONS = 8, 256, 12, 8
 #: Iterations of the host_overhead bug's Python loop per block: on H100s 300 added 12% to the
 #: step at the baseline host's speed on one machine, 640 added 33% and 35% on two others
-#: (docs/benchmarks.md): about a third more time a step (a quarter of the bugged step).
+#: (benchmarks/results/history.md): about a third more time a step on those hosts; on the
+#: H200 of 2026-11-27 the window grew 139% (docs/benchmarks.md, "Planted bugs").
 BOOKKEEPING = 640
 
 
