@@ -20,6 +20,11 @@ whether the value is one a trace may hold.
     python benchmarks/fuzz_loaders.py [--per-class 300] [--seed 1]
     python benchmarks/fuzz_loaders.py --smoke
         a few inputs per class, in seconds (CI runs it).
+    python benchmarks/fuzz_loaders.py --per-class 300 --seed 1 --input N [--folder DIR]
+        input N alone (each input past "accepted" is told with its number), its file left in DIR.
+
+Each input past "accepted" is told as it comes: its number, probe, source file and
+alteration, then the reason; then the table of outcomes per probe and the summary line.
 """
 
 from __future__ import annotations
@@ -437,30 +442,57 @@ def valid_json(data: bytes) -> bool:
         return False
 
 
-def run(inputs: list, judge: Callable[[Any, Path], tuple[str, str]]) -> dict[str, Counter]:
+def told(number: int, item: Any, verdict: str, why: str) -> str:
+    """One input past "accepted", in enough words to act on: its number (``--input``), probe,
+    file and alteration, then the reason, indented (a traceback keeps its lines)."""
+    trace = getattr(item, "trace", None)  # (fuzz_baselines: the trace the file was judged on)
+    on = f", judged on {_relative(trace)}" if trace is not None else ""
+    source = _relative(getattr(item.source, "path", item.source))
+    reason = "".join("\n    " + line for line in why.rstrip().splitlines())
+    return f"{verdict}: input {number}, {item.probe} of {source}{on}: {item.describe}{reason}"
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def run(inputs: list, judge: Callable[[Any, Path], tuple[str, str]], only: int | None = None,
+        folder: Path | None = None) -> dict[str, Counter]:
     """The outcome of each input (``judge(item, folder)``: one of OUTCOMES, why) counted per
-    probe; every outcome past "accepted" is told on stderr."""
+    probe; every outcome past "accepted" is told on standard output as it comes (``told``).
+    ``only``: input number ONLY alone; ``folder``: judged there (left behind) rather than in
+    a temporary folder."""
     counts: dict[str, Counter] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for item in inputs:
+    with tempfile.TemporaryDirectory() if folder is None else contextlib.nullcontext(str(folder)) as tmp:
+        for number, item in enumerate(inputs):
+            if only is not None and number != only:
+                continue
             verdict, why = judge(item, Path(tmp))
             counts.setdefault(item.probe, Counter())[verdict] += 1
-            if verdict in OUTCOMES[2:]:
-                print(f"{verdict}: {item.probe} of {item.source.name} ({item.describe}): {why}", file=sys.stderr)
+            if verdict in OUTCOMES[2:] or only is not None:
+                print(told(number, item, verdict, why), flush=True)
     return counts
 
 
 def main(doc: str, make_inputs: Callable[[random.Random, int], list],
          judge: Callable[[Any, Path], tuple[str, str]], outcomes: tuple[str, ...] = OUTCOMES) -> int:
-    """A fuzz script's command line (``--per-class``, ``--seed``, ``--smoke``) and its table of
-    ``outcomes`` per probe; 1 when an input had an outcome past "accepted" (a traceback, a
-    silently wrong number, ...).  (Also ``fuzz_baselines.py``'s.)"""
+    """A fuzz script's command line (``--per-class``, ``--seed``, ``--smoke``, ``--input``,
+    ``--folder``): each input past "accepted" (a traceback, a silently wrong number, ...) told
+    as it comes (``told``), then a table of ``outcomes`` per probe and a summary line; 1 when
+    an input was past "accepted".  (Also ``fuzz_baselines.py``'s.)"""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--per-class", type=int, default=300, help="inputs per probe (default 300)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--smoke", action="store_true", help="3 inputs per probe, in seconds")
+    parser.add_argument("--input", type=int, metavar="N",
+                        help="judge input N alone (the number a failure is told with; same --seed and --per-class)")
+    parser.add_argument("--folder", type=Path, metavar="DIR",
+                        help="judge in DIR and leave the last input's files there (with --input: that input's)")
     args = parser.parse_args()
-    counts = run(make_inputs(random.Random(args.seed), 3 if args.smoke else args.per_class), judge)
+    if args.folder:
+        args.folder.mkdir(parents=True, exist_ok=True)
+    counts = run(make_inputs(random.Random(args.seed), 3 if args.smoke else args.per_class), judge, args.input,
+                 args.folder)
     print(f"| probe | inputs | {' | '.join(outcomes)} |")
     print("|---|---:|" + "---:|" * len(outcomes))
     total = Counter()
@@ -470,7 +502,8 @@ def main(doc: str, make_inputs: Callable[[random.Random, int], list],
     print(f"| all | {sum(total.values())} | " + " | ".join(str(total[o]) for o in outcomes) + " |")
     bad = sum(total[o] for o in outcomes[2:])
     print(f"{'smoke ' if args.smoke else ''}fuzz {'passed' if not bad else 'FAILED'}: {sum(total.values())} inputs, "
-          + ", ".join(f"{total[o]} {SUMMARY_WORDS[o]}" for o in outcomes if o != "accepted"))
+          + ", ".join(f"{total[o]} {SUMMARY_WORDS[o]}" for o in outcomes if o != "accepted")
+          + (" (each told above the table)" if bad else ""))
     return 1 if bad else 0
 
 

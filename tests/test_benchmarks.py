@@ -4,6 +4,7 @@ benchmarks/results/history.md) derived again from the archived results."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import os
@@ -299,6 +300,57 @@ def test_fuzz_baselines_smoke_tries_every_probe_without_a_traceback_or_a_wrong_j
     for *_, tried, errors, accepted, tracebacks, wrong in rows:
         assert int(tried) == 3 == int(errors) + int(accepted) and tracebacks == wrong == "0", out
     assert re.search(r"smoke fuzz passed: 51 inputs, \d+ clean errors, 0 tracebacks, 0 silently wrong$", out, re.M), out
+
+
+def fuzz_baselines():
+    """benchmarks/fuzz_baselines.py as a module (its imports need benchmarks/ on the path)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    import fuzz_baselines as fuzz
+    return fuzz
+
+
+def an_update_with_another_gpu(fuzz, other: dict):
+    """The weight-streaming test's shipped file with OTHER as its entry on an A100, updated
+    on the H200 (``fuzz_baselines.py --seed 1 --per-class 300``, input 2855, wrote
+    ``{"metrics": null}``)."""
+    src = next(s for s in fuzz.sources() if s.name == "test_weight_streaming.json")
+    doc = json.loads(src.path.read_text())
+    doc["tests"][src.nodeid]["NVIDIA A100"] = other
+    return fuzz.Altered("test and GPU level", src, "another GPU, in an update", fuzz.written(doc), src.traces[0],
+                        update=True)
+
+
+def test_fuzz_baselines_expects_an_update_to_keep_an_old_form_entry_as_stored(tmp_path):
+    """An entry of before runs were kept, on another GPU: an update writes it back as stored
+    (docs/results.md, "Baseline files"); the fuzzer expected it in today's form (with
+    ``"runs": [{}]``) and called the update silently wrong."""
+    fuzz = fuzz_baselines()
+    for other in ({"metrics": None}, {"metrics": {"kernel_count": 1}, "distribution": {}}):
+        assert fuzz.judge(an_update_with_another_gpu(fuzz, other), tmp_path) == ("accepted", ""), other
+        written = json.loads(next((tmp_path / "baselines").rglob("*.json")).read_text())
+        assert next(iter(written["tests"].values()))["NVIDIA A100"] == other
+
+
+def test_fuzz_baselines_tells_where_an_update_changed_what_it_does_not_record(tmp_path):
+    fuzz = fuzz_baselines()
+    before = {"schema_version": 1, "tests": {"t": {"A100": {"metrics": None}}}}
+    assert fuzz.changed(before, copy.deepcopy(before)) is None
+    assert fuzz.changed(before, {**before, "tests": {"t": {"A100": {"metrics": None, "runs": [{}]}}}}) \
+        == "['tests']['t']['A100']['runs'] added: [{}]"
+    assert fuzz.changed(before, {**before, "tests": {"t": {"A100": {"metrics": 5}}}}) \
+        == "['tests']['t']['A100']['metrics'] was None, written 5"
+    assert fuzz.changed(before, {"tests": before["tests"]}) == "['schema_version'] left out (was 1)"
+
+
+def test_fuzz_failures_are_told_with_their_number_probe_file_alteration_and_reason():
+    fuzz = fuzz_baselines()
+    item = an_update_with_another_gpu(fuzz, {"metrics": None})
+    from fuzz_loaders import told
+    assert told(2855, item, "traceback", "Traceback (most recent call last):\n  File x\nKeyError: 'a'\n") == (
+        "traceback: input 2855, test and GPU level of baselines/example_suite/test_weight_streaming.json, judged on "
+        f"{item.trace.relative_to(ROOT)}: another GPU, in an update\n"
+        "    Traceback (most recent call last):\n      File x\n    KeyError: 'a'")
 
 
 def test_nsight_compute_figures_follow_from_their_archive(tmp_path):
