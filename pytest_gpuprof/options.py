@@ -85,7 +85,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("confirm", "int", 0,
            "re-run a test whose only failures are times or ratios this many times, each in a fresh process, "
            "and fail it only if every re-run that decides fails them too (one that measured nothing, or judged "
-           "them unstable, decides nothing)"),
+           "them unstable, decides nothing); torch backend only: refused with --gpuprof-nsys"),
     Option("confirm-timeout", "float", 300.0,
            "seconds each fresh process of a --gpuprof-confirm re-run or a --gpuprof-base pair may take; one that "
            "runs over is stopped and decides nothing"),
@@ -117,7 +117,8 @@ OPTIONS: tuple[Option, ...] = (
            "the nsys binary (default: $GPUPROF_NSYS, then PATH, then the usual install locations)"),
     Option("ncu", "bool", False,
            "also profile each profiled test's heaviest kernels under Nsight Compute, in a fresh process (slow: "
-           "ncu replays each kernel; marker: ncu=True or ncu={'top': N, 'kernels': REGEX, 'step': K})"),
+           "ncu replays each kernel; marker: ncu=True or ncu={'top': N, 'kernels': REGEX, 'step': K, "
+           "'launches': L}); torch backend only: refused with --gpuprof-nsys, and a replay runs no kernels"),
     Option("ncu-path", "str", None, "the ncu binary (default: PATH, then the usual install locations)"),
     Option("json", "path", None,
            "write every profiled test's status, metrics, baseline, rules and verdicts here (docs/results.md)"),

@@ -92,3 +92,14 @@ def test_analyze_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code, str(DATA / "sync.pt.trace.json.gz")],
                          capture_output=True, text=True)
     assert out.stderr.strip() == "False"
+
+
+def test_the_cli_package_docstring_names_every_command(capsys):
+    import pytest_gpuprof.cli
+    from pytest_gpuprof.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    commands = capsys.readouterr().out.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert commands == ["analyze", "diff", "merge"]
+    assert all(f"``gpuprof {command}``" in pytest_gpuprof.cli.__doc__ for command in commands)

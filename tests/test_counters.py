@@ -7,12 +7,13 @@ import copy
 import dataclasses
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuprof.compare.baseline import check_entry
-from pytest_gpuprof.compare.counter_verdicts import NOT_PROFILED, NOT_STORED, judge_counters
+from pytest_gpuprof.compare.counter_verdicts import NCU_NOT_IN_REPLAY, NOT_PROFILED, NOT_STORED, judge_counters
 from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.compare.verdicts import Verdict
@@ -145,6 +146,11 @@ def test_without_counters_a_threshold_on_them_is_a_note_and_the_test_stands():
     result = judged(None, False, "memory_bandwidth_utilization >= 0.8", "gpu_utilization >= 0.5", earlier=(improved,))
     assert result.status == "improved" and result.verdicts == [improved]
     assert result.notes == [f"memory_bandwidth_utilization >= 0.8: {NOT_PROFILED}"]
+    result.backend, result.notes = "nsys", []  # ncu runs beside torch.profiler only: the note says so
+    judge_counters(result, Rules(thresholds=(parse_threshold("memory_bandwidth_utilization >= 0.8", "t"),)), False)
+    assert result.notes == ["memory_bandwidth_utilization >= 0.8: not checked: Nsight Compute does not run under "
+                            "--gpuprof-nsys: profile the kernels with --gpuprof-ncu or the marker's ncu= on the torch "
+                            "backend"]
     # a baseline recorded without counters: a note, nothing compared
     result = judged(counters(), None)
     assert result.status == "passed" and result.verdicts == [] and result.notes == [NOT_STORED]
@@ -255,6 +261,13 @@ def test_every_report_shows_the_counters_and_what_broke(tmp_path):
     page = render_html(doc)
     at = page.index("Inside the kernels (Nsight Compute: step_0")
     assert '<td class="num m-fail">168 → 200</td>' in page[at:]
+    # each counter in its unit, as the other reports say it: the bandwidth a percentage, not 0.352334
+    assert "memory_bandwidth_utilization <span class=\"vd v-ok\">35.2% → 35.2%</span>" in page[at:]
+    assert "0.352334" not in page
+    row = page[at:][page[at:].index(f"{GEMM}</code>"):].split("</tr>")[0]
+    cells = re.findall(r'<td class="num m-[a-z-]+">(.*?)</td>', row)
+    assert cells == [f"{a} → {a}" for a in ("26.21 µs", "70.81%", "55.19%", "9.59%", "14.14%", "81.81%", "0%",
+                                           "83.79%")] + ["168 → 200"] + [f"{a} → {a}" for a in ("0 B", "8.022 MiB")]
     assert "registers_per_thread 168 → 200 (+19.0%) [changed]" in page
 
 
@@ -334,3 +347,38 @@ def test_a_counter_one_side_cannot_give_is_not_compared_and_says_so():
     # what both hold is judged: the default set's achieved occupancy against --set full's
     occupancy = [v for v in judged(lacking, full).verdicts if v.metric.endswith("].achieved_occupancy_pct")]
     assert len(occupancy) == 3 and all(v.rule.startswith("within 5 points") for v in occupancy)
+
+
+def test_a_replay_says_why_ncu_profiled_nothing(pytester):
+    """Under --gpuprof-replay --gpuprof-ncu no kernel runs, so ncu profiles none: the note on a
+    threshold naming a counter says a replay runs no kernels, not only that the option is missing."""
+    from test_plugin import MOE, TRACE, replay_dir
+
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    (pytester.path / "example_suite").mkdir()
+    (pytester.path / "example_suite" / "test_moe.py").write_text(
+        "import pytest\n\n@pytest.mark.gpuprof(ncu=True)\ndef test_moe_forward():\n    pass\n")
+    folder = replay_dir(pytester, {MOE: TRACE[MOE]})
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}", "--gpuprof-ncu",
+                                "--gpuprof-threshold=kernels[nvjet].tensor_pipe_pct >= 70")
+    result.assert_outcomes(passed=1)
+    assert (f"  {MOE}: kernels[nvjet].tensor_pipe_pct >= 70: not checked: a replay runs no kernels for Nsight "
+            "Compute to profile (--gpuprof-replay)") in result.outlines
+
+
+def test_a_replay_says_it_ran_no_nsight_compute_the_test_asked_for(pytester):
+    """A replayed test whose marker asks for ncu, with no counter threshold to note, is told
+    that a replay runs no kernels for ncu; without ncu= (and --gpuprof-ncu) nothing is said."""
+    from test_plugin import MOE, TRACE, replay_dir
+
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    (pytester.path / "example_suite").mkdir()
+    test = pytester.path / "example_suite" / "test_moe.py"
+    folder = replay_dir(pytester, {MOE: TRACE[MOE]})
+    note = f"  {MOE}: {NCU_NOT_IN_REPLAY}"
+    for marker, options, said in (("ncu=True", [], True), ("", ["--gpuprof-ncu"], True), ("", [], False),
+                                  ("ncu=False", ["--gpuprof-ncu"], False)):
+        test.write_text(f"import pytest\n\n@pytest.mark.gpuprof({marker})\ndef test_moe_forward():\n    pass\n")
+        result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}", *options)
+        result.assert_outcomes(passed=1)
+        assert (note in result.outlines) is said, (marker, options, result.outlines)

@@ -123,6 +123,85 @@ def test_junit_holds_the_judged_values(replayed):
     assert checked > 100  # current and baseline
 
 
+@pytest.fixture(scope="module")
+def unjudged(tmp_path_factory):
+    """(outputs folder, terminal text) of the shipped traces replayed where nothing compares some
+    metrics: the MoE and CNN tests have no baseline, and weight streaming's baseline lacks the
+    copy bandwidths in its recorded runs (as one recorded before them does: "not compared")."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("unjudged")
+    common = [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT), "-p",
+              "no:cacheprovider", f"--gpuprof-replay={TRACES}", f"--gpuprof-baseline-dir={out / 'B'}"]
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    record = subprocess.run([*common, "--gpuprof-update-baseline"], cwd=out, capture_output=True, text=True, env=env)
+    assert record.returncode == 0, record.stdout + record.stderr
+    for module in ("test_moe", "test_cnn"):
+        (out / "B" / "example_suite" / f"{module}.json").unlink()
+    path = out / "B" / "example_suite" / "test_weight_streaming.json"
+    doc = json.loads(path.read_text())
+    for entry in (e for by_gpu in doc["tests"].values() for e in by_gpu.values()):
+        for stored in (entry, *entry["runs"]):
+            for key in ("per_step", "distribution", "metrics"):
+                for name in [n for n in stored.get(key, {}) if n.startswith("memcpy_") and n.endswith("_gbps")]:
+                    del stored[key][name]
+    path.write_text(json.dumps(doc))
+    judged = subprocess.run([*common, "--gpuprof", f"--gpuprof-json={out / 'r.json'}",
+                             f"--gpuprof-html={out / 'r.html'}"], cwd=out, capture_output=True, text=True, env=env)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    return out, judged.stdout
+
+
+def _shown(metric: str, value: float) -> str:
+    """A judged series' value as the reports show it, worked out apart from ``numbers``."""
+    if metric.endswith("_us"):
+        return _time(value)
+    return f"{value:.4g} GB/s" if metric.endswith("_gbps") else f"{value:.1%}"
+
+
+def _sections(page: str) -> dict[str, str]:
+    """Each test's section of the HTML report (its text from its heading to the next), by node id."""
+    headings = list(re.finditer(r"<h2.*?</h2>", page, re.S))
+    ends = [m.start() for m in headings[1:]] + [len(page)]
+    return {html.unescape(re.sub(r"<[^>]+>", "", re.search(r"<code>.*?</code>", m[0])[0])): page[m.start():end]
+            for m, end in zip(headings, ends)}
+
+
+def test_html_shows_the_median_step_where_no_verdict_compared_it(unjudged):
+    """A metric with no baseline, or "not compared", shows in the HTML report the value its
+    thresholds judged and every other output shows (the median step), not total / steps or
+    the whole window's ratio or rate."""
+    out, terminal = unjudged
+    tests = {t["nodeid"]: t for t in _tests(out)}
+    moe, cnn = (f"example_suite/{m}" for m in ("test_moe.py::test_moe_forward", "test_cnn.py::test_cnn_train_step"))
+    streaming = "example_suite/test_weight_streaming.py::test_weight_streaming"
+    assert tests[moe]["status"] == tests[cnn]["status"] == "no baseline"
+    htod = next(v for v in tests[streaming]["verdicts"] if v["metric"] == "memcpy_htod_gbps")
+    assert htod["rule"].startswith("not compared") and htod["baseline"] is None
+    assert _shown("memcpy_htod_gbps", htod["current"]) != _shown("memcpy_htod_gbps",
+                                                                 tests[streaming]["metrics"]["memcpy_htod_gbps"])
+    assert _shown("gpu_utilization", tests[moe]["distribution"]["gpu_utilization"]["median"]) \
+        != _shown("gpu_utilization", tests[moe]["metrics"]["gpu_utilization"])  # they differ in these traces
+    sections = _sections((out / "r.html").read_text())
+    checked = 0
+    for nodeid in (moe, cnn, streaming):
+        t = tests[nodeid]
+        for metric, summary in t["distribution"].items():
+            row = re.search(rf'<tr class="m-[a-z-]+" data-metric="{metric}">.*?</tr>', sections[nodeid], re.S)
+            if row is None:  # not a scalar metric, or 0 in the run: named only
+                continue
+            text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row[0])))
+            assert re.search(rf"current: {re.escape(_shown(metric, summary['median']))}(/step)? ", text), \
+                (nodeid, metric, _shown(metric, summary["median"]), text)
+            checked += 1
+    assert checked >= 12, checked
+    rows = {line.split()[0]: line for line in terminal.splitlines() if line.startswith("example_suite/")}
+    for nodeid in (moe, cnn):  # the terminal shows the same
+        assert _shown("gpu_utilization", tests[nodeid]["distribution"]["gpu_utilization"]["median"]) in rows[nodeid]
+
+
 def test_no_note_is_said_twice(replayed):
     out, terminal = replayed
     tests = _tests(out)

@@ -18,7 +18,9 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+import pytest
 from test_plugin import (
+    CNN,
     GPU,
     MOE,
     TRACE,
@@ -45,7 +47,7 @@ def shown(metric, value):
     """A value as the reports show it (docs/metrics.md), worked out apart from ``numbers``: a
     time to 4 significant digits in µs, or in ms from 1000 µs (none here reaches a second), a
     ratio as a percentage to one decimal, a count bare."""
-    if metric.endswith("time_us"):
+    if metric.endswith("_us"):
         return f"{value / 1000:.4g} ms" if value >= 999.95 else f"{value:.4g} µs"
     return f"{value:.1%}" if metric == "gpu_utilization" else number(value)
 
@@ -62,13 +64,19 @@ def gpuprof(*args):
     return subprocess.run([sys.executable, "-m", "pytest_gpuprof", *args], capture_output=True, text=True)
 
 
-def test_every_output_shows_the_verdicts_value_and_change(pytester):
+def recorded_suite(pytester) -> tuple[str, ...]:
+    """The MoE (fixture form) and CNN (marker form) tests with baselines recorded from their
+    shipped traces; the arguments that replay them."""
     pytester.makefile(".ini", pytest="[pytest]\n")
     write_module(pytester, "test_moe", fixture_test("test_moe_forward"))
     write_module(pytester, "test_cnn", marker_test("test_cnn_train_step"))
-    folder = replay_dir(pytester)
-    args = ("-p", "no:cacheprovider", f"--gpuprof-replay={folder}")
+    args = ("-p", "no:cacheprovider", f"--gpuprof-replay={replay_dir(pytester)}")
     assert pytester.runpytest(*args, "--gpuprof-update-baseline").ret == 0
+    return args
+
+
+def test_every_output_shows_the_verdicts_value_and_change(pytester):
+    args = recorded_suite(pytester)
 
     path = baseline_path(pytester, "test_moe")
     doc = load(path)
@@ -198,3 +206,59 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
     before, now = numbers[f"kernels[{heaviest}].time_us"]
     [row] = [line for line in diffed.stdout.splitlines() if line.startswith("  slower ") and heaviest[:50] in line]
     assert row.split()[3:6] == [before, now, "+" + number(round(kernel_now - kernel_before, 3))], row
+
+
+def metric_row(page, nodeid, metric):
+    """The text of a metric's row in a test's section of the HTML report."""
+    heading = next(m for m in re.finditer(r"<h2.*?</h2>", page, re.S)
+                   if nodeid in html.unescape(re.sub(r"<[^>]+>", "", m[0])))
+    row = re.search(rf'<tr class="m-[a-z-]+" data-metric="{re.escape(metric)}">.*?</tr>', page[heading.start():], re.S)
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", row.group(0))))
+
+
+def test_a_metric_without_a_comparison_shows_its_median_step_too(pytester):
+    """No baseline (MoE), and a metric the baseline's runs do not hold ("not compared": the CNN's
+    memcpy_dtod_gbps, stripped from its baseline as an older one lacks it): the HTML report
+    shows the median step that the thresholds judged and every other output shows, not
+    total / steps or the whole window's ratio or rate."""
+    args = recorded_suite(pytester)
+    baseline_path(pytester, "test_moe").unlink()
+    unkept = ("memcpy_dtod_gbps",)
+    path = baseline_path(pytester, "test_cnn")
+    doc = load(path)
+    entry = doc["tests"][CNN][GPU]
+    for stored in (entry, *entry["runs"]):
+        for key in ("per_step", "distribution", "metrics"):
+            for metric in unkept:
+                stored.get(key, {}).pop(metric, None)
+    save(path, doc)
+
+    out = pytester.path / "out"
+    result = pytester.runpytest(*args, f"--gpuprof-json={out / 'r.json'}", f"--gpuprof-summary={out / 's.md'}",
+                                f"--gpuprof-html={out / 'r.html'}", f"--junitxml={out / 'j.xml'}")
+    result.assert_outcomes(passed=2)
+    results = {t["nodeid"]: t for t in json.loads((out / "r.json").read_text())["tests"]}
+    assert results[MOE]["status"] == "no baseline"
+    cnn = {v["metric"]: v for v in results[CNN]["verdicts"] if "threshold" not in v}
+    for metric in unkept:
+        assert cnn[metric]["rule"].startswith("not compared") and cnn[metric]["baseline"] is None, cnn[metric]
+
+    page = (out / "r.html").read_text()
+    props = {(tc.get("name"), p.get("name")): p.get("value") for tc in ET.parse(out / "j.xml").iter("testcase")
+             for p in tc.iter("property")}
+    checked = 0
+    for nodeid, metrics in ((MOE, ("kernel_time_us", "window_us", "gpu_utilization")), (CNN, unkept)):
+        samples = json.loads(gpuprof("analyze", "--json", str(TRACE[nodeid])).stdout)
+        steps = samples["metrics"]["step_count"]
+        for metric in metrics:
+            median = statistics.median(samples["per_step"][metric])
+            whole = samples["metrics"][metric] / (steps if metric.endswith("_us") else 1)  # a time: total / steps
+            judged, other = (f"{v:.4g} GB/s" if metric.endswith("_gbps") else shown(metric, v) for v in (median, whole))
+            assert judged != other, metric  # the two differ in these traces
+            text = metric_row(page, nodeid, metric)
+            assert re.search(rf"current: {re.escape(judged)}(/step)? ", text), (nodeid, metric, judged, text)
+            assert other not in text, (nodeid, metric, other, text)
+            assert float(props[nodeid.rpartition("::")[2], f"gpuprof.{metric}"]) == \
+                pytest.approx(median, abs=1e-3), (nodeid, metric)  # JUnit holds the same value
+            checked += 1
+    assert checked == 4

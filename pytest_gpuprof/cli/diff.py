@@ -8,7 +8,9 @@ matched by node id, two distributed runs rank by rank, two Nsight Compute report
 tests' ``counters``) counter by counter (``compare.counter_verdicts``).  The verdicts come from ``compare.judge`` with
 the plugin's default rules (or the tolerances given), and are printed in the
 words of the plugin's failure message, then a per-kernel table: new and vanished
-kernels, changed counts and times, biggest time change first.
+kernels, changed counts and times, biggest time change first.  ``--range NAME`` cuts the
+test NAME out of each side that is an nsys report of a pytest session; with neither side
+one, it is refused (``inputs.check_diff_range``).
 
 Exit status: 0 when nothing broke, 1 when a metric broke (regressed, changed,
 violated a threshold, a kernel new or vanished) or a test of B has no metrics,
@@ -45,7 +47,7 @@ from ..report.words import (
     verdict_line,
 )
 from ..trace.formats import is_ncu_input, is_nsys_input
-from .inputs import measure_any, measure_processes, measure_ranks, ncu_launches, read_results
+from .inputs import check_diff_range, measure_any, measure_processes, measure_ranks, ncu_launches, read_results
 
 
 @dataclass
@@ -148,6 +150,7 @@ def pairs(a: Side, b: Side, test: str | None) -> list[tuple[str | None, TestResu
 def diff(a_path: str, b_path: str, rules: Rules, top: int = 20, test: str | None = None,
          test_range: str | None = None, nsys: str | None = None) -> tuple[int, list[str]]:
     """(exit status, lines to print, each ``terminal_text``: they hold names from the traces)."""
+    check_diff_range(a_path, b_path, test_range)
     a = load_side(a_path, test_range, nsys)
     b = load_side(b_path, test_range, nsys)
     lines = [f"A (baseline): {_describe(a)}", f"B (current):  {_describe(b)}",

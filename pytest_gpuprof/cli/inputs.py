@@ -61,17 +61,44 @@ def measure_any(path: str, test_range: str | None = None, nsys: str | None = Non
     return _measured(path, load_kineto(path))
 
 
+#: Which inputs ``--range`` applies to, as its refusal says.
+RANGE_APPLIES = ("--range applies to nsys reports of a pytest session only (.sqlite, .nsys-rep: each test in an "
+                 "NVTX range named by its node id); leave --range out")
+
+
 def check_range(path: str, test_range: str | None) -> None:
     """``--range`` cuts one test out of an nsys report of a pytest session, where each test
     ran in an NVTX range named by its node id; any other input holds no such range, and is
     an error naming the option, not read whole."""
     if test_range is None or is_nsys_input(path):
         return
-    what = ("a folder of per-rank Kineto traces" if Path(path).is_dir() else
-            "an Nsight Compute report" if is_ncu_input(path) else "a Kineto trace")
-    raise GpuprofError(f"--range {test_range}: {path} is {what}, and --range applies to nsys reports of a pytest "
-                       "session only (.sqlite, .nsys-rep: each test in an NVTX range named by its node id); leave "
-                       "--range out")
+    raise GpuprofError(f"--range {test_range}: {path} is {input_kind(path)}, and {RANGE_APPLIES}")
+
+
+def check_diff_range(a: str, b: str, test_range: str | None) -> None:
+    """``gpuprof diff --range``: it cuts the test out of each side that is an nsys report (a side
+    of another kind is read whole, as it holds one test); with neither side an nsys report,
+    it applies to nothing, and is an error naming the option and both inputs."""
+    if test_range is None or is_nsys_input(a) or is_nsys_input(b):
+        return
+    raise GpuprofError(f"--range {test_range}: {a} is {input_kind(a)} and {b} is {input_kind(b)}, "
+                       f"and {RANGE_APPLIES}")
+
+
+def input_kind(path: str) -> str:
+    """What an input other than an nsys report is, in words: from its name, a results file
+    (``--gpuprof-json``) from its content."""
+    if Path(path).is_dir():
+        return "a folder of per-rank Kineto traces"
+    if is_ncu_input(path):
+        return "an Nsight Compute report"
+    if Path(path).is_file():
+        try:
+            if read_results(Path(path)) is not None:
+                return "a results file (--gpuprof-json)"
+        except GpuprofError:
+            pass  # neither: the trace loader would name the problem
+    return "a Kineto trace"
 
 
 def measure_processes(report: str, nsys: str | None) -> dict[int, tuple[str, Measurement]]:

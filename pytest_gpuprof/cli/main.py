@@ -62,7 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("--top", type=int, default=20, metavar="N",
                       help="kernel rows shown per comparison (default: 20; 0: all)")
     diff.add_argument("--test", metavar="NODEID", help="compare only this test of the results file(s)")
-    diff.add_argument("--range", metavar="NAME", help="nsys reports: only the NVTX range NAME (a test's node id)")
+    diff.add_argument("--range", metavar="NAME",
+                      help="only the test whose node id is NAME, cut out of each side that is an nsys report of a "
+                           "pytest session (.sqlite, .nsys-rep: each test in an NVTX range of that name); a side "
+                           "of another kind is read whole; refused when neither side is an nsys report")
     diff.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
     merge = sub.add_parser(
         "merge",

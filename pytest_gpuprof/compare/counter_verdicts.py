@@ -25,21 +25,33 @@ from .verdicts import Verdict, check_threshold, compare_value
 #: baseline only where the test gives them a tolerance (``tolerances={"l2_hit_rate_pct": 0.1}``);
 #: a threshold on them is judged always.
 PLACEMENT_DEPENDENT = ("l1_hit_rate_pct", "l2_hit_rate_pct")
-#: Why a threshold on counters was not checked.
+#: Why a threshold on counters was not checked: ncu profiles a test that ran on a GPU, under
+#: --gpuprof-ncu or its marker's ncu=.
 NOT_PROFILED = "not checked: Nsight Compute did not profile this test (--gpuprof-ncu, or the marker's ncu=)"
+#: Why in a replay: no kernel runs for ncu to profile.
+NOT_IN_REPLAY = "not checked: a replay runs no kernels for Nsight Compute to profile (--gpuprof-replay)"
+#: What a replay says of Nsight Compute asked for (the marker's ncu=, --gpuprof-ncu) with no threshold to note.
+NCU_NOT_IN_REPLAY = "Nsight Compute not run: a replay runs no kernels for it to profile (--gpuprof-replay)"
+#: Why under the nsys backend: ncu runs only beside torch.profiler (``run.steps.KernelCounters``).
+NOT_UNDER_NSYS = ("not checked: Nsight Compute does not run under --gpuprof-nsys: profile the kernels with "
+                  "--gpuprof-ncu or the marker's ncu= on the torch backend")
 #: Why the counters were not compared with the baseline.
 NOT_STORED = ("counters not compared: the baseline holds none (record it with --gpuprof-update-baseline "
               "--gpuprof-ncu)")
 
 
-def judge_counters(result: TestResult, rules: Rules, recording: bool) -> None:
+def judge_counters(result: TestResult, rules: Rules, recording: bool, replay: bool = False,
+                   asked: bool = False) -> None:
     """Add the counters' verdicts to ``result`` (a ``TestResult`` judged without them): the
     thresholds naming counters, then (not while recording) each counter against the
     baseline's; a broken one fails the test, an improved one makes it improved
     (``evaluate.status_of``).  Without counters the thresholds on them are a note: the rest
-    of the test stands as judged."""
+    of the test stands as judged (``replay``: the test's trace was replayed, nothing ran; ``asked``:
+    the test asked for Nsight Compute, which a replay then says it did not run)."""
     if result.counters is None:
-        result.notes += [f"{t.text}: {NOT_PROFILED}" for t in rules.thresholds if counter_spec(t.metric)]
+        why = NOT_IN_REPLAY if replay else NOT_UNDER_NSYS if result.backend == "nsys" else NOT_PROFILED
+        notes = [f"{t.text}: {why}" for t in rules.thresholds if counter_spec(t.metric)]
+        result.notes += notes or ([NCU_NOT_IN_REPLAY] if replay and asked else [])
         return
     stored = None if recording else (result.baseline_entry or {}).get("counters")
     if not recording and not stored and result.baseline_entry and (result.alongside or {}).get("against") != "base":

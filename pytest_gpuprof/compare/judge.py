@@ -55,6 +55,14 @@ class Judge:
     timeline_events: int = 0  # events of the timeline sample kept with a result
     baseline_runs: int = 1  # recorded runs an entry keeps
     keep_counters: bool = False  # a recording's later process: the first one's counters stay
+    replay: bool = False  # the traces are kept ones replayed (--gpuprof-replay): no kernel ran here
+    ncu: bool = False  # --gpuprof-ncu: every test asks for Nsight Compute unless its marker says ncu=False
+
+    def asks_ncu(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether the test asks for Nsight Compute: its marker's ``ncu`` (True or a plan; False
+        leaves it out), else ``--gpuprof-ncu``."""
+        wanted = arguments.get("ncu")
+        return bool(self.ncu if wanted is None else wanted)
 
     def rules_for(self, nodeid: str, arguments: Mapping[str, Any]) -> Rules:
         """The run's rules with the test's marker on top (``Rules.with_marker``)."""
@@ -81,7 +89,8 @@ class Judge:
     def counters(self, result: TestResult, arguments: Mapping[str, Any]) -> None:
         """Judge the test's Nsight Compute counters (``result.counters``, none: its counter
         thresholds noted unchecked): after ncu ran for it, or in ``judge``."""
-        judge_counters(result, self.rules_for(result.nodeid or "", arguments), self.update)
+        judge_counters(result, self.rules_for(result.nodeid or "", arguments), self.update, self.replay,
+                       self.asks_ncu(arguments))
 
     def _judged(self, nodeid: str, arguments: Mapping[str, Any], load: Callable[[], Traces], distributed: bool,
                 machine: dict[str, Any] | None,
@@ -123,7 +132,7 @@ class Judge:
                 result.message += f"; {note}"
         result.notes += [mismatch] if mismatch else []
         if counters:
-            judge_counters(result, rules, self.update)
+            judge_counters(result, rules, self.update, self.replay, self.asks_ncu(arguments))
         if distributed:
             if self.alongside:
                 result.notes.append(RANKS_NOT_ALONGSIDE)

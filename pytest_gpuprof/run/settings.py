@@ -51,7 +51,8 @@ class Settings:
         """How this run judges each test (``alongside``: the base revision is measured here)."""
         return Judge(self.baseline_dir, self.backend, self.rules, update=self.update_baseline, strict=self.strict,
                      base_only=self.base_only, alongside=alongside, timeline_events=self.timeline_events,
-                     baseline_runs=self.baseline_runs, keep_counters=self.process.recording)
+                     baseline_runs=self.baseline_runs, keep_counters=self.process.recording,
+                     replay=self.replay_dir is not None, ncu=self.ncu)
 
     @property
     def records_again(self) -> bool:
@@ -118,4 +119,11 @@ def settings_from(opts: dict[str, Any], plan: StepPlan, process: Process, xdist:
     if settings.base is not None and (settings.backend != "torch" or settings.replay_dir is not None):
         raise ConfigError("--gpuprof-base: the base is measured with torch.profiler only, not with "
                           "--gpuprof-nsys or --gpuprof-replay")
+    if settings.backend == "nsys" and not process.measures_for_another:  # ncu's process runs inside nsys's role
+        for name, why in (("confirm", "the re-runs that confirm a failure measure with torch.profiler only"),
+                          ("ncu", "Nsight Compute runs beside torch.profiler only (nsys and ncu each take the "
+                                  "GPU's profiling for themselves)")):
+            if opts[name]:
+                raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini} under --gpuprof-nsys (or "
+                                  f"--gpuprof-backend=nsys): {why}, so it would do nothing; leave one of them out")
     return settings

@@ -34,7 +34,7 @@ from ...capture.environment import RECORDED
 from ...compare.evaluate import FAILED_STATUSES, STATUSES
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
-from ...compare.verdicts import BROKEN, NOT_COMPARED, compared_values, shown_value
+from ...compare.verdicts import BROKEN, NOT_COMPARED, shown_value
 from ...files import write_atomic
 from ...metrics import timeline
 from ...metrics.measure import is_comm_kernel, is_launch_call, is_sync_call
@@ -49,7 +49,6 @@ from ..words import (
     broken_line,
     broken_metrics,
     capture_words,
-    change,
     first_line,
     health_lines,
     let_through_header,
@@ -384,7 +383,9 @@ def _kernel_verdict_words(v: Mapping[str, Any]) -> str:
 
 def _counters(t: Mapping[str, Any]) -> dict[str, Any] | None:
     """Nsight Compute's counters of the profiled kernels (``counters``), the baseline's beside
-    them where it stored some, each cell coloured by its verdict (``compare.counter_verdicts``)."""
+    them where it stored some, each in its unit (``compare.verdicts.shown_value``: the bandwidth
+    as a percentage, times in µs or ms, bytes in B to GiB) and coloured by its verdict
+    (``compare.counter_verdicts``)."""
     now = t.get("counters")
     if not now:
         return None
@@ -394,8 +395,8 @@ def _counters(t: Mapping[str, Any]) -> dict[str, Any] | None:
         if not _failing(statuses.get(v["metric"], "ok")):
             statuses[v["metric"]] = v["status"]
 
-    def cell(metric: str, b: Any, c: Any) -> dict[str, str]:
-        text = format_number(c) if b is None else f"{format_number(b)} → {format_number(c)}"
+    def cell(metric: str, b: Any, c: Any) -> dict[str, str]:  # each value in its unit, as every report says it
+        text = shown_value(metric, c) if b is None else f"{shown_value(metric, b)} → {shown_value(metric, c)}"
         return {"text": text, "class": _verdict_class(statuses.get(metric))}
 
     rows = []
@@ -510,8 +511,7 @@ def _role(kinds: set[str]) -> str:
 def _metric_rows(t: Mapping[str, Any]) -> dict[str, Any]:
     """One row per scalar metric: per-step values, the comparison verdict, thresholds and
     its bar; metrics 0 or n/a in both runs only named."""
-    now = compared_values(t["metrics"])
-    before = compared_values(t["baseline_metrics"]) if t.get("baseline_metrics") else {}
+    shown = shown_values(t)  # the values judged, as every other output shows them
     compare: dict[str, dict[str, Any]] = {}
     thresholds: dict[str, list[dict[str, Any]]] = {}
     for v in t.get("verdicts") or []:
@@ -532,10 +532,9 @@ def _metric_rows(t: Mapping[str, Any]) -> dict[str, Any]:
         cls = ("fail" if any(_failing(s) for s in statuses) else "improved" if "improved" in statuses
                else "undecided" if "undecided" in statuses else "let-through" if v and v.get("let_through")
                else "ok" if verdicts else "reported")
-        # the values judged: a time metric judged on per-step samples is compared by its median
-        judged = v if v is not None and v.get("baseline") is not None and v.get("current") is not None else None
-        b = judged["baseline"] if judged else before.get(name)
-        c = judged["current"] if judged else now.get(name)
+        # the values judged (``report.values.shown_values``): its verdict's, else each run's
+        # median step where it kept samples, as its thresholds took them
+        b, c, moved = shown[name]
         if not (thresholds.get(name) or cls == "fail" or any(x not in (None, 0) for x in (b, c))):
             zero.append(name)
             continue
@@ -552,8 +551,7 @@ def _metric_rows(t: Mapping[str, Any]) -> dict[str, Any]:
             "badges": badges or ["ok" if thresholds.get(name) else "reported only"],
             "baseline": per_step_text(name, b),
             "current": per_step_text(name, c),
-            "change": v["change"] if v and v.get("change") else (
-                change(name, c, b) if b is not None and c is not None else ""),
+            "change": moved,
             "iqr": [_iqr(t.get("baseline_distribution"), name), _iqr(t.get("distribution"), name)],
             "bar": _bar(name, spec.kind, b, c, thresholds.get(name, []), VERDICT_COLORS[cls]),
         })
