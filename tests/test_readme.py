@@ -106,7 +106,7 @@ def test_use_it_in_your_repository_step_by_step(tmp_path, wheel):
     install, test_file, record, commit, gate, cpu_ci, replay = (body.strip() for _, body in steps)
 
     # 1. install: from the repository's URL, or the wheel, which is what is tried here
-    from_git, from_wheel = install.splitlines()
+    from_git, from_wheel = [line for line in install.splitlines() if not line.startswith("#")]
     homepage = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Homepage"]
     assert from_git == f'pip install "pytest-gpuprof @ git+{homepage}"'
     repo = Repository(tmp_path / "repo")
@@ -157,7 +157,7 @@ def test_a_machine_without_a_gpu_records_nothing(tmp_path, wheel):
     repo = Repository(tmp_path / "repo")
     shutil.copy(wheel, repo.path)
     install, test_file = (body.strip() for _, body in blocks(section("Use it in your repository"))[:2])
-    run_ok(repo.sh(install.splitlines()[1]))
+    run_ok(repo.sh(install.splitlines()[-1]))
     (repo.path / "tests").mkdir()
     (repo.path / "tests" / "test_model.py").write_text(test_file + "\n")
     out = run_ok(repo.sh("pytest --gpuprof-update-baseline -rs"))
@@ -178,6 +178,8 @@ def test_reading_a_failure_shows_the_message_gpuprof_prints():
     for line in shown.splitlines():
         assert line in lines, line
     indented = [line for line in lines if line.startswith("  ")]
+    steps = [line for line in lines if line.startswith("Next step")]
+    assert "the second of its two\n`Next step` lines" in text and len(steps) == 2 and steps[1] in shown
     numbers = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
     said = re.search(r"(\w+) of its (\w+) indented lines are shown", text)
     assert said.groups() == (numbers[len([s for s in shown.splitlines() if s.startswith("  ")])].capitalize(),

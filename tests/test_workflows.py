@@ -652,3 +652,21 @@ def test_ci_page_names_the_check_and_the_label():
     for word in (GATE_CHECK, REFRESH_LABEL, *GPU_LABELS, GATE.name, REFRESH.name, CPU.name,
                  "persistence mode", "branch protection", "CUDA_VISIBLE_DEVICES"):
         assert word in page, word
+
+
+def test_a_copy_in_another_repository_installs_the_plugin_its_venvs_need():
+    """Copied into a user's repository (README, "Use it in your repository"; docs/guide/ci.md),
+    the GPU workflows install the checkout and GPUPROF_PLUGIN in every venv that runs pytest,
+    the base revision's too; the refresh starts ci.yml only where there is one."""
+    for path, venvs in ((GATE, 2), (REFRESH, 1)):
+        doc = load(path.read_text())
+        assert doc["env"]["GPUPROF_PLUGIN"] == ""  # this repository's checkout is the plugin
+        installs = [line.strip() for job in doc["jobs"].values() for step in job["steps"]
+                    for line in step.get("run", "").splitlines() if "pip install" in line]
+        assert len(installs) == venvs and all(line.endswith('${GPUPROF_PLUGIN:+"$GPUPROF_PLUGIN"}')
+                                              for line in installs), installs
+    refresh = REFRESH.read_text()
+    dispatch = refresh.index('gh workflow run ci.yml')
+    assert "if [ -f .github/workflows/ci.yml ]; then" in refresh[dispatch - 80:dispatch]
+    page = (ROOT / "docs" / "guide" / "ci.md").read_text()
+    assert all(name in page for name in ("GPUPROF_PLUGIN", "GPUPROF_TESTS", "GPUPROF_PYTEST_ARGS", "GPUPROF_BASELINE_DIR"))

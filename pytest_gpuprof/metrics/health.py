@@ -96,7 +96,7 @@ def assess(kernel_time_per_step: list[float], readings: dict[str, Any] | None,
 #: The note of a test that gates ``pcie_utilization`` (a threshold, or a baseline that has one)
 #: on a trace that does not say its PCIe link: the metric is null there.
 NO_PCIE_LINK = ("pcie_utilization: null, the trace does not say which PCIe link it ran on (recorded before "
-                "2026-11-25, or without NVML: pip install nvidia-ml-py)")
+                "2026-11-25, or where NVML could not be loaded)")
 
 
 def recording_notes(metadata: dict[str, Any]) -> list[str]:
