@@ -40,6 +40,13 @@ NOT_STORED = ("counters not compared: the baseline holds none (record it with --
               "--gpuprof-ncu)")
 
 
+def asks_ncu(arguments: Mapping[str, Any], every: bool) -> bool:
+    """Whether a test asks for Nsight Compute: its marker's ``ncu`` (True or a plan, even an
+    empty one; False leaves it out), else ``--gpuprof-ncu`` (``every``)."""
+    asked = arguments.get("ncu")
+    return every if asked is None else asked is not False
+
+
 def judge_counters(result: TestResult, rules: Rules, recording: bool, replay: bool = False,
                    asked: bool = False) -> None:
     """Add the counters' verdicts to ``result`` (a ``TestResult`` judged without them): the

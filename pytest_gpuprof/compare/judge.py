@@ -19,7 +19,7 @@ from ..metrics.measure import measure
 from ..metrics.skew import rank_skew
 from ..trace.model import Trace
 from .baseline import BaselineFile, Entry, StoredEntry, baseline_file
-from .counter_verdicts import judge_counters
+from .counter_verdicts import asks_ncu, judge_counters
 from .distributed import combine, entry_for, new_distributed_entry, rank_entry, rank_rules
 from .evaluate import UNKNOWN_GPU, TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
 from .rules import Rules
@@ -58,12 +58,6 @@ class Judge:
     replay: bool = False  # the traces are kept ones replayed (--gpuprof-replay): no kernel ran here
     ncu: bool = False  # --gpuprof-ncu: every test asks for Nsight Compute unless its marker says ncu=False
 
-    def asks_ncu(self, arguments: Mapping[str, Any]) -> bool:
-        """Whether the test asks for Nsight Compute: its marker's ``ncu`` (True or a plan; False
-        leaves it out), else ``--gpuprof-ncu``."""
-        wanted = arguments.get("ncu")
-        return bool(self.ncu if wanted is None else wanted)
-
     def rules_for(self, nodeid: str, arguments: Mapping[str, Any]) -> Rules:
         """The run's rules with the test's marker on top (``Rules.with_marker``)."""
         return self.rules.with_marker(arguments, nodeid)
@@ -90,7 +84,7 @@ class Judge:
         """Judge the test's Nsight Compute counters (``result.counters``, none: its counter
         thresholds noted unchecked): after ncu ran for it, or in ``judge``."""
         judge_counters(result, self.rules_for(result.nodeid or "", arguments), self.update, self.replay,
-                       self.asks_ncu(arguments))
+                       asks_ncu(arguments, self.ncu))
 
     def _judged(self, nodeid: str, arguments: Mapping[str, Any], load: Callable[[], Traces], distributed: bool,
                 machine: dict[str, Any] | None,
@@ -132,7 +126,7 @@ class Judge:
                 result.message += f"; {note}"
         result.notes += [mismatch] if mismatch else []
         if counters:
-            judge_counters(result, rules, self.update, self.replay, self.asks_ncu(arguments))
+            judge_counters(result, rules, self.update, self.replay, asks_ncu(arguments, self.ncu))
         if distributed:
             if self.alongside:
                 result.notes.append(RANKS_NOT_ALONGSIDE)

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..capture.nsight_compute import export_csv
 from ..capture.ranges import NVTX_DOMAIN, STEP_RANGE_PREFIX
+from ..compare.counter_verdicts import asks_ncu
 from ..errors import GpuprofError
 from ..metrics.counters import ncu_counters, needs_lines, not_computed
 from ..numbers import format_number
@@ -55,9 +56,9 @@ class NcuPlan:
 def ncu_plan(marker: dict[str, Any], every: bool) -> NcuPlan | None:
     """The test's plan: its marker's ``ncu`` (True, or a dict of ``NcuPlan``'s fields; False
     leaves it out), else the default plan under ``--gpuprof-ncu`` (``every``); None: no ncu."""
-    asked = marker.get("ncu")
-    if asked is False or asked is None and not every:
+    if not asks_ncu(marker, every):
         return None
+    asked = marker.get("ncu")
     return NcuPlan(**asked) if isinstance(asked, dict) else NcuPlan()
 
 
