@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..compare.evaluate import FAILED_STATUSES, STATUSES
+from ..compare.status import FAILED_STATUSES, STATUSES
 from ..errors import GpuprofError
 from ..report.document import document_of
 from .inputs import read_results

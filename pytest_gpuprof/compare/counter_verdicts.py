@@ -16,6 +16,7 @@ from ..metrics.specs import BANDWIDTH, COUNTER_SPECS, counter_spec, kernel_count
 from ..numbers import format_number
 from .evaluate import TestResult
 from .rules import Rules, Threshold
+from .status import State
 from .verdicts import Verdict, check_threshold, compare_value
 
 #: Cache hit rates move with where the allocator placed the data, not only with the kernel:
@@ -87,7 +88,7 @@ def threshold_verdicts(t: Threshold, counters: Mapping[str, Any]) -> list[Verdic
     matched = [k for k, row in kernels.items() if re.search(pattern, row.get("function") or k)]
     if not matched:
         profiled = ", ".join(sorted({row.get("function") or k for k, row in kernels.items()})) or "none"
-        return [Verdict(t.metric, "threshold", None, None, t.text, relative=False, threshold=t, evidence=(
+        return [Verdict(t.metric, State.THRESHOLD, None, None, t.text, relative=False, threshold=t, evidence=(
             f"no profiled kernel's function matches {pattern!r} (profiled: {profiled}; choose them with the "
             "marker's ncu={'kernels': PATTERN})"))]
     return [_not_checked(t, f"kernels[{k}].{counter}", counter, counters) if kernels[k][counter]["median"] is None else
@@ -100,7 +101,7 @@ def _not_checked(t: Threshold, metric: str, counter: str, counters: Mapping[str,
     the counters carry (``metrics.counters.ncu_counters``' ``no_value``: the metrics the report
     lacks, or the arithmetic); a document written before they carried one says no more."""
     why = (counters.get(NO_VALUE) or {}).get(metric)
-    return Verdict(metric, "threshold", None, None, t.text, relative=False, threshold=t,
+    return Verdict(metric, State.THRESHOLD, None, None, t.text, relative=False, threshold=t,
                    evidence=f"not checked: no value; {counter} {why}" if why else "not checked: no value")
 
 
@@ -129,7 +130,7 @@ def baseline_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], rules: 
             else:  # counts and bytes; a counter one report could not give is not compared, saying so
                 out.append(replace(compare_value(spec, b, c, rules), metric=metric))
     if set(kernels) != set(before.get("kernels") or {}):
-        return out + [Verdict(BANDWIDTH.name, "ok", before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
+        return out + [Verdict(BANDWIDTH.name, State.OK, before.get(BANDWIDTH.name), now.get(BANDWIDTH.name),
                               "not compared: ncu profiled other kernels than the baseline's", relative=False)]
     return out + [compare_value(BANDWIDTH, before.get(BANDWIDTH.name), now.get(BANDWIDTH.name), rules)]
 
@@ -142,5 +143,6 @@ def percent_verdict(metric: str, before: Mapping[str, float], now: Mapping[str, 
     b, c = before["median"], now["median"]
     rule = (f"within {format_number(points)} points of the baseline's launches "
             f"({format_number(before['min'])}-{format_number(before['max'])}%), higher is better")
-    status = "regressed" if c < before["min"] - points else "improved" if c > before["max"] + points else "ok"
+    status = (State.REGRESSED if c < before["min"] - points else State.IMPROVED if c > before["max"] + points
+              else State.OK)
     return Verdict(metric, status, b, c, rule, relative=False)

@@ -17,6 +17,7 @@ from ..numbers import format_number
 from .baseline import DistributedEntry, Entry, StoredEntry
 from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
+from .status import State
 from .verdicts import Verdict, check_threshold
 
 
@@ -65,12 +66,12 @@ def judge_skew(skew: float | None, entry: StoredEntry | None, rules: Rules, upda
     if update or entry is None:
         return verdicts
     if skew is None or not recorded:
-        return verdicts + [Verdict(spec.name, "ok", max(recorded, default=None), skew,
+        return verdicts + [Verdict(spec.name, State.OK, max(recorded, default=None), skew,
                                    "not compared: no value in one of the runs", relative=False)]
     worst, allowed = max(recorded), max(rules.tolerance(spec), SKEW_SPREADS * (max(recorded) - min(recorded)))
     rule = (f"at most the recorded runs' largest {spec.name} + max({format_number(rules.tolerance(spec))}, "
             f"{SKEW_SPREADS} x their range) = {format_number(worst + allowed)}")
-    status = "regressed" if skew > worst + allowed else "ok"
+    status = State.REGRESSED if skew > worst + allowed else State.OK
     return verdicts + [Verdict(spec.name, status, worst, skew, rule, relative=False,
                                evidence=f"recorded runs' {spec.name}: {', '.join(map(format_number, recorded))}")]
 

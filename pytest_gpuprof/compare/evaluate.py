@@ -11,7 +11,7 @@ base revision's pairs, Nsight Compute's counters) change verdicts and facts only
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import InitVar, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,29 +23,13 @@ from . import host
 from .baseline import Entry, RecordedRun
 from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
-from .verdicts import (
-    AS_BASE,
-    BROKEN,
-    UNSURE,
-    Verdict,
-    distribution,
-    judge,
-    pooled,
-    same_program,
-    stored_samples,
-)
-
-#: Statuses a test can end with, in the order reports list them (what needs a reviewer
-#: first); ``failed`` and ``error`` fail the test.
-STATUSES = ("error", "failed", UNSURE, "unconfirmed", AS_BASE, "unstable", "undecided", "improved",
-            "no baseline", "updated", "passed")
-#: The statuses of a test that fail the pytest run.
-FAILED_STATUSES = ("failed", "error")
+from .status import BROKEN, FAILED_STATUSES, STATUSES, State, Status
+from .verdicts import Verdict, distribution, judge, pooled, same_program, stored_samples
 
 
 def status_of(verdicts: Iterable[Verdict], *, error: bool = False, recorded: bool = False,
               has_baseline: bool = True, strict: bool = False, unstable: bool = False,
-              parts: Iterable[str] = ()) -> str:
+              parts: Iterable[str] = ()) -> Status:
     """A test's one word, from its verdicts and what else was learnt about it: ``error`` when
     it could not be judged; failed on a broken verdict; ``updated`` when recording; ``no
     baseline`` with nothing to be judged against; a failure that re-measuring did not uphold
@@ -54,33 +38,36 @@ def status_of(verdicts: Iterable[Verdict], *, error: bool = False, recorded: boo
     ``parts`` (a distributed test's ranks' statuses) the worst in ``STATUSES`` order; with
     ``strict`` (--gpuprof-strict) a test left with no baseline fails."""
     if error:
-        return "error"
-    statuses = {v.status for v in verdicts}
-    if statuses & set(BROKEN):
-        own = "failed"
+        return Status.ERROR
+    states = {v.status for v in verdicts}
+    if states & BROKEN:
+        own = Status.FAILED
     elif recorded:
-        own = "updated"
+        own = Status.UPDATED
     elif not has_baseline:
-        own = "no baseline"
+        own = Status.NO_BASELINE
     else:
-        own = next((s for s in (UNSURE, "unconfirmed", AS_BASE, "undecided", "improved") if s in statuses),
-                   "unstable" if unstable else "passed")
-    worst = min([own, *parts], key=STATUSES.index)
-    return "failed" if worst == "no baseline" and strict else worst
+        own = next((Status(s) for s in _PASSING_STATES if s in states),
+                   Status.UNSTABLE if unstable else Status.PASSED)
+    worst = min([own, *map(Status, parts)], key=STATUSES.index)
+    return Status.FAILED if worst == Status.NO_BASELINE and strict else worst
+
+
+#: The verdict states that name a test that passes, the first found deciding its status.
+_PASSING_STATES = (State.NOT_SURE, State.UNCONFIRMED, State.SAME_AS_BASE, State.UNDECIDED, State.IMPROVED)
 
 
 @dataclass
 class TestResult:
     """What gpuprof concluded about one profiled test (or one trace, for ``gpuprof diff``).
 
-    Its ``status`` is derived (``status_of``) from its verdicts and the facts below; a status
-    given where it is made (``stated``: a results document's, read back by ``from_json``) is
-    taken as the facts that give it."""
+    Its ``status`` is derived (``status_of``) from its verdicts and the facts below, which a
+    results document keeps (``to_json``'s ``facts``) so that a result read back
+    (``from_json``) derives the same status."""
 
     __test__ = False  # not a pytest test class, despite its name
 
     nodeid: str | None
-    stated: InitVar[str] = ""  # one of STATUSES, as a results document gives it: read as facts (``__post_init__``)
     gpu: str | None = None
     metrics: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None  # the baseline's metrics
@@ -110,15 +97,6 @@ class TestResult:
     has_baseline: bool = True  # it had something to be judged against: a stored entry, or the base revision
     strict: bool = False  # with nothing to be judged against it fails (--gpuprof-strict; ``fail_unjudged``)
 
-    def __post_init__(self, stated: str) -> None:
-        """A stated status as the facts that give it with these verdicts: ``error`` and
-        ``updated`` as said; ``failed`` with no verdict broken, by --gpuprof-strict; ``no
-        baseline``, nothing to be judged against; any other, judged against a baseline."""
-        if stated:
-            self.error, self.recorded = stated == "error", stated == "updated"
-            self.strict = stated == "failed" and not any(v.status in BROKEN for v in self.verdicts)
-            self.has_baseline = stated != "no baseline" and not self.strict
-
     @classmethod
     def of_error(cls, nodeid: str | None, message: str) -> TestResult:
         """A test that could not be judged (its trace, a rank's file or its baseline unreadable):
@@ -126,14 +104,27 @@ class TestResult:
         return cls(nodeid, message=message, error=True)
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         """One of ``STATUSES``, derived (``status_of``).  A distributed test's is the worst of
         its ranks' and of its own verdicts' (the skew's, its counters'): the ranks' health and
         machines, said again in its own, are their statuses'."""
+        return self._status(self.strict)
+
+    @property
+    def unjudged(self) -> bool:
+        """Left with nothing to be judged against: ``no baseline`` but for --gpuprof-strict."""
+        return self._status(strict=False) == Status.NO_BASELINE
+
+    def _status(self, strict: bool) -> Status:
         own = self.verdicts if self.ranks is None else [v for v in self.verdicts if v.rank is None]
         return status_of(own, error=self.error, recorded=self.recorded, has_baseline=self.has_baseline,
-                         strict=self.strict, unstable=self.ranks is None and bool(self.unstable),
+                         strict=strict, unstable=self.ranks is None and bool(self.unstable),
                          parts=[t.status for t in (self.ranks or {}).values()])
+
+    def facts(self) -> dict[str, bool]:
+        """What its status follows from besides the verdicts and its health (``status_of``)."""
+        return {"error": self.error, "recorded": self.recorded, "has_baseline": self.has_baseline,
+                "strict": self.strict}
 
     @property
     def failed(self) -> bool:
@@ -153,6 +144,7 @@ class TestResult:
         return {
             "nodeid": self.nodeid,
             "status": self.status,
+            "facts": self.facts(),
             "message": self.message,
             "gpu": self.gpu,
             "backend": self.backend,
@@ -187,8 +179,8 @@ class TestResult:
     @classmethod
     def from_json(cls, doc: Mapping[str, Any], backend: str | None = None) -> TestResult:
         """A test of a results document read back; ``backend`` is the document's, for tests
-        that do not name their own; its stored ``status`` is read as the facts that give it
-        (``stated``).  A document written before ``health`` and ``slower_machine`` were told
+        that do not name their own; its ``facts`` give its status again (``migrated_facts``:
+        a document of before they were kept).  A document written before ``health`` and ``slower_machine`` were told
         apart (until 2026-11-23) has only ``unstable``: its machine probes' sentences are read
         as ``slower_machine``, the rest as health."""
         entry: dict[str, Any] = {} if doc.get("ranks") is not None else {  # a distributed test's entries are its ranks'
@@ -197,7 +189,7 @@ class TestResult:
             if doc.get(f"baseline_{key}") is not None}
         unstable = [] if "health" in doc or "slower_machine" in doc else list(doc.get("unstable") or [])
         return cls(
-            nodeid=doc.get("nodeid"), stated=doc.get("status") or "", gpu=doc.get("gpu"),
+            nodeid=doc.get("nodeid"), gpu=doc.get("gpu"),
             metrics=doc.get("metrics"), baseline=doc.get("baseline_metrics"),
             verdicts=[_verdict(v) for v in doc.get("verdicts") or []],
             baseline_file=None if doc.get("baseline_file") is None else Path(doc["baseline_file"]),
@@ -212,15 +204,26 @@ class TestResult:
             confirmation=doc.get("confirmation") or "", alongside=doc.get("alongside"),
             ranks=None if doc.get("ranks") is None else {r: cls.from_json(t, backend)
                                                          for r, t in doc["ranks"].items()},
-            counters=doc.get("counters"),
+            counters=doc.get("counters"), **(doc.get("facts") or migrated_facts(doc)),
         )
+
+
+def migrated_facts(doc: Mapping[str, Any]) -> dict[str, bool]:
+    """The facts of a results document's test written before they were kept (until
+    2026-11-28), from the status it stated: ``error`` and ``updated`` as said; ``failed``
+    with no verdict broken, by --gpuprof-strict; ``no baseline``, nothing to be judged
+    against; any other, judged against a baseline."""
+    stated = doc.get("status") or ""
+    strict = stated == Status.FAILED and not any(v.get("status") in BROKEN for v in doc.get("verdicts") or [])
+    return {"error": stated == Status.ERROR, "recorded": stated == Status.UPDATED,
+            "has_baseline": stated != Status.NO_BASELINE and not strict, "strict": strict}
 
 
 def _verdict(doc: Mapping[str, Any]) -> Verdict:
     spec = metric_spec(doc["metric"]) or counter_spec(doc["metric"])
     threshold = doc.get("threshold")
     return Verdict(
-        doc["metric"], doc["status"], doc.get("baseline"), doc.get("current"), doc.get("rule", ""),
+        doc["metric"], State(doc["status"]), doc.get("baseline"), doc.get("current"), doc.get("rule", ""),
         relative=not (spec is not None and spec.kind in ("ratio", "percent")), evidence=doc.get("evidence", ""),
         threshold=None if threshold is None else Threshold(doc["metric"], threshold["op"], threshold["value"],
                                                            doc.get("rule", "")),
@@ -292,13 +295,13 @@ def evaluate(result: TestResult, m: Measurement, entry: Entry | None, rules: Rul
         return fail_unjudged(result, strict)
     explaining: set[str] = set()
     for v in result.verdicts:
-        if v.status == "regressed" and is_timing(v.metric):
+        if v.status == State.REGRESSED and is_timing(v.metric):
             by = {p for p in differences if explains(p, v.metric)}
             if result.health or by:
-                v.status = "unstable"
+                v.status = State.UNSTABLE
                 explaining |= by
     result.slower_machine = [differences[p] for p in differences if p in explaining] + [
-        f"{v.threshold.text} {v.evidence}" for v in result.verdicts if v.status == "unstable" and v.threshold]
+        f"{v.threshold.text} {v.evidence}" for v in result.verdicts if v.status == State.UNSTABLE and v.threshold]
     result.notes += [differences[p] for p in differences if p not in explaining]
     return fail_unjudged(result, strict)
 
@@ -306,18 +309,17 @@ def evaluate(result: TestResult, m: Measurement, entry: Entry | None, rules: Rul
 def fail_unjudged(result: TestResult, strict: bool) -> TestResult:
     """With ``--gpuprof-strict`` a test with nothing to be judged against fails, its message
     saying so."""
-    result.strict = False  # (judged again: whether it is left with no baseline)
-    if strict and result.status == "no baseline":
-        result.message = f"no baseline for {result.gpu} in {result.baseline_file} (--gpuprof-strict)"
     result.strict = strict
+    if strict and result.unjudged:
+        result.message = f"no baseline for {result.gpu} in {result.baseline_file} (--gpuprof-strict)"
     return result
 
 
-def fails_on_timing_alone(result: TestResult, statuses: tuple[str, ...] = ("regressed",)) -> bool:
+def fails_on_timing_alone(result: TestResult, statuses: Iterable[State] = (State.REGRESSED,)) -> bool:
     """A test that failed, with no message, on verdicts of these statuses on times, rates or
     ratios alone (a count, a byte total or a kernel change is exact: nothing re-measures it)."""
     broken = [v for v in result.verdicts if v.status in BROKEN]
-    return (result.status == "failed" and not result.message and bool(broken)
+    return (result.status == Status.FAILED and not result.message and bool(broken)
             and all(v.status in statuses and is_timing(v.metric) for v in broken))
 
 

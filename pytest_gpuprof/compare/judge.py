@@ -78,7 +78,7 @@ class Judge:
         try:
             return self._judged(nodeid, arguments, load, distributed, machine, against_base, probe_again, counters)
         except (GpuprofError, OSError, ValueError) as exc:  # a file unreadable or damaged, a move refused
-            return Judged(TestResult(nodeid, "error", message=str(exc)))
+            return Judged(TestResult.of_error(nodeid, str(exc)))
 
     def counters(self, result: TestResult, arguments: Mapping[str, Any]) -> None:
         """Judge the test's Nsight Compute counters (``result.counters``, none: its counter

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from ..metrics.specs import METRICS, MetricSpec
+from ..numbers import format_points
 from . import host
 from .baseline import Entry
-from .evaluate import TestResult, new_baseline_entry
+from .evaluate import TestResult, fails_on_timing_alone, new_baseline_entry
 from .rules import Rules
 from .stats import Prior, pooled_squares, t_quantile
-from .verdicts import UNSURE, compared_values, kernel_series, usable
+from .status import BROKEN, State
+from .verdicts import Verdict, compared_values, kernel_series, shown_value, usable
 
 #: What the pairs can say of one metric ("not sure" is also the status of its verdict).
-WORSE, SAME, NOT_SURE = "worse", "same", UNSURE
+WORSE, SAME, NOT_SURE = "worse", "same", State.NOT_SURE.value
 #: The chance that a test whose head is no worse than its base fails: split over the metrics
 #: the pairs judge and over the looks (one after each pair).
 ALPHA = 0.01
@@ -186,3 +189,104 @@ def scale_of(metric: str, host_bound: bool) -> str:
     """A host series of a launch-bound step is judged at the base host's speed; everything
     else as measured (in a busier step the window follows the GPU, and the reading is noise)."""
     return AT_SPEED if host_bound and metric in host.HOST_SERIES else AS_MEASURED
+
+
+#: How the pairs' outcome for a metric is said (``compare.pairs`` outcomes).
+PAIR_OUTCOMES = {"worse": "a regression", "same": "not a regression", "not sure": "not sure (never fails)"}
+
+
+def pair_change(d: Mapping[str, Any]) -> str:
+    """A pairs' decision's (``compare.pairs.Decision``) mean worse-direction difference:
+    +4.1% (worse) or +0.02 for a ratio."""
+    if d["mean"] is None:
+        return "n/a"
+    if spec_of(d["metric"]).kind == "ratio":
+        return format_points(d["mean"])
+    return f"{math.expm1(d['mean']):+.1%}"
+
+
+def pair_values(d: Mapping[str, Any]) -> str:
+    """``head 12.1 µs, base 12 µs over 3 pair(s) (head worse by +0.8%)``."""
+    where = "" if d["scale"] == AS_MEASURED else f" {d['scale']}"
+    return (f"head {shown_value(d['metric'], d['head'])}, base {shown_value(d['metric'], d['base'])}{where} over "
+            f"{d['pairs']} pair(s) (head worse by {pair_change(d)})")
+
+
+def pair_evidence(values: str, outcome: str, threshold: str | None = None) -> str:
+    """What the pairs add to a verdict's evidence: ``against the base revision measured
+    alongside: head 12.1 us, base 12 us over 3 pair(s) (head worse by +0.8%): not a
+    regression``; for a broken threshold, whether the base holds it on this machine."""
+    if threshold is not None:
+        said = (f"the base holds {threshold} on this machine: a regression" if outcome == "worse"
+                else f"the base breaks {threshold} on this machine too: not a regression")
+    else:
+        said = PAIR_OUTCOMES[outcome]
+    return f"against the base revision measured alongside: {values}: {said}"
+
+
+def needs_pairs(result: TestResult) -> bool:
+    """A test that would fail on times or ratios alone: each broken verdict a time, rate or
+    ratio regression or threshold (counts, bytes, kernel names and count thresholds are exact)."""
+    return fails_on_timing_alone(result, (State.REGRESSED, State.THRESHOLD))
+
+
+def decide_all(metrics: Sequence[str], bases: Sequence[TestResult], heads: Sequence[TestResult], rules: Rules,
+               cap: int) -> dict[str, Decision]:
+    """Each metric decided from the pairs so far (``bases[i]``, ``heads[i]``: pair i's
+    processes, each judged against nothing): a host series of a launch-bound step (the first
+    base process's median utilization, ``host.HOST_BOUND``) at the first base process's host
+    speed, everything else as measured."""
+    first = bases[0]
+    utilization = _value(first, "gpu_utilization", None)
+    reference = host.speed(first.per_step)
+    pool = kernel_pool([b.distribution or {} for b in bases], [h.distribution or {} for h in heads])
+    out = {}
+    for metric in metrics:
+        scale = scale_of(metric, host.host_bound(utilization) and reference is not None)
+        at = None if scale == AS_MEASURED else reference
+        out[metric] = decide(metric, [_value(b, metric, at) for b in bases], [_value(h, metric, at) for h in heads],
+                             rules, looks=cap, judged=len(metrics), scale=scale,
+                             pool=pool if kernel_series(metric) else None)
+    return out
+
+
+def _value(result: TestResult, metric: str, reference: float | None) -> float | None:
+    return process_value(metric, result.metrics or {}, result.per_step, result.distribution, reference)
+
+
+def upheld_by_pairs(verdicts: Sequence[Verdict], decisions: Mapping[str, Decision], problem: str) -> list[Verdict]:
+    """The verdicts once the pairs are weighed: the failures the pairs uphold stay, the others
+    become ``same as base`` or ``not sure`` (both pass).  A regression is upheld when head is
+    worse; a broken threshold when the base's processes hold it on this machine (base
+    breaking it too says the machine, not the change).  A metric no pair gave a value for, and
+    a "not sure" of pairs that stopped on a ``problem``, uphold the failure.  Each verdict's
+    evidence says what the pairs showed."""
+    out = []
+    for v in verdicts:
+        d = decisions.get(v.metric)
+        if d is None or v.status not in BROKEN or d.pairs == 0:
+            out.append(v)
+        elif v.status == State.THRESHOLD and v.threshold is not None:
+            holds = d.base is None or v.threshold.holds(d.base)  # no base value: the failure stands
+            said = pair_evidence(pair_values(d.to_json()), WORSE if holds else SAME, v.threshold.text)
+            out.append(replace(v, status=v.status if holds else State.SAME_AS_BASE, evidence=f"{v.evidence}; {said}"))
+        else:
+            status = (State.SAME_AS_BASE if d.outcome == SAME
+                      else State.NOT_SURE if d.outcome == NOT_SURE and not problem else v.status)
+            said = pair_evidence(pair_values(d.to_json()), d.outcome)
+            out.append(replace(v, status=status, evidence=f"{v.evidence}; {said}"))
+    return out
+
+
+def judge_pairs(result: TestResult, decisions: Mapping[str, Decision], base: str, seconds: float,
+                problem: str) -> None:
+    """The result judged again with the base revision's pairs (``upheld_by_pairs``): its
+    verdicts, and ``alongside`` saying what the pairs showed; a test the pairs judged was
+    judged against the base (``has_baseline``)."""
+    result.verdicts = upheld_by_pairs(result.verdicts, decisions, problem)
+    pairs = max((d.pairs for d in decisions.values()), default=0)
+    result.alongside = (result.alongside or {}) | {
+        "base": base, "pairs": pairs, "seconds": round(seconds, 1),
+        "decisions": [d.to_json() for d in decisions.values()], "problem": problem,
+    }
+    result.has_baseline = result.has_baseline or pairs > 0

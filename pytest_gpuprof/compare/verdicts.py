@@ -35,12 +35,8 @@ from ..numbers import format_change, format_number, format_quantity, format_rati
 from . import host
 from .rules import Rules, Threshold, beyond_time_rule, same
 from .stats import Prior, evenly_spaced, mann_whitney_u, pooled_squares, smallest_p, steps_for, summarize, t_quantile
+from .status import FAILING, State
 
-FAILING = ("regressed", "changed", "threshold")
-BROKEN = (*FAILING, "new", "vanished")  # statuses that fail a test (a new or vanished kernel too)
-#: A failure on times or ratios that the base revision measured alongside did not uphold
-#: (``compare.pairs``): head measured the same as base, or the pairs could not tell.
-AS_BASE, UNSURE = "same as base", "not sure"
 #: Why an ``ok`` verdict let a median that moved beyond its tolerance through (``Verdict.let_through``):
 #: the Mann-Whitney p not under the corrected level; the median inside the prediction interval
 #: of the baseline's recorded runs; the host's speed (changed as measured, not at the baseline host's).
@@ -53,7 +49,7 @@ class Verdict:
     """One metric's outcome.  Values are per step for per-step metrics."""
 
     metric: str
-    status: str  # ok | improved | regressed | changed | threshold | new | vanished
+    status: State
     baseline: float | None
     current: float | None
     rule: str
@@ -264,10 +260,10 @@ def judge(
             verdicts.append(window)
         elif name in RECORDED_SINCE and name not in paired and judged_series(spec) and samples and samples[1]:
             # a baseline whose recorded runs did not all keep it (recorded before it existed)
-            verdicts.append(Verdict(name, "ok", judged_before.get(name), judged_now.get(name),
+            verdicts.append(Verdict(name, State.OK, judged_before.get(name), judged_now.get(name),
                                     f"{NOT_COMPARED}: the baseline's recorded runs do not all hold its steps"))
         elif name.endswith("_gbps") and _latency_bound(name, before, rules):
-            verdicts.append(Verdict(name, "ok", judged_before.get(name), judged_now.get(name), RATE_UNJUDGED))
+            verdicts.append(Verdict(name, State.OK, judged_before.get(name), judged_now.get(name), RATE_UNJUDGED))
         elif name in paired:
             verdict = _compare_samples(spec, *paired[name], rules, family,
                                        _spread_of(name, shared, len(paired[name][0].run_medians)))
@@ -290,11 +286,11 @@ def judge(
     for key in kernels:
         b, c = before.get(key), now.get(key)
         if b is None:
-            verdicts.append(Verdict(key, "new", None, c, "kernel absent from the baseline"))
+            verdicts.append(Verdict(key, State.NEW, None, c, "kernel absent from the baseline"))
         elif c is None:
-            verdicts.append(Verdict(key, "vanished", b, None, "kernel in the baseline, absent now"))
+            verdicts.append(Verdict(key, State.VANISHED, b, None, "kernel in the baseline, absent now"))
         elif not same(b, c):
-            verdicts.append(Verdict(key, "changed", b, c, "count per step must match exactly"))
+            verdicts.append(Verdict(key, State.CHANGED, b, c, "count per step must match exactly"))
     return verdicts
 
 
@@ -312,7 +308,7 @@ def _collective_verdicts(before: Mapping[str, Any], now: Mapping[str, Any], both
         elif b is None or c is None:
             continue
         if not same(b, c):
-            out.append(Verdict(key, "changed", b, c, f"{key.rsplit('.', 1)[1]} per step must match exactly"))
+            out.append(Verdict(key, State.CHANGED, b, c, f"{key.rsplit('.', 1)[1]} per step must match exactly"))
     return out
 
 
@@ -336,15 +332,15 @@ def _moved_by_the_host(window: Verdict | None, speeds: tuple[float, float] | Non
     and the window at the baseline host's speed did not regress."""
     if window is None or not speeds:
         return False
-    return window.by_host or speeds[0] > speeds[1] and window.status != "regressed"
+    return window.by_host or speeds[0] > speeds[1] and window.status != State.REGRESSED
 
 
 def _with_the_window(verdict: Verdict, window: Verdict | None, speeds: tuple[float, float] | None) -> Verdict:
     """A ratio over the window that changed while the host's speed moved the window
     (``_moved_by_the_host``, which needs both): ``ok``, and its evidence says so."""
-    if window is None or speeds is None or verdict.status not in ("regressed", "improved"):
+    if window is None or speeds is None or verdict.status not in (State.REGRESSED, State.IMPROVED):
         return verdict
-    return replace(verdict, status="ok", by_host=True, let_through=HOST_SPEED, evidence="; ".join(part for part in (
+    return replace(verdict, status=State.OK, by_host=True, let_through=HOST_SPEED, evidence="; ".join(part for part in (
         verdict.evidence, "moved with the window, which the host's speed explains "
         f"(window_us {window.change()} as measured, not a regression at the baseline host's speed: "
         f"{host.slower(*speeds)})") if part))
@@ -398,14 +394,14 @@ def check_threshold(t: Threshold, value: float | None, pair: tuple[Series, Serie
     is broken only because the host ran slower than the baseline's, and holds at the
     baseline host's speed, is ``unstable``, not broken."""
     if value is None:
-        return Verdict(t.metric, "ok", None, None, f"{t.text} (not applicable: no value)", threshold=t)
+        return Verdict(t.metric, State.OK, None, None, f"{t.text} (not applicable: no value)", threshold=t)
     if t.holds(value):
-        return Verdict(t.metric, "ok", None, value, t.text, threshold=t)
+        return Verdict(t.metric, State.OK, None, value, t.text, threshold=t)
     if pair is not None and speeds is not None and speeds[0] > speeds[1] and t.holds(pair[1].summary["median"]):
-        return Verdict(t.metric, "unstable", None, value, t.text, threshold=t, evidence=(
+        return Verdict(t.metric, State.UNSTABLE, None, value, t.text, threshold=t, evidence=(
             f"broken only because {host.slower(*speeds)}: {shown_value(t.metric, pair[1].summary['median'])} "
             "at the baseline host's speed"))
-    return Verdict(t.metric, "threshold", None, value, t.text, threshold=t)
+    return Verdict(t.metric, State.THRESHOLD, None, value, t.text, threshold=t)
 
 
 def compare_value(spec: MetricSpec, b: float | None, c: float | None, rules: Rules) -> Verdict:
@@ -414,18 +410,18 @@ def compare_value(spec: MetricSpec, b: float | None, c: float | None, rules: Rul
     per = " per step" if spec.per_step else ""
     if b is None or c is None:
         # e.g. overlap_efficiency is null without memcpys; the memcpy counts judge that change
-        return Verdict(spec.name, "ok", b, c, f"{NOT_COMPARED}: no value in one of the runs")
+        return Verdict(spec.name, State.OK, b, c, f"{NOT_COMPARED}: no value in one of the runs")
     if spec.kind in ("count", "bytes"):
         rule = f"must match exactly{per}"
         if same(b, c):
-            return Verdict(spec.name, "ok", b, c, rule)
+            return Verdict(spec.name, State.OK, b, c, rule)
         if spec.better == "lower":
-            return Verdict(spec.name, "improved" if c < b else "regressed", b, c, rule + " (lower is better)")
-        return Verdict(spec.name, "changed", b, c, rule)
+            return Verdict(spec.name, State.IMPROVED if c < b else State.REGRESSED, b, c, rule + " (lower is better)")
+        return Verdict(spec.name, State.CHANGED, b, c, rule)
     relative = spec.kind != "ratio"
     rule = _within(spec, rules, per)
     if not _beyond(spec, c - b, b, rules):
-        return Verdict(spec.name, "ok", b, c, rule, relative)
+        return Verdict(spec.name, State.OK, b, c, rule, relative)
     return Verdict(spec.name, _direction(spec, c - b), b, c, rule, relative)
 
 
@@ -450,9 +446,9 @@ def _beyond(spec: MetricSpec, delta: float, before: float, rules: Rules) -> bool
     return abs(delta) > rules.tolerance(spec) + 1e-12
 
 
-def _direction(spec: MetricSpec, delta: float) -> str:
+def _direction(spec: MetricSpec, delta: float) -> State:
     worse = delta > 0 if spec.better == "lower" else delta < 0
-    return "regressed" if worse else "improved"
+    return State.REGRESSED if worse else State.IMPROVED
 
 
 def _paired_series(
@@ -588,7 +584,7 @@ class Finding(NamedTuple):
     """One scale's outcome for a series: ok, undecided, regressed or improved, and why; the
     Mann-Whitney p where the test ran, and why an ok let a change beyond the tolerance through."""
 
-    status: str
+    status: State
     evidence: str = ""
     p: float | None = None
     let_through: str = ""
@@ -602,23 +598,23 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
     of the baseline's runs (``run_spread``)."""
     b, c = before.summary["median"], now.summary["median"]
     if not _beyond(spec, c - b, b, rules):
-        return Finding("ok")
+        return Finding(State.OK)
     spreads = f"{_spread(spec, 'median', now.summary)} vs {_spread(spec, 'baseline', before.summary)}"
     sizes = f"n={len(now.samples)}/{len(before.samples)}"
     if smallest_p(len(before.samples), len(now.samples)) >= level:
-        return Finding("undecided", f"{spreads}; too few steps to tell a change from noise ({sizes}): no p-value "
+        return Finding(State.UNDECIDED, f"{spreads}; too few steps to tell a change from noise ({sizes}): no p-value "
                                     f"can get under {level:.2g}; measure at least {steps_for(level)} steps")
     _, p = mann_whitney_u(before.samples, now.samples)
     evidence = f"{spreads}; Mann-Whitney U p={p:.2g} ({sizes})"
     if p >= level:
-        return Finding("ok", evidence + ": within noise", p, NOT_SIGNIFICANT)
+        return Finding(State.OK, evidence + ": within noise", p, NOT_SIGNIFICANT)
     interval = run_spread(before.run_medians, shared) if bounded else None
     if interval is not None:
         spread = (f"{len(before.run_medians)} recorded run(s)' medians "
                   f"{_range(spec, min(before.run_medians), max(before.run_medians))}, "
                   f"{1 - RUNS_LEVEL:.0%} prediction interval {_range(spec, *interval)}")
         if interval[0] <= c <= interval[1]:
-            return Finding("ok", f"{evidence}; within what the baseline's runs show ({spread})", p, WITHIN_RUNS)
+            return Finding(State.OK, f"{evidence}; within what the baseline's runs show ({spread})", p, WITHIN_RUNS)
         evidence += f"; outside what the baseline's runs show ({spread})"
     return Finding(_direction(spec, c - b), evidence, p)
 
@@ -654,14 +650,14 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
                  f"{format_ratio(host.HOST_BOUND)} of the window or less)" if host_pair.host_bound
                  else f", and so {at_speed}")
         raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False)
-        moved = raw.status in ("regressed", "improved")
+        moved = raw.status in (State.REGRESSED, State.IMPROVED)
         if not moved and not host_pair.host_bound:
             return Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence, p_value=raw.p,
                            p_level=level, let_through=raw.let_through)
         at = _on_one_scale(spec, host_pair.before, host_pair.now, rules, level, host.HOST_UNITS_SPREAD)
-        status = at.status if host_pair.host_bound else raw.status if at.status == raw.status else "ok"
+        status = at.status if host_pair.host_bound else raw.status if at.status == raw.status else State.OK
         decided = at if host_pair.host_bound else raw
-        let_through = "" if status != "ok" else HOST_SPEED if moved else decided.let_through
+        let_through = "" if status != State.OK else HOST_SPEED if moved else decided.let_through
         change = format_change(host_pair.now.summary["median"], host_pair.before.summary["median"], spec.kind,
                                spec.unit)
         evidence = "; ".join(part for part in (
@@ -669,7 +665,7 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
             f"host's speed ({at.evidence or 'within the tolerance'}): {host.slower(*host_pair.speeds)}") if part)
         # the host explains the change as measured: not when this run regressed at its speed
         return Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
-                       by_host=moved and status not in (raw.status, "regressed"), p_value=decided.p, p_level=level,
+                       by_host=moved and status not in (raw.status, State.REGRESSED), p_value=decided.p, p_level=level,
                        let_through=let_through)
     if run_spread(before.run_medians, shared) is not None:
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..compare.evaluate import STATUSES, TestResult
+from ..compare.evaluate import TestResult
+from ..compare.status import STATUSES
 
 SCHEMA_VERSION = 1
 

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ..compare.evaluate import FAILED_STATUSES
+from ..compare.status import FAILED_STATUSES
 from ..compare.verdicts import shown_value
 from ..files import write_atomic
 from .escaping import html_text, markdown_block, markdown_code, markdown_text

@@ -8,16 +8,15 @@ The terminal, the Markdown summary, the HTML report, the JUnit properties and
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..compare.evaluate import FAILED_STATUSES, UNKNOWN_GPU, TestResult, is_timing
-from ..compare.pairs import AS_MEASURED, spec_of
-from ..compare.verdicts import BROKEN, HOST_SPEED, NOT_COMPARED, NOT_SIGNIFICANT, RUNS_LEVEL, WITHIN_RUNS, shown_value
+from ..compare.evaluate import UNKNOWN_GPU, TestResult, is_timing
+from ..compare.status import BROKEN, FAILED_STATUSES
+from ..compare.verdicts import HOST_SPEED, NOT_COMPARED, NOT_SIGNIFICANT, RUNS_LEVEL, WITHIN_RUNS, shown_value
 from ..metrics.specs import BANDWIDTH, COUNTER_SPECS, METRICS, counter_spec
-from ..numbers import format_change, format_points, format_quantity
+from ..numbers import format_change, format_quantity
 from ..options import BY_NAME
 from .escaping import terminal_text
 from .names import full_name, function_name, in_metric, short_name
@@ -65,39 +64,6 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
     if test.get("alongside"):
         out.append(alongside_line(test["alongside"]))
     return out
-
-
-#: How the pairs' outcome for a metric is said (``compare.pairs`` outcomes).
-PAIR_OUTCOMES = {"worse": "a regression", "same": "not a regression", "not sure": "not sure (never fails)"}
-
-
-def pair_change(d: Mapping[str, Any]) -> str:
-    """A pairs' decision's (``compare.pairs.Decision``) mean worse-direction difference:
-    +4.1% (worse) or +0.02 for a ratio."""
-    if d["mean"] is None:
-        return "n/a"
-    if spec_of(d["metric"]).kind == "ratio":
-        return format_points(d["mean"])
-    return f"{math.expm1(d['mean']):+.1%}"
-
-
-def pair_values(d: Mapping[str, Any]) -> str:
-    """``head 12.1 µs, base 12 µs over 3 pair(s) (head worse by +0.8%)``."""
-    where = "" if d["scale"] == AS_MEASURED else f" {d['scale']}"
-    return (f"head {shown_value(d['metric'], d['head'])}, base {shown_value(d['metric'], d['base'])}{where} over "
-            f"{d['pairs']} pair(s) (head worse by {pair_change(d)})")
-
-
-def pair_evidence(values: str, outcome: str, threshold: str | None = None) -> str:
-    """What the pairs add to a verdict's evidence: ``against the base revision measured
-    alongside: head 12.1 us, base 12 us over 3 pair(s) (head worse by +0.8%): not a
-    regression``; for a broken threshold, whether the base holds it on this machine."""
-    if threshold is not None:
-        said = (f"the base holds {threshold} on this machine: a regression" if outcome == "worse"
-                else f"the base breaks {threshold} on this machine too: not a regression")
-    else:
-        said = PAIR_OUTCOMES[outcome]
-    return f"against the base revision measured alongside: {values}: {said}"
 
 
 def alongside_line(alongside: Mapping[str, Any]) -> str:

@@ -4,7 +4,7 @@ that compares with the base revision measured alongside (``run.sides``).
 It checks at collection that the base holds the profiled tests, measures at the base, in one
 fresh process, every test that has no stored baseline (every test under
 ``--gpuprof-base-only``) for the judge to judge it against (``entry``), and after judging
-decides a failure on times or ratios alone from interleaved base/head pairs (``judge_pairs``).
+decides a failure on times or ratios alone from interleaved base/head pairs (``sides.measure_pairs``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from ..capture.marker import is_profiled
 from ..compare.baseline import BaselineFile, Entry, baseline_file
 from ..compare.evaluate import UNKNOWN_GPU, TestResult
 from ..compare.judge import Judge
-from ..compare.pairs import base_entry
+from ..compare.pairs import base_entry, needs_pairs
 from ..errors import GpuprofError
 from .outcomes import say
-from .sides import SideRun, Sides, file_in, judge_pairs, needs_pairs, run_side, unusable
+from .sides import SideRun, Sides, file_in, measure_pairs, run_side, unusable
 
 
 class BaseRevision:
@@ -87,10 +87,10 @@ class BaseRevision:
     @pytest.hookimpl(tryfirst=True)  # before the other steps: it may take a failure back
     def pytest_gpuprof_judged(self, item: pytest.Item, result: TestResult, arguments: dict[str, Any]) -> None:
         """A test that would fail on times or ratios alone: base and head measured in turn,
-        each in a fresh process, decide (``sides.judge_pairs``)."""
+        each in a fresh process, decide (``sides.measure_pairs``)."""
         if not needs_pairs(result):
             return
-        judge_pairs(result, self.judge.rules_for(item.nodeid, arguments),
+        measure_pairs(result, self.judge.rules_for(item.nodeid, arguments),
                     lambda side: run_side(self.sides, side, [item.nodeid]), self.sides.base, self.base_pairs,
                     lambda line: say(item.config, line))
 

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from ..capture.nsys import HELD_ENV, hold, restore_held, split_environment
+from ..compare.evaluate import TestResult
 from ..errors import GpuprofError
 
 #: How a child whose variables are held out of a profiler's sight (``capture.nsys.hold``) runs
@@ -160,3 +161,16 @@ def read_results(path: Path, child: str, ended: str = "") -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise GpuprofError(f"{child}'s results cannot be read: {path}: not a JSON object")
     return doc
+
+
+def child_results(path: Path, child: str, ended: str = "") -> dict[str, TestResult]:
+    """The tests of the results document ``child`` wrote to ``path`` (``--gpuprof-json``), by
+    node id: the one way a fresh pytest process's results come back.  An error naming the child
+    and the file when there is none (``ended``: how it ended), or when it or a test in it
+    cannot be read."""
+    doc = read_results(path, child, ended)
+    try:
+        return {t["nodeid"]: TestResult.from_json(t, doc.get("backend")) for t in doc["tests"]}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise GpuprofError(f"{child}'s results cannot be read: {path}: not a results document "
+                           f"({type(exc).__name__}: {exc})") from None

@@ -17,7 +17,6 @@ measured the head's code, and its measurement is refused.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import tempfile
@@ -28,16 +27,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..capture.environment import git
-from ..compare import host
-from ..compare.evaluate import TestResult, fails_on_timing_alone
-from ..compare.pairs import AS_MEASURED, NOT_SURE, SAME, Decision, decide, kernel_pool, process_value, scale_of
+from ..compare.confirmation import broken_metrics
+from ..compare.evaluate import TestResult
+from ..compare.pairs import NOT_SURE, Decision, decide_all, judge_pairs, pair_change
 from ..compare.rules import Rules
-from ..compare.verdicts import AS_BASE, BROKEN, UNSURE, kernel_series
+from ..compare.status import Status
+from ..errors import GpuprofError
 from ..numbers import format_number
 from ..options import option_args
-from ..report.words import pair_change, pair_evidence, pair_values
 from . import side_plugin
-from .fresh import fresh_pytest
+from .fresh import child_results, fresh_pytest, read_results
 from .role import SIDE
 
 
@@ -123,14 +122,14 @@ def run_side(sides: Sides, side: str, nodeids: list[str], timeline_events: int =
             return SideRun({}, ended, f"the {side} process ran over {format_number(timeout)} s "
                            "(--gpuprof-confirm-timeout a test) and was stopped", time.monotonic() - started)
         seconds = time.monotonic() - started
-        report = folder / "side.json"
-        if not report.is_file():
-            last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
-            return SideRun({}, ended, f"the {side} process measured nothing (exit {done.returncode}): {last}", seconds)
-        side_doc = json.loads(report.read_text())
-        results_file = folder / "results.json"
-        tests = json.loads(results_file.read_text()).get("tests", []) if results_file.is_file() else []
-    results = {t["nodeid"]: TestResult.from_json(t) for t in tests if t.get("nodeid") in present}
+        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
+        child, how = f"the {side} process", f"exit {done.returncode}: {last}"
+        try:
+            side_doc = read_results(folder / "side.json", child, how)
+            measured = child_results(folder / "results.json", child, how) if (folder / "results.json").is_file() else {}
+        except GpuprofError as exc:
+            return SideRun({}, ended, str(exc), seconds)
+    results = {n: t for n, t in measured.items() if n in present}
     ended |= {n: side_doc["ended"].get(n, "not run") for n in present}
     ended |= {n: "missing" for n in present if n not in side_doc["ran"]}
     problem = ""
@@ -152,31 +151,22 @@ def unusable(run: SideRun, nodeid: str, side: str) -> str:
         return f"the test is missing at {side}"
     if ended.startswith("skipped"):
         return f"the test was {ended} at {side}"
-    if ended in ("failed", "error") and not (result is not None and result.status == "failed" and not result.message):
+    if ended in ("failed", "error") and not (result is not None and result.status == Status.FAILED
+                                             and not result.message):
         return f"the test {'failed' if ended == 'failed' else 'raised an error'} at {side}"
-    if result is None or result.status == "error" or not result.per_step:
+    if result is None or result.status == Status.ERROR or not result.per_step:
         return f"the {side} process did not measure the test" + (f": {result.message}" if result else "")
     return ""
 
 
-def needs_pairs(result: TestResult) -> bool:
-    """A test that would fail on times or ratios alone: each broken verdict a time, rate or
-    ratio regression or threshold (counts, bytes, kernel names and count thresholds are exact)."""
-    return fails_on_timing_alone(result, ("regressed", "threshold"))
-
-
-def values(result: TestResult, metric: str, reference: float | None) -> float | None:
-    return process_value(metric, result.metrics or {}, result.per_step, result.distribution, reference)
-
-
-def judge_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideRun], base: Path, cap: int,
+def measure_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideRun], base: Path, cap: int,
                 say: Callable[[str], None]) -> None:
     """Measure base then head, a pair at a time, each in a fresh process, until every metric
-    that broke is decided (``compare.pairs.decide``) or ``cap`` pairs ran; then keep the
-    failures head is worse on, and say per pair what they show.  ``measure(side)`` runs one
-    side's process of this test (``run_side``)."""
+    that broke is decided (``compare.pairs.decide``) or ``cap`` pairs ran, saying per pair what
+    they show; then hand the decisions to the judge (``compare.pairs.judge_pairs``).
+    ``measure(side)`` runs one side's process of this test (``run_side``)."""
     nodeid = result.nodeid or ""
-    metrics = [v.metric for v in result.verdicts if v.status in BROKEN]
+    metrics = broken_metrics(result)
     say(f"gpuprof: {nodeid} failed on {', '.join(metrics)}: measuring it against the base revision "
         f"({base}), base then head in fresh processes, up to {cap} pair(s)")
     bases: list[TestResult] = []
@@ -197,53 +187,4 @@ def judge_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideR
             f"head {on_head.seconds:.1f} s): {outcomes}")
         if all(d.outcome != NOT_SURE for d in decisions.values()):
             break
-    apply(result, decisions, base, time.monotonic() - started, problem)
-
-
-def decide_all(metrics: list[str], bases: list[TestResult], heads: list[TestResult], rules: Rules,
-               cap: int) -> dict[str, Decision]:
-    """Each metric decided from the pairs so far: a host series of a launch-bound step (the
-    first base process's median utilization, ``host.HOST_BOUND``) at the first base
-    process's host speed, everything else as measured."""
-    first = bases[0]
-    utilization = values(first, "gpu_utilization", None)
-    reference = host.speed(first.per_step)
-    pool = kernel_pool([b.distribution or {} for b in bases], [h.distribution or {} for h in heads])
-    out = {}
-    for metric in metrics:
-        scale = scale_of(metric, host.host_bound(utilization) and reference is not None)
-        at = None if scale == AS_MEASURED else reference
-        out[metric] = decide(metric, [values(b, metric, at) for b in bases], [values(h, metric, at) for h in heads],
-                             rules, looks=cap, judged=len(metrics), scale=scale,
-                             pool=pool if kernel_series(metric) else None)
-    return out
-
-
-def apply(result: TestResult, decisions: dict[str, Decision], base: Path, seconds: float, problem: str) -> None:
-    """Keep the failures the pairs uphold; the others become ``same as base`` or ``not sure``
-    (both pass).  A regression is upheld when head is worse; a broken threshold when the
-    base's processes hold it on this machine (base breaking it too says the machine, not the
-    change).  A metric no pair gave a value for, and a "not sure" of pairs that stopped on a
-    problem, uphold the failure.  Each verdict's evidence and the result's ``alongside`` say
-    what the pairs showed; a test the pairs judged was judged against the base (``has_baseline``)."""
-    for v in result.verdicts:
-        d = decisions.get(v.metric)
-        if d is None or v.status not in BROKEN or d.pairs == 0:
-            continue
-        if v.status == "threshold" and v.threshold is not None:
-            upheld = d.base is None or v.threshold.holds(d.base)  # no base value: the failure stands
-            said = pair_evidence(pair_values(d.to_json()), "worse" if upheld else "same", v.threshold.text)
-            v.evidence += f"; {said}"
-            v.status = v.status if upheld else AS_BASE
-            continue
-        v.evidence += f"; {pair_evidence(pair_values(d.to_json()), d.outcome)}"
-        if d.outcome == SAME:
-            v.status = AS_BASE
-        elif d.outcome == NOT_SURE and not problem:
-            v.status = UNSURE
-    pairs = max((d.pairs for d in decisions.values()), default=0)
-    result.alongside = (result.alongside or {}) | {
-        "base": str(base), "pairs": pairs, "seconds": round(seconds, 1),
-        "decisions": [d.to_json() for d in decisions.values()], "problem": problem,
-    }
-    result.has_baseline = result.has_baseline or pairs > 0
+    judge_pairs(result, decisions, str(base), time.monotonic() - started, problem)

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from ..capture.nsight_compute import find_ncu
+from ..compare.confirmation import needs_confirmation
 from ..compare.evaluate import TestResult
 from ..errors import GpuprofError
 from ..numbers import format_ratio
-from .confirm import confirm, needs_confirmation
+from .confirm import confirm
 from .kernel_profiling import ncu_plan, profile_kernels
 from .outcomes import Outcomes, say
 

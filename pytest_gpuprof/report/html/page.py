@@ -31,10 +31,10 @@ import jinja2
 from markupsafe import Markup, escape
 
 from ...capture.environment import RECORDED
-from ...compare.evaluate import FAILED_STATUSES, STATUSES
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
-from ...compare.verdicts import BROKEN, NOT_COMPARED, shown_value
+from ...compare.status import BROKEN, FAILED_STATUSES, STATUSES
+from ...compare.verdicts import NOT_COMPARED, shown_value
 from ...files import write_atomic
 from ...metrics import timeline
 from ...metrics.measure import is_comm_kernel, is_launch_call, is_sync_call
