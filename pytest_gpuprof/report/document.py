@@ -19,11 +19,16 @@ SCHEMA_VERSION = 1
 
 
 def results_document(results: Iterable[TestResult], skipped: Mapping[str, str], backend: str, baseline_dir: Path,
-                     replay_dir: Path | None = None, traces_dir: Path | None = None) -> dict[str, Any]:
+                     replay_dir: Path | None = None, traces_dir: Path | None = None,
+                     baselines: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every profiled test with status, metrics, baseline values, rules and verdicts, environment;
-    the tests skipped with their reasons; where the baselines and kept traces are."""
-    return document_of([r.to_json() for r in results], skipped, backend, str(baseline_dir),
-                       None if replay_dir is None else str(replay_dir), None if traces_dir is None else str(traces_dir))
+    the tests skipped with their reasons; where the baselines and kept traces are; with
+    ``baselines``, the baseline files the run wrote at its end, or why it wrote none."""
+    doc = document_of([r.to_json() for r in results], skipped, backend, str(baseline_dir),
+                      None if replay_dir is None else str(replay_dir), None if traces_dir is None else str(traces_dir))
+    if baselines is not None:
+        doc["baselines"] = dict(baselines)
+    return doc
 
 
 def document_of(tests: list[dict[str, Any]], skipped: Mapping[str, str], backend: str, baseline_dir: str,

@@ -66,6 +66,17 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def updated_line(update: Mapping[str, Any]) -> str:
+    """``updated 2 test(s) in baselines/x.json (run 2 of at most 5 recorded)``: one baseline
+    file a run wrote (the results document's ``baselines.updated``)."""
+    return f"updated {update['tests']} test(s) in {update['file']} ({update['how']})"
+
+
+def refused_line(reason: str) -> str:
+    """What a run whose baselines were refused says: nothing was written."""
+    return f"no baseline written, every file left as it was: {reason}"
+
+
 def alongside_line(alongside: Mapping[str, Any]) -> str:
     """What the base revision measured alongside showed for a test (``run.sides``):
     ``A/B against BASE: judged against the base revision measured alongside, 3 base/head

@@ -193,7 +193,7 @@ def main(settings: Settings, config: pytest.Config) -> int:
     except GpuprofError as exc:
         print(f"gpuprof: {exc}")
         return pytest.ExitCode.INTERNAL_ERROR
-    if not outcomes.finish(config, settings.records_again, writes_reports=not settings.process.recording):
+    if not outcomes.finish(config, settings.records_again, writes_reports=True):
         status = status or pytest.ExitCode.TESTS_FAILED
     print("=" * 30 + " gpuprof (nsys backend) " + "=" * 30)
     for result in outcomes.results:

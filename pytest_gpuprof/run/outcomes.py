@@ -21,8 +21,9 @@ from ..errors import GpuprofError
 from ..report.document import results_document
 from ..report.escaping import terminal_text
 from ..report.terminal import session_lines
+from ..report.words import refused_line, updated_line
 from ..report.writers import write_reports
-from .record import NOT_WRITTEN, UPDATED, record_again, replay_recorded
+from .record import record_again, replay_recorded
 
 if TYPE_CHECKING:
     import pytest
@@ -45,6 +46,8 @@ class Outcomes:
         self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
         self._pending: dict[Path, Entries] = {}
         self._recorded: dict[Path, list[str]] = {}  # per baseline file: what each update did to its runs
+        # the baselines this run wrote at its end (the results document's ``baselines``)
+        self.baselines: dict[str, Any] = {"updated": [], "refused": None}
 
     def add(self, judged: Judged) -> TestResult:
         """A test judged, with the entry its recording stores; its result."""
@@ -94,7 +97,7 @@ class Outcomes:
         """The results document of the run so far (report.document)."""
         s = self.settings
         return results_document(self.results, self.skipped, s.backend, s.baseline_dir, s.replay_dir,
-                                self.kept_traces)
+                                self.kept_traces, self.baselines)
 
     def lines(self, inside_nsys: bool = False) -> list[str]:
         """The gpuprof section of the terminal, rendered from the results document."""
@@ -114,14 +117,16 @@ class Outcomes:
             if self._pending:
                 update_all(s.baseline_dir, self._pending)
         except (GpuprofError, OSError) as exc:
-            self.written.append(f"{NOT_WRITTEN}, every file left as it was: {exc}")
+            self.baselines["refused"] = str(exc)
+            self.written.append(refused_line(str(exc)))
             refused = True
         else:
             for file, entries in sorted(self._pending.items()):
                 hows = Counter(self._recorded.get(file, ()))
-                self.written.append(f"{UPDATED}{len(entries)} test(s) in {file} ("
-                                    + "; ".join(how if n == len(entries) else f"{n}: {how}"
-                                                for how, n in hows.items()) + ")")
+                update = {"file": str(file), "tests": len(entries),
+                          "how": "; ".join(how if n == len(entries) else f"{n}: {how}" for how, n in hows.items())}
+                self.baselines["updated"].append(update)
+                self.written.append(updated_line(update))
             if recorded and s.replay_dir is not None:
                 self.written.append(replay_recorded(s.replay_dir, s.record_processes))
         self._pending.clear()

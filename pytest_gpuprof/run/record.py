@@ -9,16 +9,16 @@ runs of one process would learn no spread at all.  One command is then enough to
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import GpuprofError
 from ..options import option_args
-from .fresh import fresh_pytest
+from ..report.words import refused_line, updated_line
+from .fresh import fresh_pytest, read_results
 from .role import RECORDING
-
-#: How an update's line begins (``session``), which a fresh process's output is read for.
-UPDATED, NOT_WRITTEN = "updated ", "no baseline written"
 
 
 def replay_recorded(replay_dir: Path, processes: int) -> str:
@@ -32,21 +32,28 @@ def record_again(args: list[str], where: Path, processes: int, keep: int, say: C
     """Run the same pytest command in ``processes - 1`` fresh processes from ``where``, each
     recording once more and keeping at least this recording's runs (``keep`` is the
     command's ``--gpuprof-baseline-runs``: 1 starts afresh in the first process only);
-    ``say`` shows a line as each ends.  Returns why any of them did not record (empty when
-    each did)."""
+    ``say`` shows a line as each ends, with the baseline files its results document says it
+    wrote.  Returns why any of them did not record (empty when each did)."""
     problems = []
     for k in range(2, processes + 1):
         started = time.monotonic()
-        done = fresh_pytest([*args, *option_args({"record-processes": 1, "baseline-runs": max(keep, processes)})],
-                            where, {RECORDING: str(k)})
-        lines = done.stdout.splitlines()
-        updates = [line for line in lines if line.startswith((UPDATED, NOT_WRITTEN))]
-        outcome = lines[-1].strip("= ") if lines else "no output"
+        with tempfile.TemporaryDirectory(prefix="gpuprof-record-") as tmp:
+            out = Path(tmp) / "results.json"
+            done = fresh_pytest([*args, *option_args({"record-processes": 1, "baseline-runs": max(keep, processes),
+                                                       "json": out})], where, {RECORDING: str(k)})
+            lines = done.stdout.splitlines()
+            outcome = lines[-1].strip("= ") if lines else "no output"
+            try:
+                baselines = read_results(out, f"recorded run {k}", f"exit {done.returncode}").get("baselines") or {}
+            except GpuprofError as exc:
+                baselines = {"refused": str(exc)}
         say(f"gpuprof: recorded run {k} of {processes} in a fresh process ({time.monotonic() - started:.1f} s): "
             f"{outcome}")
-        for update in updates:  # one line each: the terminal writer escapes a line's control characters
-            say(f"  {update}")
-        if done.returncode not in (0, 1) or not updates or updates[0].startswith(NOT_WRITTEN):
-            problems.append(f"run {k} of {processes} recorded nothing (exit {done.returncode}): "
-                            + ("; ".join(updates) or (done.stderr.strip().splitlines() or ["no output"])[-1]))
+        updates = [updated_line(u) for u in baselines.get("updated") or []]
+        said = updates or [refused_line(baselines["refused"]) if baselines.get("refused") else "no baseline written"]
+        for line in said:  # one line each: the terminal writer escapes a line's control characters
+            say(f"  {line}")
+        if done.returncode not in (0, 1) or not updates:
+            problems.append(f"run {k} of {processes} recorded nothing (exit {done.returncode}): " + (
+                "; ".join(said) if baselines else (done.stderr.strip().splitlines() or ["no output"])[-1]))
     return problems

@@ -280,7 +280,7 @@ class GpuprofSession:
     def finish(self, config: pytest.Config | None) -> bool:
         """The run's baselines and reports written (``Outcomes.finish``): False when it fails the run."""
         s = self.settings
-        return self.outcomes.finish(config, s.records_again, writes_reports=not s.process.recording)
+        return self.outcomes.finish(config, s.records_again, writes_reports=True)
 
     def pytest_unconfigure(self) -> None:
         self.backend.close()

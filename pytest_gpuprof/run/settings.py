@@ -103,7 +103,8 @@ def settings_from(opts: dict[str, Any], plan: StepPlan, process: Process, xdist:
         base_python=opts["base-python"],
         base_only=bool(opts["base-only"]),
         base_pairs=opts["base-pairs"],
-        reports={o.name: opts[o.name] for o in REPORT_OPTIONS},
+        # a recording's later process writes only the results document its first process reads (run.record)
+        reports={o.name: opts[o.name] for o in REPORT_OPTIONS if not process.recording or o.name == "json"},
         torchrun=launched(process, opts["output-dir"], opts["rank-timeout"]),
         process=process,
     )

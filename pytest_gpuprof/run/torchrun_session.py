@@ -151,4 +151,4 @@ class TorchrunSession(GpuprofSession):
     def finish(self, config: pytest.Config | None) -> bool:
         """Rank 0 writes the baselines and reports; no rank records again."""
         return self.outcomes.finish(config, records_again=False,
-                                    writes_reports=self.torchrun.judges and not self.settings.process.recording)
+                                    writes_reports=self.torchrun.judges)
