@@ -20,8 +20,8 @@ from pytest_gpuprof.compare.pairs import AS_MEASURED, AT_SPEED, decide, process_
 from pytest_gpuprof.compare.evaluate import TestResult
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import Verdict
-from pytest_gpuprof.report.words import pair_change
-from pytest_gpuprof.run.sides import SideRun, Sides, judge_pairs, needs_pairs, run_side, unusable
+from pytest_gpuprof.compare.pairs import needs_pairs, pair_change
+from pytest_gpuprof.run.sides import SideRun, Sides, measure_pairs, run_side, unusable
 
 KERNEL = "kernels[gelu].time_us"
 
@@ -131,7 +131,7 @@ def test_pairs_alternate_base_and_head_and_stop_once_decided():
     result, said = _failing(), []
     measure, seen = _stand_in([2000.0, 2001.0, 1999.0, 2000.0, 2000.0], [2002.0, 2000.0, 2003.0, 2001.0, 2000.0])
     assert needs_pairs(result)
-    judge_pairs(result, Rules(), measure, Path("/base"), 5, said.append)
+    measure_pairs(result, Rules(), measure, Path("/base"), 5, said.append)
     # about 0.1% apart: the upper bound falls under 5% at the third pair
     assert seen == ["base", "head"] * 3
     assert result.status == "same as base" and result.verdicts[0].status == "same as base"
@@ -147,12 +147,12 @@ def test_pairs_alternate_base_and_head_and_stop_once_decided():
 def test_a_real_slowdown_fails_and_an_undecided_one_passes_as_not_sure():
     slower = _failing()
     measure, seen = _stand_in([2000.0] * 5, [2200.0, 2210.0, 2190.0, 2205.0, 2200.0])
-    judge_pairs(slower, Rules(), measure, Path("/base"), 5, lambda line: None)
+    measure_pairs(slower, Rules(), measure, Path("/base"), 5, lambda line: None)
     assert slower.status == "failed" and slower.verdicts[0].status == "regressed"
     assert slower.verdicts[0].evidence.endswith("a regression") and 2 <= slower.alongside["pairs"] <= 5
     torn = _failing()
     measure, seen = _stand_in([2000.0, 2200.0] * 3, [2200.0, 2000.0] * 3)
-    judge_pairs(torn, Rules(), measure, Path("/base"), 4, lambda line: None)
+    measure_pairs(torn, Rules(), measure, Path("/base"), 4, lambda line: None)
     assert len(seen) == 8 and torn.status == "not sure" and torn.verdicts[0].status == "not sure"
 
 
@@ -162,7 +162,7 @@ def test_a_test_missing_or_failing_at_base_is_judged_as_without_a_base():
 
         def measure(side: str, ended=ended) -> SideRun:
             return SideRun({}, {"t.py::test_a": ended if side == "base" else "passed"}, "", 0.5)
-        judge_pairs(result, Rules(), measure, Path("/base"), 5, said.append)
+        measure_pairs(result, Rules(), measure, Path("/base"), 5, said.append)
         assert result.status == "failed" and result.verdicts[0].status == "regressed"
         assert result.alongside["problem"] == why and result.alongside["pairs"] == 0
         assert said[-1] == f"gpuprof: t.py::test_a: pair 1: {why}"
@@ -308,7 +308,7 @@ def _replayed(pairs: list[tuple[str, str]], rules: Rules) -> tuple[TestResult, l
         result = results[next(order)]
         return SideRun({result.nodeid: result}, {result.nodeid: "passed"}, "", 1.0)
     said: list[str] = []
-    judge_pairs(failing, rules, measure, Path("/base"), len(pairs), said.append)
+    measure_pairs(failing, rules, measure, Path("/base"), len(pairs), said.append)
     return failing, said
 
 
@@ -357,7 +357,7 @@ def test_a_metric_no_pair_could_value_and_pairs_stopped_by_a_problem_keep_the_fa
         if side == "base":
             result.distribution = zero
         return SideRun({"t.py::test_a": result}, {"t.py::test_a": "passed"}, "", 1.0)
-    judge_pairs(appeared, Rules(), measure, Path("/base"), 3, lambda line: None)
+    measure_pairs(appeared, Rules(), measure, Path("/base"), 3, lambda line: None)
     assert appeared.status == "failed" and appeared.verdicts[0].status == "regressed"
     # a real slowdown whose second head process crashed: the first pair's "not sure" clears nothing
     slower = _failing()
@@ -369,7 +369,7 @@ def test_a_metric_no_pair_could_value_and_pairs_stopped_by_a_problem_keep_the_fa
             return SideRun({}, {"t.py::test_a": "not run"}, "the head process measured nothing (exit 1): boom", 1.0)
         return SideRun({"t.py::test_a": _result(2000.0 if side == "base" else 2200.0, has_baseline=False)},
                        {"t.py::test_a": "passed"}, "", 1.0)
-    judge_pairs(slower, Rules(), crashing, Path("/base"), 5, lambda line: None)
+    measure_pairs(slower, Rules(), crashing, Path("/base"), 5, lambda line: None)
     assert slower.status == "failed" and slower.verdicts[0].status == "regressed"
     assert slower.alongside["problem"].startswith("the head process measured nothing")
 
@@ -388,7 +388,7 @@ def test_a_broken_threshold_stands_where_the_base_holds_it():
             result_.distribution = {"gpu_utilization": {"median": base_utilization if side == "base" else 0.84},
                                     "kernels": {}}
             return SideRun({"t.py::test_a": result_}, {"t.py::test_a": "passed"}, "", 1.0)
-        judge_pairs(result, Rules(), measure, Path("/base"), 2, lambda line: None)
+        measure_pairs(result, Rules(), measure, Path("/base"), 2, lambda line: None)
         return result
     # base 0.86 on this machine, head 0.84: within the ratio tolerance of base, but the
     # change is what broke the requirement
@@ -430,7 +430,7 @@ def test_a_recorded_host_side_regression_fails_against_its_base():
     def measure_side(side: str) -> SideRun:
         result = next(sides)
         return SideRun({result.nodeid: result}, {result.nodeid: "passed"}, "", 1.0)
-    judge_pairs(failing, Rules(), measure_side, Path("/base"), 1, lambda line: None)
+    measure_pairs(failing, Rules(), measure_side, Path("/base"), 1, lambda line: None)
     (decision,) = failing.alongside["decisions"]
     assert decision["scale"] == "at the base host's speed"  # the base's GPU busy 7.7% of its window
     # worked out from the traces' own steps: each step's window times (6.667 / its reading)^1.3

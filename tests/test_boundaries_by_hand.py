@@ -131,7 +131,7 @@ from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry  # no
 def _run(tag, kernel_count=4, backend="torch"):
     metrics = {"kernel_count": kernel_count, "kernel_time_us": 3.0, "step_count": 2,
                "kernels": {"k": {"count": kernel_count, "time_us": 3.0}}}
-    return TestResult("t.py::t", "", "GPU", metrics, per_step={"kernel_time_us": [1.0, 2.0]}, distribution={},
+    return TestResult("t.py::t", gpu="GPU", metrics=metrics, per_step={"kernel_time_us": [1.0, 2.0]}, distribution={},
                       environment={"run": tag}, backend=backend)
 
 
@@ -315,7 +315,7 @@ def _unhealthy(kernel_us, syncs):
     metrics = {"step_count": 1, "kernel_time_us": kernel_us, "sync_count": syncs, "kernels": {}}
     m = SimpleNamespace(per_step={"kernel_time_us": [kernel_us], "stalled": [0]},
                         metadata={"health": {"slowdowns": ["thermal"]}}, metrics=metrics)
-    return TestResult("t.py::t", "", "GPU", metrics, backend="torch"), m
+    return TestResult("t.py::t", gpu="GPU", metrics=metrics, backend="torch"), m
 
 
 def test_an_unhealthy_run_downgrades_time_regressions_but_not_counts():

@@ -7,7 +7,8 @@ import pytest
 from pytest_gpuprof.compare.evaluate import status_of
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.compare.stats import evenly_spaced
-from pytest_gpuprof.compare.verdicts import BROKEN, distribution, judge, stored_samples
+from pytest_gpuprof.compare.status import BROKEN
+from pytest_gpuprof.compare.verdicts import distribution, judge, stored_samples
 from pytest_gpuprof.errors import ConfigError
 from pytest_gpuprof.metrics.specs import METRICS
 

@@ -102,7 +102,7 @@ def test_a_percentage_fails_past_the_tolerance_below_the_baselines_launches():
     assert judged(now, stored, "kernels[vectorized].dram_throughput_pct >= 60").status == "passed"
     # a tolerance of the counter's own
     rules = Rules(tolerances={"dram_throughput_pct": 0.02})
-    result = TestResult("t.py::t", "passed", metrics={"step_count": 2}, baseline_entry={"metrics": {}, "counters": stored},
+    result = TestResult("t.py::t", metrics={"step_count": 2}, baseline_entry={"metrics": {}, "counters": stored},
                         counters=now)
     judge_counters(result, rules, False)
     assert broken(result) == [("dram_throughput_pct", "regressed")]
@@ -112,7 +112,7 @@ def test_a_hit_rate_is_judged_where_the_test_gives_it_a_tolerance_in_points_afte
     now = counters()
     kernel(now, GEMM)["l2_hit_rate_pct"] = {"median": 10.0, "min": 10.0, "max": 10.0}
     assert judged(now, counters()).status == "passed"  # it moves with where the data lie: reported only
-    result = TestResult("t.py::t", "passed", metrics={"step_count": 2}, baseline_entry={"metrics": {}, "counters": counters()},
+    result = TestResult("t.py::t", metrics={"step_count": 2}, baseline_entry={"metrics": {}, "counters": counters()},
                         counters=now)
     judge_counters(result, Rules(tolerances={"l2_hit_rate_pct": 0.3}), False)
     assert broken(result) == [("l2_hit_rate_pct", "regressed")]  # 73.79 points down, 30 allowed
@@ -204,7 +204,7 @@ def test_a_bad_counter_threshold_names_the_option():
 
 
 def test_the_baseline_keeps_the_counters_of_the_first_recording_process_and_checks_them():
-    first = TestResult("t.py::t", "updated", "H100", {"kernels": {}, "step_count": 2, "kernel_count": 2},
+    first = TestResult("t.py::t", recorded=True, gpu="H100", metrics={"kernels": {}, "step_count": 2, "kernel_count": 2},
                        per_step={"kernels": {}}, distribution={}, counters=counters())
     entry, _ = new_baseline_entry(first, None, 3)
     assert entry["counters"] == counters()
@@ -280,7 +280,7 @@ def test_a_recording_session_stores_the_counters_ncu_read_with_the_tests_entry(t
     from test_gate import session_settings
 
     outcomes = Outcomes(dataclasses.replace(session_settings(tmp_path), update_baseline=True), None)
-    result = TestResult("t.py::t", "updated", "H100", {"step_count": 2, "kernels": {GEMM: {"time_us": 9.0}}},
+    result = TestResult("t.py::t", recorded=True, gpu="H100", metrics={"step_count": 2, "kernels": {GEMM: {"time_us": 9.0}}},
                         baseline_file=tmp_path / "t.json")
     outcomes.add_entry(str(result.baseline_file), "t.py::t", "H100", {"metrics": {}}, "first run recorded")
     monkeypatch.setattr(steps, "find_ncu", lambda path, option: Path("/usr/bin/ncu"))

@@ -362,7 +362,7 @@ def test_the_package_judges_the_same():
 
 
 def test_the_status_table_lists_every_status_of_the_code():
-    from pytest_gpuprof.compare.evaluate import STATUSES
+    from pytest_gpuprof.compare.status import STATUSES
 
     rows = table_rows(section("Every status a test can get"), "| status |")
     assert [s.strip("`") for s in rows] == list(STATUSES)

@@ -231,7 +231,7 @@ def threshold_verdict(text: str, current: float) -> Verdict:
 
 def test_a_broken_threshold_suggests_the_step_that_fixes_it():
     """Refreshing the baseline cannot fix a threshold: its message does not suggest it."""
-    result = TestResult("t.py::test_x", "failed", "NVIDIA H200", {"step_count": 10}, baseline_file=Path("b.json"),
+    result = TestResult("t.py::test_x", gpu="NVIDIA H200", metrics={"step_count": 10}, baseline_file=Path("b.json"),
                         verdicts=[threshold_verdict("gpu_utilization >= 0.85", 0.6)])
     lines = failure_message(result).splitlines()
     assert lines[:2] == ["gpuprof: 1 metric(s) broke on NVIDIA H200: gpu_utilization 60.0% (threshold >= 85.0%) "
@@ -247,7 +247,7 @@ def test_a_broken_threshold_suggests_the_step_that_fixes_it():
 def test_each_kind_of_failure_gets_its_own_step():
     regressed = Verdict("kernel_time_us", "regressed", 100.0, 130.0, "within ±5%")
     changed = Verdict("kernel_count", "changed", 10.0, 11.0, "must match exactly per step")
-    result = TestResult("t.py::test_x", "failed", "NVIDIA H200", {"step_count": 10}, baseline_file=Path("b.json"),
+    result = TestResult("t.py::test_x", gpu="NVIDIA H200", metrics={"step_count": 10}, baseline_file=Path("b.json"),
                         verdicts=[threshold_verdict("sync_count == 0", 8.0), changed, regressed])
     steps = [line for line in failure_message(result).splitlines() if line.startswith("Next step")]
     assert [s.split(":")[0] for s in steps] == ["Next step for a violated threshold",

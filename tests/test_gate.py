@@ -30,6 +30,7 @@ from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.stats import Prior, t_quantile
 from pytest_gpuprof.compare.verdicts import Verdict, pooled_log_spread, run_spread
 from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.compare import confirmation
 from pytest_gpuprof.run import confirm
 from pytest_gpuprof.run.session import GpuprofSession
 from pytest_gpuprof.run.settings import Settings
@@ -61,7 +62,7 @@ def session_settings(folder: Path, **more) -> Settings:
 
 def failed_result(*verdicts: Verdict) -> TestResult:
     """A failed result of NODE holding VERDICTS."""
-    return TestResult(NODE, "failed", "NVIDIA H200", {}, verdicts=list(verdicts))
+    return TestResult(NODE, gpu="NVIDIA H200", metrics={}, verdicts=list(verdicts))
 
 
 def baseline(*names: str) -> dict:
@@ -131,8 +132,8 @@ def test_a_host_shift_between_processes_passes_at_the_baseline_hosts_speed():
 def test_a_noisy_neighbour_is_not_confirmed_either():
     entry = baseline("launch_p0", "launch_p1", "launch_p2")
     busy = judged("launch_busy", entry)
-    assert confirm.needs_confirmation(busy)
-    confirm.apply(busy, [judged("launch_p3", baseline("launch_p0", "launch_p1", "launch_p2", "launch_busy"))])
+    assert confirmation.needs_confirmation(busy)
+    confirmation.confirm(busy, [judged("launch_p3", baseline("launch_p0", "launch_p1", "launch_p2", "launch_busy"))])
     assert busy.status in ("unconfirmed", "passed")
 
 
@@ -140,7 +141,7 @@ def test_slower_kernels_fail_and_the_rerun_confirms_them():
     entry = baseline("launch_p0", "launch_p1", "launch_p2")
     slow = judged("launch_p3", entry, kernel_scale=1.2)
     assert "kernel_time_us" in regressed(slow)
-    confirm.apply(slow, [judged("launch_p2", baseline("launch_p0", "launch_p1"), kernel_scale=1.2)])
+    confirmation.confirm(slow, [judged("launch_p2", baseline("launch_p0", "launch_p1"), kernel_scale=1.2)])
     assert slow.status == "failed" and "kernel_time_us" in regressed(slow)
     v = next(v for v in slow.verdicts if v.metric == "kernel_time_us")
     assert "; confirmed in 1 fresh process(es): +" in v.evidence
@@ -252,12 +253,12 @@ def test_a_results_document_written_before_health_and_machine_were_apart_reads_b
 
 def test_counts_and_thresholds_are_never_sent_to_confirmation():
     timing = Verdict("window_us", "regressed", 1.0, 2.0, "rule")
-    assert confirm.needs_confirmation(failed_result(timing))
-    assert not confirm.needs_confirmation(failed_result(timing, Verdict("sync_count", "regressed", 0, 8, "rule")))
-    assert not confirm.needs_confirmation(failed_result(Verdict("kernels[k]", "new", None, 1, "rule")))
+    assert confirmation.needs_confirmation(failed_result(timing))
+    assert not confirmation.needs_confirmation(failed_result(timing, Verdict("sync_count", "regressed", 0, 8, "rule")))
+    assert not confirmation.needs_confirmation(failed_result(Verdict("kernels[k]", "new", None, 1, "rule")))
     both = (timing, Verdict("kernel_time_us", "regressed", 1.0, 2.0, "rule"))
     partly = failed_result(*both)
-    confirm.apply(partly, [failed_result(Verdict("kernel_time_us", "regressed", 1.0, 2.1, "rule")),
+    confirmation.confirm(partly, [failed_result(Verdict("kernel_time_us", "regressed", 1.0, 2.1, "rule")),
                            failed_result(Verdict("kernel_time_us", "regressed", 1.0, 2.2, "rule"))])
     assert [v.status for v in partly.verdicts] == ["unconfirmed", "regressed"]  # every re-run must reproduce
     assert partly.verdicts[1].evidence == "; confirmed in 2 fresh process(es): +110.0%, +120.0%"
@@ -269,12 +270,12 @@ def test_a_rerun_that_measured_nothing_neither_confirms_nor_clears():
     broken = "the re-run wrote no results (exit 4)"
     timing = Verdict("window_us", "regressed", 1.0, 2.0, "rule")
     alone = failed_result(dataclasses.replace(timing))
-    confirm.apply(alone, [broken, broken])
+    confirmation.confirm(alone, [broken, broken])
     assert alone.status == "failed" and alone.verdicts[0].status == "regressed"
     assert alone.confirmation == ("2 re-run(s) in fresh processes: 1 failure(s) that no re-run could decide stand "
                                   f"({broken}; {broken})")
     cleared = failed_result(dataclasses.replace(timing))
-    confirm.apply(cleared, [failed_result(), broken])  # the one that measured saw no regression
+    confirmation.confirm(cleared, [failed_result(), broken])  # the one that measured saw no regression
     assert cleared.status == "unconfirmed" and cleared.verdicts[0].status == "unconfirmed"
     assert cleared.verdicts[0].evidence == "; not reproduced in 1 of 1 fresh process(es)"
     assert cleared.confirmation == f"2 re-run(s) in fresh processes: the failures did not reproduce ({broken})"
@@ -283,7 +284,7 @@ def test_a_rerun_that_measured_nothing_neither_confirms_nor_clears():
     rerun = failed_result(dataclasses.replace(timing, status="unstable"),
                           dataclasses.replace(timing, metric="kernel_time_us"))
     rerun.health = ["first measured step took 2.0x the median of the others: still warming up (raise warmup)"]
-    confirm.apply(unsteady, [rerun, broken])
+    confirmation.confirm(unsteady, [rerun, broken])
     assert [v.status for v in unsteady.verdicts] == ["regressed", "regressed"] and unsteady.status == "failed"
     assert unsteady.verdicts[0].evidence == f"; no fresh process decided (1 saw it unstable: {rerun.health[0]})"
     assert unsteady.verdicts[1].evidence == "; confirmed in 1 fresh process(es): +100.0%"

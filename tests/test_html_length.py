@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from browser import BROWSERS, CHROMIUM, Browser
-from pytest_gpuprof.compare.verdicts import BROKEN
+from pytest_gpuprof.compare.status import BROKEN
 from pytest_gpuprof.report.names import full_name
 
 ROOT = Path(__file__).parent.parent

@@ -260,7 +260,7 @@ def test_the_counters_travel_with_the_result_and_the_terminal_shows_them():
     launches = read_ncu_csv(CSV)
     counters = {"memory_bandwidth_utilization": memory_bandwidth_utilization(launches),
                 "kernels": kernel_counters(launches), "profiled": "step_0, kernels regex:^(a)$", "seconds": 9.5}
-    doc = TestResult("t.py::t", "passed", counters=counters).to_json()
+    doc = TestResult("t.py::t", counters=counters).to_json()
     assert json.loads(json.dumps(doc))["counters"] == counters
     assert TestResult.from_json(doc).counters == counters
     lines = ncu_lines(doc)
@@ -268,7 +268,7 @@ def test_the_counters_travel_with_the_result_and_the_terminal_shows_them():
     # 26.208 us to 4 significant digits
     assert lines[3] == ("  nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT: 26.21 µs, DRAM 9.59%, SM 70.81%, "
                         "occupancy 14.14%, 168 registers, 0 B local (1 launch(es))")
-    assert ncu_lines(TestResult("t.py::t", "passed").to_json()) == []
+    assert ncu_lines(TestResult("t.py::t").to_json()) == []
 
 
 def test_the_marker_chooses_the_plan():
@@ -337,7 +337,7 @@ def test_a_workers_result_goes_to_the_controller_as_it_is_when_the_test_ends(tmp
 
     outbox = Outbox()
     worker = Outcomes(session_settings(tmp_path), None, relay=outbox.send)
-    result = TestResult("t.py::t", "passed")
+    result = TestResult("t.py::t")
     worker.add_result(result)
     result.counters = {"memory_bandwidth_utilization": 0.5, "kernels": {}, "profiled": "step_0", "seconds": 1.0}
     hook = outbox.pytest_runtest_makereport(None, None)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare.evaluate import FAILED_STATUSES, STATUSES
+from pytest_gpuprof.compare.status import FAILED_STATUSES, STATUSES
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -7,18 +7,23 @@ import sys
 
 from pytest_gpuprof.run.record import record_again
 
-# a stand-in suite: each process appends its RECORDING value and its arguments, and says
-# what an update says (or that it wrote nothing, when told to)
+# a stand-in suite: each process appends its RECORDING value and its arguments, and writes to
+# the results document it is given what an update writes there (or that it wrote nothing, when told to)
 CONFTEST = """
-import os, sys
+import json, os, sys
 
 def pytest_terminal_summary(terminalreporter):
+    args = sys.argv[1:]
     with open("processes.txt", "a") as fh:
-        fh.write(os.environ.get("GPUPROF_RECORDING", "-") + " " + " ".join(sys.argv[1:]) + "\\n")
+        fh.write(os.environ.get("GPUPROF_RECORDING", "-") + " " + " ".join(a for a in args if not a.startswith("--gpuprof-json=")) + "\\n")
+    out = [a.split("=", 1)[1] for a in args if a.startswith("--gpuprof-json=")][-1]
     if os.environ.get("REFUSE"):
-        terminalreporter.write_line("no baseline written, every file left as it was: disk full")
+        baselines = {"updated": [], "refused": "disk full"}
     else:
-        terminalreporter.write_line("updated 1 test(s) in baselines/x.json (run 2 of at most 5 recorded)")
+        baselines = {"updated": [{"file": "baselines/x.json", "tests": 1, "how": "run 2 of at most 5 recorded"}],
+                     "refused": None}
+    with open(out, "w") as fh:
+        json.dump({"schema_version": 1, "tests": [], "baselines": baselines}, fh)
 """
 
 
@@ -48,12 +53,24 @@ def test_a_process_that_recorded_nothing_is_reported(pytester, monkeypatch):
                         "disk full"]
 
 
+def test_a_process_that_wrote_no_results_document_is_reported(pytester):
+    """A fresh process that ended before writing its results document recorded nothing: the
+    problem names it and the file it did not write."""
+    pytester.makeconftest("def pytest_configure(config):\n    raise SystemExit(3)\n")
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    said = []
+    problems = record_again(["-p", "no:cacheprovider", "test_x.py"], pytester.path, 2, 5, said.append)
+    assert len(problems) == 1 and problems[0].startswith("run 2 of 2 recorded nothing (exit 3): recorded run 2 "
+                                                         "measured nothing (no results document): ")
+    assert problems[0].endswith("results.json; exit 3")
+
+
 def test_one_process_records_no_other():
     said = []
     assert record_again([sys.executable], ".", 1, 5, said.append) == [] and said == []
 
 
-def test_a_process_that_records_again_keeps_no_traces_and_writes_no_reports(pytester, monkeypatch):
+def test_a_process_that_records_again_keeps_no_traces_and_writes_only_its_results_document(pytester, monkeypatch):
     pytester.makepyfile(test_x="def test_x():\n    pass\n")
     pytester.makeconftest(
         "import json\nfrom pytest_gpuprof.plugin import SESSION\n\n"
@@ -62,10 +79,11 @@ def test_a_process_that_records_again_keeps_no_traces_and_writes_no_reports(pyte
         "    open('settings.json', 'w').write(json.dumps({'keep': s.keep_traces}))\n")
     monkeypatch.setenv("GPUPROF_RECORDING", "2")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof", "--gpuprof-keep-traces",
-                                           "--gpuprof-json=results.json")
+                                           "--gpuprof-json=results.json", "--gpuprof-summary=summary.md")
     result.assert_outcomes(passed=1)
     assert json.loads((pytester.path / "settings.json").read_text()) == {"keep": False}
-    assert not (pytester.path / "results.json").exists()
+    assert (pytester.path / "results.json").is_file()  # what its first process reads
+    assert not (pytester.path / "summary.md").exists()  # the user's reports are the first process's
     monkeypatch.delenv("GPUPROF_RECORDING")
     pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof", "--gpuprof-keep-traces",
                                   "--gpuprof-json=results.json").assert_outcomes(passed=1)

@@ -175,7 +175,7 @@ def test_every_member_of_the_document_is_documented(run):
     members |= {k for t in doc["tests"] for v in t["verdicts"] for k in v} | set(doc["counts"])
     missing = sorted(m for m in members if f"`{m}`" not in text)
     assert not missing, f"not in docs/results.md: {missing}"
-    from pytest_gpuprof.compare.evaluate import STATUSES as STATUS_ORDER
+    from pytest_gpuprof.compare.status import STATUSES as STATUS_ORDER
 
     assert ", ".join(f"`{s}`" for s in STATUS_ORDER) in text  # the status order, as the code has it
 

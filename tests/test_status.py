@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuprof.compare.counter_verdicts import judge_counters
-from pytest_gpuprof.compare.evaluate import STATUSES, TestResult
+from pytest_gpuprof.compare.evaluate import TestResult
+from pytest_gpuprof.compare.status import STATUSES, State
 from pytest_gpuprof.compare.rules import Rules
-from pytest_gpuprof.compare.verdicts import AS_BASE, UNSURE, Verdict
+from pytest_gpuprof.compare.verdicts import Verdict
+
+AS_BASE, UNSURE = State.SAME_AS_BASE, State.NOT_SURE
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_gpuprof"
 WARMING = "first measured step took 2.0x the median of the others: still warming up (raise warmup)"
@@ -152,14 +155,13 @@ def test_a_distributed_documents_status_reads_back():
 def test_a_test_the_base_revisions_pairs_judged_was_judged_against_the_base():
     """No stored baseline and the base's first process measured nothing: a broken threshold
     that the base's processes break too (0.80 < 0.85) is the same as base, not unjudged."""
-    from pytest_gpuprof.compare.pairs import SAME, Decision
+    from pytest_gpuprof.compare.pairs import SAME, Decision, judge_pairs
     from pytest_gpuprof.compare.rules import parse_threshold
-    from pytest_gpuprof.run import sides
 
     threshold = parse_threshold("gpu_utilization >= 0.85", "marker")
     result = TestResult("t.py::t", verdicts=[Verdict("gpu_utilization", "threshold", None, 0.84, threshold.text,
                                                      relative=False, threshold=threshold)], has_baseline=False)
     assert result.status == "failed"
-    sides.apply(result, {"gpu_utilization": Decision("gpu_utilization", SAME, 0.80, 0.84, 2, 0.04, 0.0, 0.08)},
-                Path("/base"), 1.0, "")
+    judge_pairs(result, {"gpu_utilization": Decision("gpu_utilization", SAME, 0.80, 0.84, 2, 0.04, 0.0, 0.08)},
+                "/base", 1.0, "")
     assert (result.verdicts[0].status, result.status) == (AS_BASE, AS_BASE)

@@ -45,15 +45,15 @@ def record_again(args: list[str], where: Path, processes: int, keep: int, say: C
             outcome = lines[-1].strip("= ") if lines else "no output"
             try:
                 baselines = read_results(out, f"recorded run {k}", f"exit {done.returncode}").get("baselines") or {}
+                unread = ""
             except GpuprofError as exc:
-                baselines = {"refused": str(exc)}
+                baselines, unread = {}, str(exc)
         say(f"gpuprof: recorded run {k} of {processes} in a fresh process ({time.monotonic() - started:.1f} s): "
             f"{outcome}")
         updates = [updated_line(u) for u in baselines.get("updated") or []]
-        said = updates or [refused_line(baselines["refused"]) if baselines.get("refused") else "no baseline written"]
+        said = updates or [unread or refused_line(baselines.get("refused") or "the process recorded no test")]
         for line in said:  # one line each: the terminal writer escapes a line's control characters
             say(f"  {line}")
         if done.returncode not in (0, 1) or not updates:
-            problems.append(f"run {k} of {processes} recorded nothing (exit {done.returncode}): " + (
-                "; ".join(said) if baselines else (done.stderr.strip().splitlines() or ["no output"])[-1]))
+            problems.append(f"run {k} of {processes} recorded nothing (exit {done.returncode}): " + "; ".join(said))
     return problems
