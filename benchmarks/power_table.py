@@ -1,0 +1,121 @@
+"""The power table: how often the gate catches a planted slowdown, and how often it fails an
+unchanged run, judged again on a CPU from the results documents of GPU runs
+(benchmarks/power_collect.sh collects them; figures: docs/benchmarks.md).
+
+    python benchmarks/power_table.py ARCHIVE_OR_DIR [...] [--kernel-tolerance 0.02 ...]
+
+For each GPU model's archive, every run (GPU i, planted slowdown s) is judged as gpuprof
+judges today against the baselines recorded on its own GPU ("same GPU"), and against those
+recorded on each other GPU of the machine ("another GPU": a baseline judged on a card it was
+not recorded on, as a fresh machine of the same model judges the repository's baselines).
+A run catches the slowdown when its verdict on the slowed kernel's time is ``regressed`` (an
+``unstable`` one, which passes, does not count); a test fails when any verdict is broken
+(the gate's failure, counts included).  Cells read ``caught/runs``; the unchanged runs'
+column (0%) counts failing tests: false alarms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tarfile
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
+from pytest_gpuprof.compare.evaluate import TestResult, is_timing
+from pytest_gpuprof.compare.machine import explains, machine_differences
+from pytest_gpuprof.compare.rules import Rules
+from pytest_gpuprof.compare.status import BROKEN, State
+from pytest_gpuprof.compare.verdicts import judge
+
+#: The kernel GPUPROF_EXAMPLE_SLOWDOWN slows in each workload (its activation), by test name.
+SLOWED = {"test_cnn_train_step": "launch_clamp_scalar", "test_moe_forward": "GeluCUDAKernelImpl",
+          "test_transformer_train_step": "GeluCUDAKernelImpl", "test_weight_streaming": "GeluCUDAKernelImpl",
+          "test_small_batch_decode": "GeluCUDAKernelImpl"}
+
+
+def rejudged(test: dict, entry: dict, rules: Rules) -> list:
+    """The test's verdicts judged again against ``entry`` as ``compare.evaluate`` judges: its
+    samples against the entry's, then a timing regression that the run's health or a slower
+    machine explains made ``unstable``."""
+    result = TestResult.from_json(test)
+    runs = entry.get("runs", [])
+    verdicts = judge(test["metrics"], entry["metrics"], rules, entry.get("backend", "torch") == test.get("backend"),
+                     (test["per_step"], entry.get("per_step")), (test["distribution"], entry.get("distribution")),
+                     runs)
+    differences = machine_differences(test.get("machine"), [r.get("machine") for r in runs])
+    for v in verdicts:
+        if v.status == State.REGRESSED and is_timing(v.metric) and (
+                result.health or any(explains(p, v.metric) for p in differences)):
+            v.status = State.UNSTABLE
+    return verdicts
+
+
+def runs_of(folder: Path) -> dict[str, list[tuple[float, dict]]]:
+    """Each GPU's runs, ``gpu<i>`` -> [(slowdown, results document)]."""
+    out: dict[str, list[tuple[float, dict]]] = defaultdict(list)
+    for path in sorted(folder.glob("gpu*/s*-*.json")):
+        level = float(path.stem[1:].rsplit("-", 1)[0])
+        out[path.parent.name].append((level, json.loads(path.read_text())))
+    return out
+
+
+def table(folder: Path, rules: Rules) -> list[str]:
+    """Rows per mode, workload and slowdown: runs that caught the slowed kernel, tests that failed."""
+    runs = runs_of(folder)
+    gpus = sorted(runs)
+    cells: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0, 0])  # caught, failed, runs
+    for gpu, docs in runs.items():
+        for level, doc in docs:
+            for test in doc["tests"]:
+                name = test["nodeid"].split("::")[-1]
+                if name not in SLOWED or not test.get("per_step"):
+                    continue
+                for against in gpus:
+                    file = baseline_file(folder / against / "baselines", test["nodeid"])
+                    entry = BaselineFile(file).entry(test["nodeid"], test["gpu"]) if file.is_file() else None
+                    if entry is None:
+                        continue
+                    verdicts = rejudged(test, entry, rules)
+                    mode = "same GPU" if against == gpu else "another GPU"
+                    cell = cells[(mode, name, level)]
+                    cell[0] += any(v.status == State.REGRESSED and SLOWED[name] in v.metric for v in verdicts)
+                    cell[1] += any(v.status in BROKEN for v in verdicts)
+                    cell[2] += 1
+    levels = sorted({level for (_, _, level) in cells})
+    lines = [f"{'mode':<12} {'workload':<28} " + " ".join(f"{f'{level:.0%}':>13}" for level in levels)]
+    for mode in ("same GPU", "another GPU"):
+        for name in sorted({n for (m, n, _) in cells if m == mode}):
+            row = []
+            for level in levels:
+                caught, failed, n = cells[(mode, name, level)]
+                row.append(f"{failed}/{n} fail" if level == 0 else f"{caught}/{n}")
+            lines.append(f"{mode:<12} {name:<28} " + " ".join(f"{c:>13}" for c in row))
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("inputs", type=Path, nargs="+", help="archives of power_collect.sh's output, or its folders")
+    parser.add_argument("--kernel-tolerance", type=float, action="append", default=[],
+                        help="judge with this minimum effect on kernel times too (repeatable); default: today's")
+    args = parser.parse_args()
+    for source in args.inputs:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = source
+            if source.is_file():
+                with tarfile.open(source) as tar:
+                    tar.extractall(tmp, filter="data")
+                folder = next(Path(tmp).glob("*/gpu0")).parent
+            for tolerance in args.kernel_tolerance or [None]:
+                rules = Rules() if tolerance is None else Rules(kernel_time_tolerance=tolerance)
+                print(f"{source.name}: kernel-time minimum effect {rules.kernel_time_tolerance:.0%}")
+                print("\n".join(table(folder, rules)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
