@@ -19,7 +19,7 @@ import pytest
 from pytest_gpuprof.compare.pairs import AS_MEASURED, AT_SPEED, decide, process_value, scale_of, worse_by
 from pytest_gpuprof.compare.evaluate import TestResult
 from pytest_gpuprof.compare.rules import Rules
-from pytest_gpuprof.compare.verdicts import Verdict
+from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.report.words import pair_change
 from pytest_gpuprof.run.sides import SideRun, Sides, judge_pairs, needs_pairs, run_side, unusable
 

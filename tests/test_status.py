@@ -11,7 +11,8 @@ import pytest
 from pytest_gpuprof.compare.counter_verdicts import judge_counters
 from pytest_gpuprof.compare.evaluate import STATUSES, TestResult
 from pytest_gpuprof.compare.rules import Rules
-from pytest_gpuprof.compare.verdicts import AS_BASE, UNSURE, Verdict
+from pytest_gpuprof.compare.verdict import Verdict
+from pytest_gpuprof.compare.verdicts import AS_BASE, UNSURE
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_gpuprof"
 WARMING = "first measured step took 2.0x the median of the others: still warming up (raise warmup)"
