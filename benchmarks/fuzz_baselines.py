@@ -54,7 +54,7 @@ from typing import Any
 from pytest_gpuprof.capture.profiler import StepPlan
 from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
 from pytest_gpuprof.compare.rules import Rules
-from pytest_gpuprof.compare.verdicts import judged_series
+from pytest_gpuprof.compare.samples import judged_series
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.metrics.specs import COPY_KINDS, METRICS
 from pytest_gpuprof.report.words import failure_message

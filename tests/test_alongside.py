@@ -16,11 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare.pairs import AS_MEASURED, AT_SPEED, decide, process_value, scale_of, worse_by
 from pytest_gpuprof.compare.evaluate import TestResult
+from pytest_gpuprof.compare.pairs import (
+    AS_MEASURED,
+    AT_SPEED,
+    decide,
+    needs_pairs,
+    pair_change,
+    process_value,
+    scale_of,
+    worse_by,
+)
 from pytest_gpuprof.compare.rules import Rules
-from pytest_gpuprof.compare.verdicts import Verdict
-from pytest_gpuprof.compare.pairs import needs_pairs, pair_change
+from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.run.sides import SideRun, Sides, measure_pairs, run_side, unusable
 
 KERNEL = "kernels[gelu].time_us"

@@ -12,7 +12,7 @@ from pytest_gpuprof.compare.confirmation import upheld
 from pytest_gpuprof.compare.evaluate import TestResult
 from pytest_gpuprof.compare.pairs import NOT_SURE, SAME, WORSE, Decision, upheld_by_pairs
 from pytest_gpuprof.compare.status import State, Status
-from pytest_gpuprof.compare.verdicts import Verdict
+from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.errors import GpuprofError
 from pytest_gpuprof.run.fresh import child_results
 

@@ -6,9 +6,10 @@ import pytest
 
 from pytest_gpuprof.compare.evaluate import status_of
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
+from pytest_gpuprof.compare.samples import distribution, stored_samples
 from pytest_gpuprof.compare.stats import evenly_spaced
 from pytest_gpuprof.compare.status import BROKEN
-from pytest_gpuprof.compare.verdicts import distribution, judge, stored_samples
+from pytest_gpuprof.compare.verdicts import judge
 from pytest_gpuprof.errors import ConfigError
 from pytest_gpuprof.metrics.specs import METRICS
 
@@ -270,7 +271,7 @@ def test_threshold_boundaries(text, value, holds):
 
 
 def v(status):
-    from pytest_gpuprof.compare.verdicts import Verdict
+    from pytest_gpuprof.compare.verdict import Verdict
 
     return Verdict("m", status, 1.0, 1.0, "rule")
 

@@ -16,7 +16,7 @@ from pytest_gpuprof.compare.baseline import check_entry
 from pytest_gpuprof.compare.counter_verdicts import NCU_NOT_IN_REPLAY, NOT_PROFILED, NOT_STORED, judge_counters
 from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
-from pytest_gpuprof.compare.verdicts import Verdict
+from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.errors import ConfigError
 from pytest_gpuprof.metrics.counters import ncu_counters
 from pytest_gpuprof.report.names import function_name

@@ -311,11 +311,12 @@ def test_the_samples_shown_are_the_data():
 
 
 def test_the_package_judges_the_same():
-    from pytest_gpuprof.compare import verdicts as package
+    from pytest_gpuprof.compare import time_rules as package
     from pytest_gpuprof.compare.evaluate import TestResult, status_of
     from pytest_gpuprof.compare.rules import Rules
     from pytest_gpuprof.compare.stats import mann_whitney_u
-    from pytest_gpuprof.compare.verdicts import judge, pooled_log_spread, run_spread
+    from pytest_gpuprof.compare.time_rules import pooled_log_spread, run_spread
+    from pytest_gpuprof.compare.verdicts import judge
 
     ex = example()
     doc = document()

@@ -20,7 +20,7 @@ import pytest
 
 from pytest_gpuprof.compare.evaluate import TestResult
 from pytest_gpuprof.compare.rules import parse_threshold
-from pytest_gpuprof.compare.verdicts import Verdict
+from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.report.words import failure_message
 
 ROOT = Path(__file__).parent.parent

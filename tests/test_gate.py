@@ -28,7 +28,8 @@ from pytest_gpuprof.compare.evaluate import TestResult, evaluate, new_baseline_e
 from pytest_gpuprof.compare.machine import explains, machine_differences
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.stats import Prior, t_quantile
-from pytest_gpuprof.compare.verdicts import Verdict, pooled_log_spread, run_spread
+from pytest_gpuprof.compare.time_rules import pooled_log_spread, run_spread
+from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.compare import confirmation
 from pytest_gpuprof.run import confirm

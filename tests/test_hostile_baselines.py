@@ -21,7 +21,7 @@ from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.compare.baseline import BaselineFile
 from pytest_gpuprof.compare.evaluate import evaluate, new_baseline_entry, of_measurement
 from pytest_gpuprof.compare.rules import Rules
-from pytest_gpuprof.compare.verdicts import distribution
+from pytest_gpuprof.compare.samples import distribution
 from pytest_gpuprof.errors import BaselineError
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.report.escaping import html_text, markdown_block, markdown_code, markdown_text, terminal_text

@@ -5,7 +5,7 @@ from collections import Counter
 from pathlib import Path
 
 from pytest_gpuprof.compare.evaluate import TestResult
-from pytest_gpuprof.compare.verdicts import Verdict
+from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.report.junit import junit_properties
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from pytest_gpuprof.compare.samples import distribution, stored_samples
 from pytest_gpuprof.compare.stats import (
     MAX_STORED_SAMPLES,
     evenly_spaced,
@@ -9,7 +10,6 @@ from pytest_gpuprof.compare.stats import (
     steps_for,
     summarize,
 )
-from pytest_gpuprof.compare.verdicts import distribution, stored_samples
 
 
 @pytest.mark.parametrize("samples, expected", [

@@ -10,9 +10,9 @@ import pytest
 
 from pytest_gpuprof.compare.counter_verdicts import judge_counters
 from pytest_gpuprof.compare.evaluate import TestResult
-from pytest_gpuprof.compare.status import STATUSES, State
 from pytest_gpuprof.compare.rules import Rules
-from pytest_gpuprof.compare.verdicts import Verdict
+from pytest_gpuprof.compare.status import STATUSES, State
+from pytest_gpuprof.compare.verdict import Verdict
 
 AS_BASE, UNSURE = State.SAME_AS_BASE, State.NOT_SURE
 

@@ -5,7 +5,7 @@ Every expected string is worked out by hand from the raw number."""
 import pytest
 
 from pytest_gpuprof.compare import host
-from pytest_gpuprof.compare.verdicts import shown_value
+from pytest_gpuprof.compare.verdict import shown_value
 from pytest_gpuprof.numbers import (
     format_bytes,
     format_change,

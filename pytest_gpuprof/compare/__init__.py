@@ -1,9 +1,10 @@
 """Stage 4, compare: a measurement against its baseline, under rules, into verdicts.
 
 ``rules`` holds the tolerances and thresholds, ``stats`` the statistics of the
-noise-aware time gate, ``verdicts`` judges each metric, ``kernels`` diffs two runs
-kernel by kernel, ``baseline`` reads and writes the baseline files, ``evaluate``
-makes the one result object of a test.
+noise-aware time gate, ``verdicts`` judges each metric by the rule families
+(``exact_rules``, ``threshold_rules``, ``time_rules``) into ``verdict.Verdict`` objects,
+reading per-step ``samples``; ``kernels`` diffs two runs kernel by kernel, ``baseline``
+reads and writes the baseline files, ``evaluate`` makes the one result object of a test.
 
 May import: the standard library, numpy, pandas, ``options``, ``numbers``,
 ``files``, ``errors``, and the stages before it (``capture.ranges``, ``trace``,

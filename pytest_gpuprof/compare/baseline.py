@@ -36,7 +36,7 @@ from ..files import recover, write_all_atomic
 from ..metrics.specs import COPY_KINDS, COUNTER_SPECS, METRICS, RECORDED_SINCE
 from ..metrics.timeline import KINDS, calls, events, ranges
 from ..trace.model import INT64_MAX
-from .verdicts import distribution, judged_series
+from .samples import distribution, judged_series
 
 SCHEMA_VERSION = 1
 
@@ -457,7 +457,7 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
 
 def _check_summaries(summaries: Any, where: str) -> None:
     """A ``distribution``: the summaries it holds (a series without one is summarized
-    from its samples, ``verdicts.distribution``)."""
+    from its samples, ``samples.distribution``)."""
     _need(isinstance(summaries, dict), where, "an object", summaries)
     kernels = summaries.get("kernels", {})
     _need(isinstance(kernels, dict), f"{where}.kernels", "an object of kernel names", kernels)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from ..numbers import format_number
 from .evaluate import TestResult, fails_on_timing_alone
 from .status import BROKEN, State
-from .verdicts import Verdict
+from .verdict import Verdict
 
 #: A re-run that measured nothing: why (it ran over its time, wrote no results, ...).
 Rerun = TestResult | str

@@ -17,7 +17,9 @@ from ..numbers import format_number
 from .evaluate import TestResult
 from .rules import Rules, Threshold
 from .status import State
-from .verdicts import Verdict, check_threshold, compare_value
+from .threshold_rules import check_threshold
+from .verdict import Verdict
+from .verdicts import compare_value
 
 #: Cache hit rates move with where the allocator placed the data, not only with the kernel:
 #: the one launch of the MoE test's scan kernel hit L2 41.3-56.1% of the time in four

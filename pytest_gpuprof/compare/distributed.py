@@ -18,7 +18,8 @@ from .baseline import DistributedEntry, Entry, StoredEntry
 from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
 from .status import State
-from .verdicts import Verdict, check_threshold
+from .threshold_rules import check_threshold
+from .verdict import Verdict
 
 
 def rank_nodeid(nodeid: str, rank: int) -> str:

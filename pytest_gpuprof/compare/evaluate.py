@@ -21,10 +21,13 @@ from ..metrics.specs import counter_spec, metric_spec
 from ..metrics.timeline import sample
 from . import host
 from .baseline import Entry, RecordedRun
+from .exact_rules import same_program
 from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
+from .samples import distribution, pooled, stored_samples
 from .status import BROKEN, FAILED_STATUSES, STATUSES, State, Status
-from .verdicts import Verdict, distribution, judge, pooled, same_program, stored_samples
+from .verdict import Verdict
+from .verdicts import judge
 
 
 def status_of(verdicts: Iterable[Verdict], *, error: bool = False, recorded: bool = False,

@@ -24,9 +24,11 @@ from . import host
 from .baseline import Entry
 from .evaluate import TestResult, fails_on_timing_alone, new_baseline_entry
 from .rules import Rules
+from .samples import compared_values, usable
 from .stats import Prior, pooled_squares, t_quantile
 from .status import BROKEN, State
-from .verdicts import Verdict, compared_values, kernel_series, shown_value, usable
+from .time_rules import kernel_series
+from .verdict import Verdict, shown_value
 
 #: What the pairs can say of one metric ("not sure" is also the status of its verdict).
 WORSE, SAME, NOT_SURE = "worse", "same", State.NOT_SURE.value
@@ -106,7 +108,7 @@ def kernel_pool(bases: list[Mapping[str, Any]], heads: list[Mapping[str, Any]]) 
     deviations of each series' pair differences from their mean, and its degrees of freedom,
     sum of n - 1 over the series every process ran.  One kernel's own pairs give n - 1
     degrees of freedom; a test's 10 to 25 kernel series give ten times that, as the stored
-    baselines' pooled spread does (``verdicts.pooled_log_spread``).  None before two pairs."""
+    baselines' pooled spread does (``time_rules.pooled_log_spread``).  None before two pairs."""
     names = set.intersection(*(set((d or {}).get("kernels") or {}) for d in [*bases, *heads])) if bases else set()
     differences = ([worse_by("kernel_time_us", h["kernels"][name]["median"], b["kernels"][name]["median"])
                     for b, h in zip(bases, heads)] for name in names)

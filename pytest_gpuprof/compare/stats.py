@@ -26,7 +26,7 @@ MAX_STORED_SAMPLES = 200  # per-step values kept of each series in baselines and
 
 class Prior(NamedTuple):
     """A log spread learnt from other processes, with its degrees of freedom: pooled with a
-    series' own spread (``verdicts.run_spread``), not a floor under it, since three runs'
+    series' own spread (``time_rules.run_spread``), not a floor under it, since three runs'
     own spread (2 degrees of freedom) is known far less well than the prior."""
 
     spread: float

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 
 class State(StrEnum):
-    """One verdict's outcome (``compare.verdicts.Verdict.status``)."""
+    """One verdict's outcome (``compare.verdict.Verdict.status``)."""
 
     OK = "ok"
     IMPROVED = "improved"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compare.status import FAILED_STATUSES
-from ..compare.verdicts import shown_value
+from ..compare.verdict import shown_value
 from ..files import write_atomic
 from .escaping import html_text, markdown_block, markdown_code, markdown_text
 from .names import in_metric, kernel_metric, short_name

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..compare.verdicts import distribution, shown_value
+from ..compare.samples import distribution
+from ..compare.verdict import shown_value
 from ..metrics.measure import Measurement
 from ..metrics.specs import COPY_KINDS
 from ..numbers import format_bytes, format_count, format_number, format_quantity, format_ratio, format_time_us

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from ..compare.distributed import rank_nodeid
-from ..compare.verdicts import judged_values, shown_value
+from ..compare.samples import judged_values
+from ..compare.verdict import shown_value
 from ..metrics.specs import METRICS
 from .words import change
 
@@ -33,7 +34,7 @@ class Shown(NamedTuple):
 
 
 def per_step_text(metric: str, value: float | None) -> str:
-    """A scalar metric's value in its unit (``compare.verdicts.shown_value``), ``/step`` after
+    """A scalar metric's value in its unit (``compare.verdict.shown_value``), ``/step`` after
     it where it is a total per step: ``14.82 ms/step``, ``95/step``, ``75.6%``."""
     text = shown_value(metric, value)
     return f"{text}/step" if value is not None and METRICS[metric].per_step else text
@@ -42,7 +43,7 @@ def per_step_text(metric: str, value: float | None) -> str:
 def shown_values(test: Mapping[str, Any]) -> dict[str, Shown]:
     """Each scalar metric of a results document's test (``TestResult.to_json()``): the
     numbers of its comparison verdict where there is one; else each run's judged
-    values (``compare.verdicts.judged_values``: the median step where it kept samples),
+    values (``compare.samples.judged_values``: the median step where it kept samples),
     as its threshold verdicts take them.  Empty for a test without metrics."""
     if not test.get("metrics"):
         return {}

@@ -14,7 +14,8 @@ from typing import Any
 
 from ..compare.evaluate import UNKNOWN_GPU, TestResult, is_timing
 from ..compare.status import BROKEN, FAILED_STATUSES
-from ..compare.verdicts import HOST_SPEED, NOT_COMPARED, NOT_SIGNIFICANT, RUNS_LEVEL, WITHIN_RUNS, shown_value
+from ..compare.time_rules import RUNS_LEVEL
+from ..compare.verdict import HOST_SPEED, NOT_COMPARED, NOT_SIGNIFICANT, WITHIN_RUNS, shown_value
 from ..metrics.specs import BANDWIDTH, COUNTER_SPECS, METRICS, counter_spec
 from ..numbers import format_change, format_quantity
 from ..options import BY_NAME

@@ -34,7 +34,7 @@ from ...capture.environment import RECORDED
 from ...compare.kernels import kernel_diff
 from ...compare.rules import same
 from ...compare.status import BROKEN, FAILED_STATUSES, STATUSES
-from ...compare.verdicts import NOT_COMPARED, shown_value
+from ...compare.verdict import NOT_COMPARED, shown_value
 from ...files import write_atomic
 from ...metrics import timeline
 from ...metrics.measure import is_comm_kernel, is_launch_call, is_sync_call
@@ -383,7 +383,7 @@ def _kernel_verdict_words(v: Mapping[str, Any]) -> str:
 
 def _counters(t: Mapping[str, Any]) -> dict[str, Any] | None:
     """Nsight Compute's counters of the profiled kernels (``counters``), the baseline's beside
-    them where it stored some, each in its unit (``compare.verdicts.shown_value``: the bandwidth
+    them where it stored some, each in its unit (``compare.verdict.shown_value``: the bandwidth
     as a percentage, times in µs or ms, bytes in B to GiB) and coloured by its verdict
     (``compare.counter_verdicts``)."""
     now = t.get("counters")
