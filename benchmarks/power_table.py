@@ -8,7 +8,9 @@ For each GPU model's archive, every run (GPU i, planted slowdown s) is judged as
 judges today against the baselines recorded on its own GPU ("same GPU"), and against those
 recorded on each other GPU of the machine ("another GPU": a baseline judged on a card it was
 not recorded on, as a fresh machine of the same model judges the repository's baselines).
-A run catches the slowdown when its verdict on the slowed kernel's time is ``regressed`` (an
+The rows "moved by" give the median change of the slowed kernel's median time per step
+against its own GPU's baseline (the planted extra work is not the same extra time: a kernel
+of a few waves moves in steps).  A run catches the slowdown when its verdict on the slowed kernel's time is ``regressed`` (an
 ``unstable`` one, which passes, does not count); a test fails when any verdict is broken
 (the gate's failure, counts included).  Cells read ``caught/runs``; the unchanged runs'
 column (0%) counts failing tests: false alarms.
@@ -68,6 +70,7 @@ def table(folder: Path, rules: Rules) -> list[str]:
     runs = runs_of(folder)
     gpus = sorted(runs)
     cells: dict[tuple[str, str, float], list[int]] = defaultdict(lambda: [0, 0, 0])  # caught, failed, runs
+    moved: dict[tuple[str, float], list[float]] = defaultdict(list)  # the slowed kernel's change, same GPU
     for gpu, docs in runs.items():
         for level, doc in docs:
             for test in doc["tests"]:
@@ -85,8 +88,18 @@ def table(folder: Path, rules: Rules) -> list[str]:
                     cell[0] += any(v.status == State.REGRESSED and SLOWED[name] in v.metric for v in verdicts)
                     cell[1] += any(v.status in BROKEN for v in verdicts)
                     cell[2] += 1
+                    slowed = next((v for v in verdicts if SLOWED[name] in v.metric and v.metric.endswith(".time_us")
+                                   and v.baseline and v.current is not None), None)
+                    if mode == "same GPU" and slowed is not None:
+                        moved[(name, level)].append(slowed.current / slowed.baseline - 1)
     levels = sorted({level for (_, _, level) in cells})
     lines = [f"{'mode':<12} {'workload':<28} " + " ".join(f"{f'{level:.0%}':>13}" for level in levels)]
+    for name in sorted({n for (n, _) in moved}):
+        row = []
+        for level in levels:
+            changes = sorted(moved[(name, level)])
+            row.append(f"{changes[len(changes) // 2]:+.2%}" if changes else "-")
+        lines.append(f"{'moved by':<12} {name:<28} " + " ".join(f"{c:>13}" for c in row))
     for mode in ("same GPU", "another GPU"):
         for name in sorted({n for (m, n, _) in cells if m == mode}):
             row = []

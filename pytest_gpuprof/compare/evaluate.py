@@ -114,6 +114,15 @@ class TestResult:
         return self._status(self.strict)
 
     @property
+    def detects(self) -> dict[str, float]:
+        """The smallest slowdown of its kernel time its measurement could detect
+        (``Verdict.detectable`` of its ``kernel_time_us``; a distributed test's, each rank's):
+        ``{"kernel_time_us": 0.02}``, or ``{"rank 1 kernel_time_us": ...}``; empty where it was
+        not judged on samples or had too few steps."""
+        return {(f"rank {v.rank} " if v.rank is not None else "") + v.metric: v.detectable
+                for v in self.verdicts if v.metric == "kernel_time_us" and v.detectable is not None}
+
+    @property
     def unjudged(self) -> bool:
         """Left with nothing to be judged against: ``no baseline`` but for --gpuprof-strict."""
         return self._status(strict=False) == Status.NO_BASELINE
@@ -148,6 +157,7 @@ class TestResult:
             "nodeid": self.nodeid,
             "status": self.status,
             "facts": self.facts(),
+            "detects": self.detects,
             "message": self.message,
             "gpu": self.gpu,
             "backend": self.backend,
@@ -231,7 +241,8 @@ def _verdict(doc: Mapping[str, Any]) -> Verdict:
         threshold=None if threshold is None else Threshold(doc["metric"], threshold["op"], threshold["value"],
                                                            doc.get("rule", "")),
         rank=doc.get("rank"), p_value=doc.get("p_value"), p_level=doc.get("p_level"),
-        let_through=doc.get("let_through", ""),
+        let_through=doc.get("let_through", ""), margin=doc.get("margin"), margin_source=doc.get("margin_source", ""),
+        detectable=doc.get("detectable"),
     )
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from statistics import NormalDist
 from typing import Any, NamedTuple
 
 from ..metrics.specs import METRICS, MetricSpec
@@ -139,6 +140,72 @@ def _spread_of(name: str, pooled: tuple[float, int] | None, recorded: int) -> tu
     return None
 
 
+def _spread_source(shared: tuple[float, int] | None, pooled: tuple[float, int] | None,
+                   per_launch_us: float | None = None) -> str:
+    """Where a series' spread between processes comes from (``_spread_of``, ``_kernel_spread``),
+    in words: an assumed one, the test's kernel series pooled, a short kernel's floor, its own."""
+    if shared is None:
+        return "its medians' own spread"
+    if per_launch_us is not None and per_launch_us < SHORT_KERNEL[0] and shared[0] == SHORT_KERNEL[1] and (
+            pooled is None or pooled[0] < SHORT_KERNEL[1]):
+        return f"at least {SHORT_KERNEL[1]:.0%} for launches under {format_number(SHORT_KERNEL[0])} µs"
+    if pooled is not None and shared == pooled:
+        return f"the test's kernel series pooled, {pooled[1]} degrees of freedom"
+    return f"{shared[0]:.1%} assumed: the baseline recorded one run"
+
+
+class Margin(NamedTuple):
+    """The change in the bad direction a series had to pass to count (relative for times and
+    rates, absolute for ratios): the larger of the minimum effect (its tolerance, and for a
+    time the time floor) and what the baseline's recorded runs say one more run's median does
+    (``run_spread``); where it comes from, in words; and the smallest change of that kind this
+    run's steps could show (``detectable``)."""
+
+    value: float
+    source: str
+    detectable: float | None
+
+
+#: How sure the detectable change is to be seen: the power of the rank test at it.
+DETECTION_POWER = 0.95
+
+
+def _margin(spec: MetricSpec, before: Series, now: Series, rules: Rules, level: float,
+            interval: tuple[float, float] | None, spread: str) -> Margin:
+    """This series' ``Margin``: the minimum effect, or the prediction interval's bound in the
+    bad direction (``interval``, its spread's origin said by ``spread``) where that is wider."""
+    b = before.summary["median"]
+    value, source = rules.tolerance(spec), "the minimum effect (its tolerance)"
+    if spec.kind == "time" and b > 0 and rules.time_floor_us / b > value:
+        value, source = rules.time_floor_us / b, f"the time floor, {format_number(rules.time_floor_us)} µs"
+    if interval is not None and b > 0:
+        low, high = interval
+        worse = high - b if spec.better == "lower" else b - low
+        noise = worse if spec.kind == "ratio" else worse / b
+        if noise > value:
+            value, source = noise, (f"the baseline's {len(before.run_medians)} recorded run(s): "
+                                    f"{1 - RUNS_LEVEL:.0%} prediction interval, spread from {spread}")
+    return Margin(value, source, _detectable(spec, before, now, level, value))
+
+
+def _detectable(spec: MetricSpec, before: Series, now: Series, level: float, margin: float) -> float | None:
+    """The smallest change in the bad direction that this run would call a regression
+    ``DETECTION_POWER`` of the time: the margin, or the shift the rank test needs with these
+    steps where that is larger; None where no p can get under ``level`` with these steps.
+    The steps' spread is each run's interquartile range over 1.349 (a normal's standard
+    deviation), pooled; the rank test's shift is the t-test's over sqrt(3/pi), its efficiency
+    on normal steps: (z(1 - level/2) + z(power)) s sqrt(1/n1 + 1/n2) / sqrt(3/pi)."""
+    n1, n2 = len(before.samples), len(now.samples)
+    b = before.summary["median"]
+    if smallest_p(n1, n2) >= level or b <= 0:
+        return None
+    iqr = ((before.summary["q3"] - before.summary["q1"]) ** 2 + (now.summary["q3"] - now.summary["q1"]) ** 2) / 2
+    s = math.sqrt(iqr) / 1.349 / (1 if spec.kind == "ratio" else b)
+    z = NormalDist().inv_cdf
+    shift = (z(1 - level / 2) + z(DETECTION_POWER)) * s * math.sqrt(1 / n1 + 1 / n2) / math.sqrt(3 / math.pi)
+    return round(max(margin, shift), 6)
+
+
 class Finding(NamedTuple):
     """One scale's outcome for a series: ok, undecided, regressed or improved, and why; the
     Mann-Whitney p where the test ran, and why an ok let a change beyond the tolerance through."""
@@ -147,35 +214,40 @@ class Finding(NamedTuple):
     evidence: str = ""
     p: float | None = None
     let_through: str = ""
+    margin: Margin | None = None
 
 
 def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, level: float,
-                  shared: tuple[float, int] | None, bounded: bool = True) -> Finding:
+                  shared: tuple[float, int] | None, bounded: bool = True, spread_from: str = "") -> Finding:
     """The decisions on one scale, in order: the medians beyond the tolerance (and, for
     times, the floor); enough steps for a p-value under ``level``; a Mann-Whitney U test
     that says the steps differ; with ``bounded``, the median outside the prediction interval
-    of the baseline's runs (``run_spread``)."""
+    of the baseline's runs (``run_spread``; ``spread_from`` says where its spread comes from).
+    Each finding carries the series' ``Margin``."""
     b, c = before.summary["median"], now.summary["median"]
+    interval = run_spread(before.run_medians, shared) if bounded else None
+    margin = _margin(spec, before, now, rules, level, interval, spread_from)
     if not beyond(spec, c - b, b, rules):
-        return Finding(State.OK)
+        return Finding(State.OK, margin=margin)
     spreads = f"{_spread(spec, 'median', now.summary)} vs {_spread(spec, 'baseline', before.summary)}"
     sizes = f"n={len(now.samples)}/{len(before.samples)}"
     if smallest_p(len(before.samples), len(now.samples)) >= level:
         return Finding(State.UNDECIDED, f"{spreads}; too few steps to tell a change from noise ({sizes}): no p-value "
-                                    f"can get under {level:.2g}; measure at least {steps_for(level)} steps")
+                                        f"can get under {level:.2g}; measure at least {steps_for(level)} steps",
+                       margin=margin)
     _, p = mann_whitney_u(before.samples, now.samples)
     evidence = f"{spreads}; Mann-Whitney U p={p:.2g} ({sizes})"
     if p >= level:
-        return Finding(State.OK, evidence + ": within noise", p, NOT_SIGNIFICANT)
-    interval = run_spread(before.run_medians, shared) if bounded else None
+        return Finding(State.OK, evidence + ": within noise", p, NOT_SIGNIFICANT, margin)
     if interval is not None:
         spread = (f"{len(before.run_medians)} recorded run(s)' medians "
                   f"{_range(spec, min(before.run_medians), max(before.run_medians))}, "
                   f"{1 - RUNS_LEVEL:.0%} prediction interval {_range(spec, *interval)}")
         if interval[0] <= c <= interval[1]:
-            return Finding(State.OK, f"{evidence}; within what the baseline's runs show ({spread})", p, WITHIN_RUNS)
+            return Finding(State.OK, f"{evidence}; within what the baseline's runs show ({spread})", p, WITHIN_RUNS,
+                           margin)
         evidence += f"; outside what the baseline's runs show ({spread})"
-    return Finding(direction(spec, c - b), evidence, p)
+    return Finding(direction(spec, c - b), evidence, p, margin=margin)
 
 
 class HostPair(NamedTuple):
@@ -189,7 +261,8 @@ class HostPair(NamedTuple):
 
 
 def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules, family: int,
-                     shared: tuple[float, int] | None = None, host_pair: HostPair | None = None) -> Verdict:
+                     shared: tuple[float, int] | None = None, host_pair: HostPair | None = None,
+                     spread_from: str = "its medians' own spread") -> Verdict:
     """A time or ratio metric on per-step samples, judged ``_on_one_scale`` at the test's
     corrected level, alpha / family.  The window (``host_pair``) is judged at the baseline
     host's speed too (tolerance, steps and the baseline's runs, their spread pooled with
@@ -211,8 +284,8 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False)
         moved = raw.status in (State.REGRESSED, State.IMPROVED)
         if not moved and not host_pair.host_bound:
-            return Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence, p_value=raw.p,
-                           p_level=level, let_through=raw.let_through)
+            return _with_margin(Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence,
+                                        p_value=raw.p, p_level=level, let_through=raw.let_through), raw.margin)
         at = _on_one_scale(spec, host_pair.before, host_pair.now, rules, level, host.HOST_UNITS_SPREAD)
         status = at.status if host_pair.host_bound else raw.status if at.status == raw.status else State.OK
         decided = at if host_pair.host_bound else raw
@@ -223,14 +296,21 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
             raw.evidence, f"{format_change(c, b, spec.kind, spec.unit)} as measured, {change} at the baseline "
             f"host's speed ({at.evidence or 'within the tolerance'}): {host.slower(*host_pair.speeds)}") if part)
         # the host explains the change as measured: not when this run regressed at its speed
-        return Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
-                       by_host=moved and status not in (raw.status, State.REGRESSED), p_value=decided.p, p_level=level,
-                       let_through=let_through)
+        return _with_margin(Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
+                                    by_host=moved and status not in (raw.status, State.REGRESSED), p_value=decided.p,
+                                    p_level=level, let_through=let_through), decided.margin)
     if run_spread(before.run_medians, shared) is not None:
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
-    found = _on_one_scale(spec, before, now, rules, level, shared)
-    return Verdict(spec.name, found.status, b, c, rule, relative, evidence=found.evidence, p_value=found.p,
-                   p_level=level, let_through=found.let_through)
+    found = _on_one_scale(spec, before, now, rules, level, shared, spread_from=spread_from)
+    return _with_margin(Verdict(spec.name, found.status, b, c, rule, relative, evidence=found.evidence,
+                                p_value=found.p, p_level=level, let_through=found.let_through), found.margin)
+
+
+def _with_margin(verdict: Verdict, margin: Margin | None) -> Verdict:
+    """The verdict saying the margin it was judged with (``Margin``)."""
+    if margin is None:
+        return verdict
+    return replace(verdict, margin=round(margin.value, 6), margin_source=margin.source, detectable=margin.detectable)
 
 
 def _spread(spec: MetricSpec, label: str, summary: Mapping[str, Any]) -> str:
@@ -323,8 +403,9 @@ class Timing(NamedTuple):
         its series shares (``_spread_of``); a ratio over the window follows the window where
         the host's speed moved it (``_with_the_window``)."""
         name = spec.name
-        verdict = _compare_samples(spec, *self.paired[name], rules, self.family,
-                                   _spread_of(name, self.shared, len(self.paired[name][0].run_medians)))
+        shared = _spread_of(name, self.shared, len(self.paired[name][0].run_medians))
+        verdict = _compare_samples(spec, *self.paired[name], rules, self.family, shared,
+                                   spread_from=_spread_source(shared, self.shared))
         return (_with_the_window(verdict, self.window, self.speeds) if self.by_host and name in host.WINDOW_RATIOS
                 else verdict)
 
@@ -336,8 +417,9 @@ class Timing(NamedTuple):
         for key, pair in self.paired.items():
             if key.startswith("kernels["):
                 per_launch = _per_launch(pair[0], before.get(key.removesuffix("time_us") + "count"))
-                out.append(_compare_samples(replace(_KERNEL_TIME, name=key), *pair, rules, self.family,
-                                            _kernel_spread(self.shared, per_launch)))
+                shared = _kernel_spread(self.shared, per_launch)
+                out.append(_compare_samples(replace(_KERNEL_TIME, name=key), *pair, rules, self.family, shared,
+                                            spread_from=_spread_source(shared, self.shared, per_launch)))
         return out
 
 

@@ -41,6 +41,12 @@ class Verdict:
     p_value: float | None = None  # the Mann-Whitney U test's p on the samples, where it ran
     p_level: float | None = None  # what p had to get under: alpha / the series judged (Bonferroni)
     let_through: str = ""  # an ok whose median moved beyond the tolerance: why (NOT_SIGNIFICANT, ...)
+    # a series judged on samples: the change in the bad direction it had to pass (relative for times and
+    # rates, absolute for ratios), where that margin came from, and the smallest such change its steps
+    # could show (``time_rules.Margin``)
+    margin: float | None = None
+    margin_source: str = ""
+    detectable: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -67,6 +73,8 @@ class Verdict:
             out["p_value"] = self.p_value
         if self.let_through:
             out["let_through"] = self.let_through
+        if self.margin is not None:
+            out |= {"margin": self.margin, "margin_source": self.margin_source, "detectable": self.detectable}
         return out
 
 

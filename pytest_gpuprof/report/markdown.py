@@ -30,6 +30,7 @@ from .words import (
     broken_metrics,
     capture_words,
     compared_against,
+    detects_text,
     gpu_text,
     health_lines,
     let_through_line,
@@ -77,8 +78,8 @@ def summary_markdown(doc: Mapping[str, Any]) -> str:
         lines += _failure(t)
     if tests:
         lines += ["<details><summary>Key metrics per step</summary>", "",
-                  "| test | " + " | ".join(title for _, title in SUMMARY_COLUMNS) + " |",
-                  "|---|" + "---:|" * len(SUMMARY_COLUMNS)]
+                  "| test | " + " | ".join(title for _, title in SUMMARY_COLUMNS) + " | detects |",
+                  "|---|" + "---:|" * (len(SUMMARY_COLUMNS) + 1)]
         lines += ["| " + " | ".join(_values_row(t)) + " |" for test in tests for t in rank_sections(test)]
         lines += ["", f"<sub>{markdown_text(VALUES_NOTE)}</sub>", "", "</details>", ""]
     profiled = [t for t in tests if t.get("counters")]
@@ -211,7 +212,7 @@ def _values_row(t: Mapping[str, Any]) -> list[str]:
     shown = shown_values(t)
     has_baseline = t["baseline_metrics"] is not None
     return [markdown_code(t["nodeid"])] + [_values(metric, shown[metric], has_baseline) if t["metrics"] else "–"
-                                           for metric, _ in SUMMARY_COLUMNS]
+                                           for metric, _ in SUMMARY_COLUMNS] + [markdown_text(detects_text(t))]
 
 
 def _values(metric: str, shown: Shown, has_baseline: bool) -> str:

@@ -18,6 +18,7 @@ from .words import (
     COUNTER_COLUMNS,
     SUMMARY_COLUMNS,
     capture_words,
+    detects_text,
     gpu_text,
     health_lines,
     let_through_lines,
@@ -64,14 +65,14 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
 def summary_lines(tests: Iterable[Mapping[str, Any]]) -> list[str]:
     """One row per profiled test: status, key metrics and change against the baseline
     (``values.shown_values``: the numbers its verdicts judged), under a line saying so."""
-    rows = [["test", "status"] + [title for _, title in SUMMARY_COLUMNS]]
+    rows = [["test", "status"] + [title for _, title in SUMMARY_COLUMNS] + ["detects"]]
     for t in (shown for test in tests for shown in rank_sections(test)):
         row = [terminal_text(t["nodeid"]), terminal_text(t["status"])]
         if t["metrics"] is None:
-            rows.append(row + ["-"] * len(SUMMARY_COLUMNS))
+            rows.append(row + ["-"] * (len(SUMMARY_COLUMNS) + 1))
             continue
         shown = shown_values(t)
-        rows.append(row + [_cell(metric, shown[metric]) for metric, _ in SUMMARY_COLUMNS])
+        rows.append(row + [_cell(metric, shown[metric]) for metric, _ in SUMMARY_COLUMNS] + [detects_text(t)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     out = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     out.insert(1, "  ".join("-" * w for w in widths))

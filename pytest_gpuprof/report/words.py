@@ -67,6 +67,13 @@ def health_lines(test: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def detects_text(test: Mapping[str, Any]) -> str:
+    """``≥ 2.0% kernel time``: the smallest kernel-time slowdown a test's measurement could
+    detect (its ``detects``; the least detectable rank's for a distributed test), or ``–``."""
+    detects = test.get("detects") or {}
+    return f"≥ {max(detects.values()):.1%} kernel time" if detects else "–"
+
+
 def updated_line(update: Mapping[str, Any]) -> str:
     """``updated 2 test(s) in baselines/x.json (run 2 of at most 5 recorded)``: one baseline
     file a run wrote (the results document's ``baselines.updated``)."""

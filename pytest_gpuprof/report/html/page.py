@@ -49,6 +49,7 @@ from ..words import (
     broken_line,
     broken_metrics,
     capture_words,
+    detects_text,
     first_line,
     health_lines,
     let_through_header,
@@ -129,7 +130,7 @@ def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
     return _environment().get_template("report.html.j2").render(
         doc=doc, tests=tests, kernel_index=kernels, kernel_names=[full_name(name) for name in kernels],
         summary=[_summary_row(i, shown, t) for i, (shown, t) in enumerate(sections)],
-        summary_heads=[head for _, head in SUMMARY_METRICS],
+        summary_heads=[head for _, head in SUMMARY_METRICS] + ["detects"],
         gpus=", ".join(sorted({t["gpu"] for t, _ in sections if t.get("gpu")})) or "n/a",
         capture=capture_words(doc.get("backend") or "", doc.get("replay_dir")),
         failing=sum(1 for t in doc.get("tests") or [] if t.get("status") in FAILED_STATUSES),
@@ -257,7 +258,7 @@ def _summary_cells(t: Mapping[str, Any]) -> list[dict[str, Any]]:
         if now is not None and before is not None and not same(now, before):
             cell["class"] = _direction(metric, now, before, verdicts.get(metric), metric in broken)
         cells.append(cell)
-    return cells
+    return cells + [{"text": detects_text(t).replace(" ", "\u00a0"), "change": "", "class": "same"}]
 
 
 def _direction(metric: str, now: float, before: float, status: str | None, broken: bool) -> str:
