@@ -10,9 +10,9 @@ recorded on each other GPU of the machine ("another GPU": a baseline judged on a
 not recorded on, as a fresh machine of the same model judges the repository's baselines).
 The rows "moved by" give the median change of the slowed kernel's median time per step
 against its own GPU's baseline (the planted extra work is not the same extra time: a kernel
-of a few waves moves in steps).  A run catches the slowdown when its verdict on the slowed kernel's time is ``regressed`` (an
-``unstable`` one, which passes, does not count); a test fails when any verdict is broken
-(the gate's failure, counts included).  Cells read ``caught/runs``; the unchanged runs'
+of a few waves moves in steps).  A run catches the slowdown when its verdict on the slowed
+kernel's time is ``regressed`` (an ``unstable`` one, which passes, does not count); a test
+fails when any verdict is broken (the gate's failure, counts included).  Cells read ``caught/runs``; the unchanged runs'
 column (0%) counts failing tests: false alarms.
 """
 
@@ -24,11 +24,12 @@ import sys
 import tarfile
 import tempfile
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
 from pytest_gpuprof.compare.evaluate import TestResult, is_timing
-from pytest_gpuprof.compare.machine import explains, machine_differences
+from pytest_gpuprof.compare.machine import explains, machine_differences, on_recorded_card
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.status import BROKEN, State
 from pytest_gpuprof.compare.verdicts import judge
@@ -41,19 +42,28 @@ SLOWED = {"test_cnn_train_step": "launch_clamp_scalar", "test_moe_forward": "Gel
 
 def rejudged(test: dict, entry: dict, rules: Rules) -> list:
     """The test's verdicts judged again against ``entry`` as ``compare.evaluate`` judges: its
-    samples against the entry's, then a timing regression that the run's health or a slower
+    samples against the entry's (on the card the recorded runs measured, or another:
+    ``machine.on_recorded_card``), then a timing regression that the run's health or a slower
     machine explains made ``unstable``."""
     result = TestResult.from_json(test)
     runs = entry.get("runs", [])
     verdicts = judge(test["metrics"], entry["metrics"], rules, entry.get("backend", "torch") == test.get("backend"),
                      (test["per_step"], entry.get("per_step")), (test["distribution"], entry.get("distribution")),
-                     runs)
+                     runs, other_card=not on_recorded_card(test.get("environment"), runs))
     differences = machine_differences(test.get("machine"), [r.get("machine") for r in runs])
     for v in verdicts:
         if v.status == State.REGRESSED and is_timing(v.metric) and (
                 result.health or any(explains(p, v.metric) for p in differences)):
             v.status = State.UNSTABLE
     return verdicts
+
+
+def card(test: dict, entry: dict, gpu: str, against: str) -> None:
+    """Runs collected before results named their card (``environment.gpu_id``, 2026-11-28)
+    are given the card their folder names (``gpu<i>``), the run's and the recorded runs'."""
+    test.setdefault("environment", {}).setdefault("gpu_id", gpu)
+    for run in entry.get("runs", []):
+        run.setdefault("environment", {}).setdefault("gpu_id", against)
 
 
 def runs_of(folder: Path) -> dict[str, list[tuple[float, dict]]]:
@@ -82,6 +92,7 @@ def table(folder: Path, rules: Rules) -> list[str]:
                     entry = BaselineFile(file).entry(test["nodeid"], test["gpu"]) if file.is_file() else None
                     if entry is None:
                         continue
+                    card(test, entry, gpu, against)
                     verdicts = rejudged(test, entry, rules)
                     mode = "same GPU" if against == gpu else "another GPU"
                     cell = cells[(mode, name, level)]
@@ -115,6 +126,8 @@ def main() -> int:
     parser.add_argument("inputs", type=Path, nargs="+", help="archives of power_collect.sh's output, or its folders")
     parser.add_argument("--kernel-tolerance", type=float, action="append", default=[],
                         help="judge with this minimum effect on kernel times too (repeatable); default: today's")
+    parser.add_argument("--time-floor-us", type=float, default=None,
+                        help="judge with this time floor; default: today's")
     args = parser.parse_args()
     for source in args.inputs:
         with tempfile.TemporaryDirectory() as tmp:
@@ -125,7 +138,10 @@ def main() -> int:
                 folder = next(Path(tmp).glob("*/gpu0")).parent
             for tolerance in args.kernel_tolerance or [None]:
                 rules = Rules() if tolerance is None else Rules(kernel_time_tolerance=tolerance)
-                print(f"{source.name}: kernel-time minimum effect {rules.kernel_time_tolerance:.0%}")
+                if args.time_floor_us is not None:
+                    rules = replace(rules, time_floor_us=args.time_floor_us)
+                print(f"{source.name}: kernel-time minimum effect {rules.kernel_time_tolerance:.0%}, "
+                      f"time floor {rules.time_floor_us:g} µs")
                 print("\n".join(table(folder, rules)) + "\n")
     return 0
 

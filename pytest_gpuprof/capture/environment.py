@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import platform
 import subprocess
 from datetime import UTC, datetime
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .nvml import nvml_session
+from .nvml import device_uuid, nvml_session
 
 #: When and from which revision, beside what: two runs differ in them as a rule (``recorded``)
 RECORDED = ("datetime", "commit")
@@ -27,12 +28,24 @@ def gpu_environment(device_index: int = 0) -> dict[str, Any]:
         "gpu_memory_bytes": int(props.total_memory),
         "compute_capability": f"{props.major}.{props.minor}",
         "driver": _driver_version(),
+        **card(device_index),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "gpuprof": __version__,
         **recorded(Path.cwd()),
     }
+
+
+def card(device_index: int) -> dict[str, str]:
+    """``gpu_id``: which card this is, the first 12 hex digits of the SHA-256 of its UUID (the
+    UUID itself is not kept): whether a run measured the card its baseline was recorded on
+    decides how much its kernel times may move (``compare.machine.on_recorded_card``).  Empty
+    where neither torch nor the CUDA driver gives the UUID."""
+    try:
+        return {"gpu_id": hashlib.sha256(device_uuid(device_index).encode()).hexdigest()[:12]}
+    except (OSError, AttributeError, RuntimeError):
+        return {}
 
 
 def recorded(directory: Path) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from ..metrics.timeline import sample
 from . import host
 from .baseline import Entry, RecordedRun
 from .exact_rules import same_program
-from .machine import explains, is_difference, machine_differences
+from .machine import explains, is_difference, machine_differences, on_recorded_card
 from .rules import Rules, Threshold
 from .samples import distribution, pooled, stored_samples
 from .status import BROKEN, FAILED_STATUSES, STATUSES, State, Status
@@ -296,7 +296,8 @@ def evaluate(result: TestResult, m: Measurement, entry: Entry | None, rules: Rul
     runs = stored.get("runs", [])
     result.verdicts = judge(metrics, result.baseline, rules, same_backend,
                             (result.per_step, stored.get("per_step")),
-                            (result.distribution, stored.get("distribution")), runs)
+                            (result.distribution, stored.get("distribution")), runs,
+                            other_card=not on_recorded_card(result.environment, runs))
     result.has_baseline = entry is not None
     result.health = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"),
                                   m.per_step.get("stalled"))

@@ -10,12 +10,22 @@ machine's, not the code's.  A faster machine explains no regression.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..capture.probes import PROBES
 from ..metrics.specs import METRICS
 from ..numbers import format_number
+
+
+def on_recorded_card(environment: Mapping[str, Any] | None, runs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether this run measured a card that recorded one of the baseline's runs (their
+    ``environment``'s ``gpu_id``, ``capture.environment.card``): there its kernel times move
+    as the recorded runs' do; on another card of the model, or where either does not say
+    which card it is, they also move as cards of one model differ (``time_rules.BETWEEN_CARDS``)."""
+    here = (environment or {}).get("gpu_id")
+    return here is not None and any((r.get("environment") or {}).get("gpu_id") == here for r in runs)
+
 
 #: Relative change of each probe that is beyond its noise.
 TOLERANCE = {
