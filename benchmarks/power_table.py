@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
 from pytest_gpuprof.compare.evaluate import TestResult, is_timing
-from pytest_gpuprof.compare.machine import explains, machine_differences, on_recorded_card
+from pytest_gpuprof.compare.machine import common_shift, explains, machine_differences, moved_alike, on_recorded_card
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.status import BROKEN, State
 from pytest_gpuprof.compare.verdicts import judge
@@ -51,9 +51,11 @@ def rejudged(test: dict, entry: dict, rules: Rules) -> list:
                      (test["per_step"], entry.get("per_step")), (test["distribution"], entry.get("distribution")),
                      runs, other_card=not on_recorded_card(test.get("environment"), runs))
     differences = machine_differences(test.get("machine"), [r.get("machine") for r in runs])
+    shift = common_shift(verdicts)
     for v in verdicts:
         if v.status == State.REGRESSED and is_timing(v.metric) and (
-                result.health or any(explains(p, v.metric) for p in differences)):
+                result.health or any(explains(p, v.metric) for p in differences)
+                or shift is not None and moved_alike(v, shift)):
             v.status = State.UNSTABLE
     return verdicts
 

@@ -22,7 +22,15 @@ from ..metrics.timeline import sample
 from . import host
 from .baseline import Entry, RecordedRun
 from .exact_rules import same_program
-from .machine import explains, is_difference, machine_differences, on_recorded_card
+from .machine import (
+    alike_sentence,
+    common_shift,
+    explains,
+    is_difference,
+    machine_differences,
+    moved_alike,
+    on_recorded_card,
+)
 from .rules import Rules, Threshold
 from .samples import distribution, pooled, stored_samples
 from .status import BROKEN, FAILED_STATUSES, STATUSES, State, Status
@@ -309,14 +317,18 @@ def evaluate(result: TestResult, m: Measurement, entry: Entry | None, rules: Rul
         result.health = []
         return fail_unjudged(result, strict)
     explaining: set[str] = set()
+    shift, alike = common_shift(result.verdicts), False
     for v in result.verdicts:
         if v.status == State.REGRESSED and is_timing(v.metric):
             by = {p for p in differences if explains(p, v.metric)}
-            if result.health or by:
+            moved = shift is not None and moved_alike(v, shift)
+            if result.health or by or moved:
                 v.status = State.UNSTABLE
                 explaining |= by
+                alike |= moved
     result.slower_machine = [differences[p] for p in differences if p in explaining] + [
         f"{v.threshold.text} {v.evidence}" for v in result.verdicts if v.status == State.UNSTABLE and v.threshold]
+    result.slower_machine += [alike_sentence(shift, result.verdicts)] if alike and shift is not None else []
     result.notes += [differences[p] for p in differences if p not in explaining]
     return fail_unjudged(result, strict)
 

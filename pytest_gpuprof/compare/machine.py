@@ -10,12 +10,52 @@ machine's, not the code's.  A faster machine explains no regression.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..capture.probes import PROBES
 from ..metrics.specs import METRICS
 from ..numbers import format_number
+from .verdict import Verdict
+
+#: The kernel series a test must judge, and how far in the bad direction their median change
+#: must lie, before their moving alike says the card (its clocks, another card of the model)
+#: and not the code (``common_shift``): a slowed kernel moves alone, a slower card moves every
+#: kernel.  On a machine of four H200s one card ran a transformer's 20 kernel series 4-6%
+#: slower than the baseline recorded on another, every one of them (docs/benchmarks.md).
+ALIKE = (5, 0.005)
+
+
+def _kernel_change(v: Verdict) -> float | None:
+    """log(current / baseline) of a verdict on a kernel time (the total or a kernel name's)."""
+    kernel = v.metric == "kernel_time_us" or (v.metric.startswith("kernels[") and v.metric.endswith(".time_us"))
+    return math.log(v.current / v.baseline) if kernel and v.baseline and v.current else None
+
+
+def common_shift(verdicts: Iterable[Verdict]) -> float | None:
+    """The median log change of the test's kernel names' times when at least ``ALIKE[0]`` of
+    them were judged and it lies beyond ``ALIKE[1]`` in the bad direction; else None."""
+    changes = [c for v in verdicts if v.metric != "kernel_time_us" and (c := _kernel_change(v)) is not None]
+    if len(changes) < ALIKE[0]:
+        return None
+    shift = statistics.median(changes)
+    return shift if shift > math.log1p(ALIKE[1]) else None
+
+
+def moved_alike(v: Verdict, shift: float) -> bool:
+    """A kernel-time regression that the test's ``common_shift`` explains: less the shift, it
+    lies within its margin."""
+    change = _kernel_change(v)
+    return change is not None and v.margin is not None and change - shift <= math.log1p(v.margin)
+
+
+def alike_sentence(shift: float, verdicts: Iterable[Verdict]) -> str:
+    """Why kernel regressions that ``moved_alike`` are ``unstable``, in words."""
+    n = sum(1 for v in verdicts if v.metric != "kernel_time_us" and _kernel_change(v) is not None)
+    return (f"the test's {n} kernel series moved alike, {math.expm1(shift):+.1%} at the median: this card ran its "
+            f"kernels slower than the baseline's (its clocks, or another card), not one kernel slower")
 
 
 def on_recorded_card(environment: Mapping[str, Any] | None, runs: Sequence[Mapping[str, Any]]) -> bool:
