@@ -105,7 +105,7 @@ def sources() -> tuple[Source, ...]:
     for path in sorted(BASELINES.rglob("*.json")):
         tests = json.loads(path.read_text())["tests"]
         if any("ranks" in e for by_gpu in tests.values() for e in by_gpu.values()):
-            continue  # a distributed test's entries, one per rank: tests/test_ranks_judge.py
+            continue  # a distributed test's entries, one per rank: tests/compare/test_ranks_judge.py
         (nodeid, by_gpu), = tests.items()
         name = trace_name(nodeid)
         planted = sorted((ROOT / "tests" / "data" / "planted").glob(f"*/{name}"))
