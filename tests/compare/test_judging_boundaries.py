@@ -1,7 +1,9 @@
-"""Tests added after a mutation campaign (57 deliberate single-point changes to the core
-functions, issue 12): each pins a behaviour that such a bug changed without any other test noticing.  Every
-expected value is worked out by hand from the inputs (the comments show how), never
-read back from the code."""
+"""The boundaries of the metrics and the judging: slices and host gaps, stalled steps and
+warm-up, a slower machine, the runs a baseline entry keeps, which spread bounds which series,
+a change of exactly the tolerance, the kernel diff, what an unhealthy run downgrades.  Each
+test pins a behaviour that a deliberate single-point change to a core function (one of 57
+such mutations) changed without any other test noticing.  Every expected value is worked
+out by hand from the inputs (the comments show how), never read back from the code."""
 
 import pytest
 

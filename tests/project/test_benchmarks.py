@@ -383,7 +383,8 @@ def test_nsight_compute_figures_follow_from_their_archive(tmp_path):
         "16,770,176 B |" in doc
 
 
-#: The planted bugs of 2026-11-27 (issue34_2026-11-27b): the test each fails, as docs/benchmarks.md names it.
+#: The planted bugs of 2026-11-27 (archive issue34_2026-11-27b.tar.xz): the test each fails, as docs/benchmarks.md
+#: names it.
 PLANTED_FINAL = {"item": ("test_moe.py::test_moe_forward", "MoE forward"),
                  "compute_stream": ("test_weight_streaming.py::test_weight_streaming", "weight streaming"),
                  "pageable": ("test_weight_streaming.py::test_weight_streaming", "weight streaming"),

@@ -274,7 +274,7 @@ def test_a_replay_is_named_with_its_folder(replayed):
 
 
 def test_a_new_kernels_baseline_count_is_0(replayed):
-    """Issue 35: a kernel the baseline did not run ran 0 times there, not ``n/a`` times."""
+    """A kernel the baseline did not run ran 0 times there, not ``n/a`` times."""
     out, doc, _ = replayed
     new = [v for v in result_of(doc, MOE)["verdicts"] if v["status"] == "new"]
     assert new  # the planted .item() adds kernels

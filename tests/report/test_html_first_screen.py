@@ -1,4 +1,4 @@
-"""The failing report read in its first screen (issue 35): the planted bugs' replay against
+"""The failing report read in its first screen: the planted bugs' replay against
 baselines recorded from the shipped traces (benchmarks/report_size.py's recipe), opened in
 headless Chromium (tests/helpers/browser.py): every failing test's cause in the first 1000 px, the
 page at most half its former height, each full kernel name once, a summary link unfolding
@@ -20,7 +20,7 @@ from pytest_gpuprof.report.names import full_name
 
 ROOT = Path(__file__).parents[2]
 PLANTED = ("item", "extra_kernel", "compute_stream", "fp32")
-#: The failing report's height before issue 35, at 1400 and 1024 px wide (docs/benchmarks.md).
+#: The failing report's height before its redesign, at 1400 and 1024 px wide (docs/benchmarks.md).
 HEIGHT_BEFORE = {1400: 13_452, 1024: 20_424}
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=f"no Chromium on PATH ({', '.join(BROWSERS)})")
 

@@ -1,4 +1,4 @@
-"""JUnit properties as CI dashboards read them (issue 35): one name style (``gpuprof.``),
+"""JUnit properties as CI dashboards read them: one name style (``gpuprof.``),
 the baseline beside the current value, each rank's metrics, one property per broken metric."""
 
 from collections import Counter

@@ -1,4 +1,4 @@
-"""Numbers a person reads (issue 35): each kind of quantity in the unit its size calls for,
+"""Numbers a person reads: each kind of quantity in the unit its size calls for,
 to 4 significant digits; a ratio as a percentage and its change in percentage points.
 Every expected string is worked out by hand from the raw number."""
 

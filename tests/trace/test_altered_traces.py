@@ -95,7 +95,7 @@ def test_the_judge_calls_a_broken_unread_event_read_by_one_parser_a_disagreement
     assert judged(item)[0] == "parsers disagree"
 
 
-# ---- Kineto: each crash class of the issue --------------------------------------------
+# ---- Kineto: each kind of input that crashed the loader ---------------------------------
 
 def sync_text() -> str:
     return gzip.decompress(SYNC.read_bytes()).decode()
@@ -470,7 +470,7 @@ def test_a_peak_memory_that_is_not_a_byte_count_is_one_error(tmp_path, value, wo
     assert message.startswith(str(tmp_path / "t.json"))
 
 
-# ---- inputs that are no measurement (issue 33) ----------------------------------------
+# ---- inputs that are no measurement ---------------------------------------------------
 
 def event(cat: str, name: str, ts: int, dur: int, tid: int = 1, **args) -> dict:
     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
@@ -486,8 +486,8 @@ def cpu_only_trace() -> str:
 
 
 def one_correlation_trace() -> str:
-    """The issue's trace: 10 steps of 4 kernels of 10 us, each launched by its own
-    cudaLaunchKernel, every launch and kernel carrying correlation id 1."""
+    """10 steps of 4 kernels of 10 us, each launched by its own cudaLaunchKernel, every
+    launch and kernel carrying correlation id 1."""
     events = []
     for i in range(10):
         events.append(event("user_annotation", f"ProfilerStep#{i}", 1000 * (i + 1), 900))
@@ -504,7 +504,7 @@ NO_GPU_WORK = ": no GPU work to measure: it holds no kernel, memcpy or memset on
 
 
 def test_launches_sharing_one_correlation_id_are_refused_naming_the_trace(tmp_path):
-    """Issue 33: this trace passed, "kernels/step 4, kernel us (median step) 0", all 400 us of
+    """This trace used to pass, "kernels/step 4, kernel us (median step) 0", all 400 us of
     kernel time in step 0: every kernel was tied to the first launch."""
     message = refused(tmp_path, one_correlation_trace(), "share the correlation id 1")
     assert message == (f"{tmp_path / 't.json'}: 40 runtime calls (cudaLaunchKernel) share the correlation id 1, "
@@ -597,8 +597,8 @@ def test_a_session_makes_a_trace_it_cannot_measure_that_tests_error(tmp_path):
 
 
 def test_replayed_traces_that_measure_nothing_are_errors_naming_them(pytester):
-    """Issue 33's replays: a trace of CPU activity alone and the one of one correlation id
-    passed ("no baseline"), a file of zeros took seconds to refuse; each is its test's error."""
+    """Replayed, a trace of CPU activity alone and the one of one correlation id used to pass
+    ("no baseline"), and a file of zeros took seconds to refuse; each is its test's error."""
     folder = pytester.path / "replay"
     folder.mkdir()
     names = {}
@@ -645,7 +645,7 @@ class CountedReads:
 
 @pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzipped"])
 def test_a_file_of_zeros_is_refused_from_its_first_bytes(tmp_path, monkeypatch, gzipped):
-    """Issue 33: a replayed .pt.trace.json.gz of 64 MB of zeros took 6.3 s and 293 MB to
+    """A replayed .pt.trace.json.gz of 64 MB of zeros used to take 6.3 s and 293 MB to
     refuse (the fast path searched all it had read for "traceEvents" after each chunk, then
     the generic parser read the whole file); 2 GB gave no answer in 500 s.  Now each parser
     reads the first JSON_HEAD bytes (64 KiB) and stops: the size of the file no longer

@@ -296,10 +296,10 @@ def test_the_head_of_invalid_json_is_refused_with_jsons_own_error(doc):
 
 
 def test_the_events_key_is_looked_for_in_the_first_two_chunks_only(tmp_path, monkeypatch):
-    """Issue 33: until the key was found, the fast path kept all it had read and searched it
-    again after each chunk (a file of zeros: 6.3 s for 64 MB, no answer in 500 s for 2 GB).
-    A header longer than two chunks (valid, if no Kineto trace's) goes to the generic parser,
-    which reads it alike."""
+    """The fast path looks for the events key in its first two chunks only: it used to keep
+    all it had read until the key was found and search it again after each chunk (a file of
+    zeros: 6.3 s for 64 MB, no answer in 500 s for 2 GB).  A header longer than two chunks
+    (valid, if no Kineto trace's) goes to the generic parser, which reads it alike."""
     text = gzip.decompress((DATA / "sync.pt.trace.json.gz").read_bytes()).decode()
     at = text.index('"traceEvents"')
     path = tmp_path / "long_header.json"
