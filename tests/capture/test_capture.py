@@ -105,7 +105,8 @@ def test_under_ncu_each_measured_step_is_also_a_process_wide_range(monkeypatch, 
     monkeypatch.setattr(nvtx, "mark", lambda message, domain=None, **kw: None)
     monkeypatch.setattr(nvtx, "push_range", lambda message, domain=None, **kw: events.append(("push", message)))
     monkeypatch.setattr(nvtx, "pop_range", lambda domain=None: events.append(("pop", None)))
-    monkeypatch.setattr(nvtx, "start_range", lambda message, domain=None, **kw: events.append(("start", message, domain))
+    monkeypatch.setattr(nvtx, "start_range",
+                        lambda message, domain=None, **kw: events.append(("start", message, domain))
                         or (len(events), domain))
     monkeypatch.setattr(nvtx, "end_range", lambda handle: events.append(("end", handle)))
     prof = GpuProf(StepPlan(wait=0, warmup=1, active=2), nvtx_only=True, process_steps=process_steps)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 import types
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -249,9 +249,9 @@ def test_the_environment_of_a_measurement_holds_its_commit_and_utc_time(repo, mo
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda device: types.SimpleNamespace(total_memory=1 << 30, major=9, minor=0))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
-    before = datetime.now(timezone.utc).replace(microsecond=0)
+    before = datetime.now(UTC).replace(microsecond=0)
     env = environment.gpu_environment(0)
-    after = datetime.now(timezone.utc)
+    after = datetime.now(UTC)
     assert env["commit"] == {"id": expected_commit(), "branch": "main", "dirty": False}
     assert env["datetime"].endswith("+00:00") and before <= datetime.fromisoformat(env["datetime"]) <= after
     assert env["driver"] == "580.65.06" and env["gpu"] == "NVIDIA H200"

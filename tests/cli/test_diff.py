@@ -254,7 +254,8 @@ def test_bad_input_exits_2_naming_the_file(tmp_path, which, side):
 def test_kernel_names_reach_the_terminal_escaped(tmp_path):
     """A name from a trace may hold a line break or a terminal's control sequence: shown escaped."""
     text = gzip.decompress(ITEM.read_bytes()).decode()
-    hostile = text.replace('"name": "void at::native::reduce_kernel', '"name": "\\n\\u001b[2Jvoid at::native::reduce_kernel')
+    hostile = text.replace('"name": "void at::native::reduce_kernel',
+                           '"name": "\\n\\u001b[2Jvoid at::native::reduce_kernel')
     assert hostile != text
     (tmp_path / "item.json").write_text(hostile)
     out = diff(GOOD, tmp_path / "item.json")

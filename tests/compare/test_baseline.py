@@ -11,7 +11,8 @@ from pytest_gpuprof.errors import BaselineError
 
 
 def test_one_file_per_module(tmp_path):
-    assert baseline.baseline_file(tmp_path, "tests/gpu/test_moe.py::test_fwd[bf16]") == tmp_path / "tests/gpu/test_moe.json"
+    path = baseline.baseline_file(tmp_path, "tests/gpu/test_moe.py::test_fwd[bf16]")
+    assert path == tmp_path / "tests/gpu/test_moe.json"
 
 
 def entry(**metrics):

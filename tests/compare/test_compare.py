@@ -210,7 +210,8 @@ def test_the_level_is_corrected_for_the_number_of_time_series_judged():
     by 20 us with ties across (p = 0.00018, above) pass one series' level, not that of 100."""
     base = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8, 100.1, 99.9, 100.0]
     now = [v + 20 for v in base]
-    alone = kernel_time(judge(timed(now), timed(base), Rules(), True, ({"kernel_time_us": now}, {"kernel_time_us": base})))
+    alone = kernel_time(judge(timed(now), timed(base), Rules(), True,
+                              ({"kernel_time_us": now}, {"kernel_time_us": base})))
     assert alone.status == "regressed" and alone.rule.endswith("(Mann-Whitney p < 0.01 / 1 series = 0.01)")
     many = {f"k{i}": base for i in range(99)}
     crowd = kernel_time(judge(timed(now), timed(base), Rules(), True,
@@ -219,8 +220,10 @@ def test_the_level_is_corrected_for_the_number_of_time_series_judged():
     assert crowd.status == "ok" and crowd.evidence.endswith("p=0.00018 (n=10/10): within noise")
     # with 5 steps a side no p-value reaches 0.01 / 100 (2 / C(10, 5) = 0.0079): undecided, and how many steps would do
     five = kernel_time(judge(timed(now[:5]), timed(base[:5]), Rules(), True,
-                             ({"kernel_time_us": now[:5], "kernels": many}, {"kernel_time_us": base[:5], "kernels": many})))
-    assert five.status == "undecided" and five.evidence.endswith("no p-value can get under 0.0001; measure at least 9 steps")
+                             ({"kernel_time_us": now[:5], "kernels": many},
+                              {"kernel_time_us": base[:5], "kernels": many})))
+    assert five.status == "undecided"
+    assert five.evidence.endswith("no p-value can get under 0.0001; measure at least 9 steps")
 
 
 # --- boundaries of each rule, and the order of the statuses ----------------------
@@ -297,5 +300,6 @@ def test_the_kernel_diff_divides_each_run_by_its_own_step_count():
     rows = {r["name"]: r for r in kernel_diff(now, base)}
     assert rows["gemm"] == {"name": "gemm", "status": "time only", "baseline_count": 6.0, "current_count": 6.0,
                             "baseline_time_us": 90.0, "current_time_us": 100.0, "time_change_us": 10.0}
-    assert rows["add"]["status"] == "new" and rows["add"]["current_count"] == 1.0 and rows["add"]["current_time_us"] == 0.2
+    assert rows["add"]["status"] == "new"
+    assert rows["add"]["current_count"] == 1.0 and rows["add"]["current_time_us"] == 0.2
     assert [r["name"] for r in kernel_diff(now, base)] == ["add", "gemm"]  # gated changes first

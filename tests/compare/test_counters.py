@@ -4,8 +4,8 @@ against a baseline holding the same counters with one thing changed, each expect
 read from ncu's CSV cells here."""
 
 import copy
-import dataclasses
 import csv
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -102,8 +102,8 @@ def test_a_percentage_fails_past_the_tolerance_below_the_baselines_launches():
     assert judged(now, stored, "kernels[vectorized].dram_throughput_pct >= 60").status == "passed"
     # a tolerance of the counter's own
     rules = Rules(tolerances={"dram_throughput_pct": 0.02})
-    result = TestResult("t.py::t", "passed", metrics={"step_count": 2}, baseline_entry={"metrics": {}, "counters": stored},
-                        counters=now)
+    result = TestResult("t.py::t", "passed", metrics={"step_count": 2},
+                        baseline_entry={"metrics": {}, "counters": stored}, counters=now)
     judge_counters(result, rules, False)
     assert broken(result) == [("dram_throughput_pct", "regressed")]
 
@@ -112,8 +112,8 @@ def test_a_hit_rate_is_judged_where_the_test_gives_it_a_tolerance_in_points_afte
     now = counters()
     kernel(now, GEMM)["l2_hit_rate_pct"] = {"median": 10.0, "min": 10.0, "max": 10.0}
     assert judged(now, counters()).status == "passed"  # it moves with where the data lie: reported only
-    result = TestResult("t.py::t", "passed", metrics={"step_count": 2}, baseline_entry={"metrics": {}, "counters": counters()},
-                        counters=now)
+    result = TestResult("t.py::t", "passed", metrics={"step_count": 2},
+                        baseline_entry={"metrics": {}, "counters": counters()}, counters=now)
     judge_counters(result, Rules(tolerances={"l2_hit_rate_pct": 0.3}), False)
     assert broken(result) == [("l2_hit_rate_pct", "regressed")]  # 73.79 points down, 30 allowed
     doc = json.loads(json.dumps(result.to_json()))
@@ -193,7 +193,8 @@ def test_a_threshold_that_matched_no_kernel_says_why_in_every_report():
 def test_a_bad_counter_threshold_names_the_option():
     with pytest.raises(ConfigError, match=r"^--gpuprof-threshold: the kernel pattern '\(gemm' in threshold"):
         parse_threshold("kernels[(gemm].dram_throughput_pct >= 80", "--gpuprof-threshold")
-    with pytest.raises(ConfigError, match=r"unknown metric 'kernels\[gemm\].dram_pct'.*kernels\[PATTERN\]\.\(sm_throughput_pct\|"):
+    with pytest.raises(ConfigError,
+                       match=r"unknown metric 'kernels\[gemm\].dram_pct'.*kernels\[PATTERN\]\.\(sm_throughput_pct\|"):
         parse_threshold("kernels[gemm].dram_pct >= 80", "--gpuprof-threshold")
     with pytest.raises(ConfigError, match=r"unknown metric 'kernels\[gemm\].time_us'"):  # the timeline's
         parse_threshold("kernels[gemm].time_us < 10", "--gpuprof-threshold")
@@ -245,7 +246,8 @@ def test_every_report_shows_the_counters_and_what_broke(tmp_path):
     kernel(now, GEMM)["registers_per_thread"] = {"median": 200, "min": 200, "max": 200}
     result = judged(now, counters())
     result.baseline_file = tmp_path / "b.json"
-    line = f"kernels[{GEMM}].registers_per_thread: baseline 168, current 200 (+19.0%) [changed; rule: must match exactly]"
+    line = (f"kernels[{GEMM}].registers_per_thread: baseline 168, current 200 (+19.0%) "
+            "[changed; rule: must match exactly]")
     assert line in failure_message(result).splitlines()[1]
     doc = json.loads(json.dumps(results_document([result], {}, "torch", tmp_path)))
     assert TestResult.from_json(doc["tests"][0]).baseline_entry["counters"] == counters()  # baseline_counters
@@ -275,9 +277,9 @@ def test_a_recording_session_stores_the_counters_ncu_read_with_the_tests_entry(t
     """The entry is made when the test is judged; ncu runs after: its counters join that entry."""
     from types import SimpleNamespace
 
+    from helpers.session import session_settings
     from pytest_gpuprof.run import steps
     from pytest_gpuprof.run.outcomes import Outcomes
-    from helpers.session import session_settings
 
     outcomes = Outcomes(dataclasses.replace(session_settings(tmp_path), update_baseline=True), None)
     result = TestResult("t.py::t", "updated", "H100", {"step_count": 2, "kernels": {GEMM: {"time_us": 9.0}}},

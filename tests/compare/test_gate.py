@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
+
 from helpers.naive import Naive
 from helpers.session import session_settings
-
 from pytest_gpuprof.capture.nvml import lineage
 from pytest_gpuprof.capture.probes import best_readings
 from pytest_gpuprof.compare import baseline as baseline_io
@@ -371,14 +371,16 @@ def test_a_slow_host_and_a_fast_host_pass_both_ways_and_host_work_fails():
     assert windows[0] > 1.6 * windows[1]  # the same code: the slow host's window 1.6x or more the fast one's
     for base, run in (("h100_slow_host", "h100_fast_host"), ("h100_fast_host", "h100_slow_host")):
         result = judged(run, baseline(base))
-        assert result.status == "passed", [(v.metric, v.status, v.evidence) for v in result.verdicts if v.status != "ok"]
+        assert result.status == "passed", [(v.metric, v.status, v.evidence)
+                                           for v in result.verdicts if v.status != "ok"]
         window = next(v for v in result.verdicts if v.metric == "window_us")
         assert "at the baseline host's speed" in window.evidence
     bug = judged("h100_host_overhead", baseline("h100_fast_host"))
     assert bug.status == "failed" and "window_us" in regressed(bug)
     assert not [m for m in regressed(bug) if m == "kernel_time_us" or m.startswith("kernels[")]
     window = next(v for v in bug.verdicts if v.metric == "window_us")
-    assert "at the baseline host's speed (" in window.evidence and "outside what the baseline's runs show" in window.evidence
+    assert "at the baseline host's speed (" in window.evidence
+    assert "outside what the baseline's runs show" in window.evidence
     # against the slowest host's baseline the host-side work added under 10% as measured, its host
     # having run faster; the step is the host's (the GPU busy under a seventh of it), so the window
     # at the baseline host's speed decides, and fails it

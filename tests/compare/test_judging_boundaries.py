@@ -8,8 +8,15 @@ out by hand from the inputs (the comments show how), never read back from the co
 import pytest
 
 from pytest_gpuprof.metrics.measure import measure
-from pytest_gpuprof.trace.model import (COPY_COLUMNS, KERNEL_COLUMNS, RANGE_COLUMNS, RUNTIME_COLUMNS, SET_COLUMNS,
-                                        Trace, make_table)
+from pytest_gpuprof.trace.model import (
+    COPY_COLUMNS,
+    KERNEL_COLUMNS,
+    RANGE_COLUMNS,
+    RUNTIME_COLUMNS,
+    SET_COLUMNS,
+    Trace,
+    make_table,
+)
 
 
 def _trace(calls, kernels, steps):

@@ -53,7 +53,7 @@ def trace_of(nodeid):
     return TRACES / (nodeid.replace("/", "_").replace("::", "_") + ".pt.trace.json.gz")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def measured(module):
     nodeid, _ = stored(module)
     return measure(load_kineto(trace_of(nodeid)))
@@ -131,7 +131,8 @@ CASES = [  # (where, new value, words of the error)
     (("metrics", "kernel_count"), None, "metrics.kernel_count must be an integer in [0, 2**63), got None"),
     (("metrics", "kernel_count"), -710, "metrics.kernel_count must be an integer in [0, 2**63), got -710"),
     (("metrics", "kernel_count"), True, "metrics.kernel_count must be an integer in [0, 2**63), got True"),
-    (("metrics", "kernel_count"), 2**63, "metrics.kernel_count must be an integer in [0, 2**63), got 9223372036854775808"),
+    (("metrics", "kernel_count"), 2**63,
+     "metrics.kernel_count must be an integer in [0, 2**63), got 9223372036854775808"),
     (("metrics", "memcpy_htod_bytes"), 1.5, "metrics.memcpy_htod_bytes must be an integer in [0, 2**63), got 1.5"),
     (("per_step", "stalled", 0), 2, "per_step.stalled[0] must be 0 or 1, got 2"),
     (("metrics", "kernel_time_us"), math.nan, "metrics.kernel_time_us must be a finite number in [0, 2**63), got nan"),
@@ -139,7 +140,8 @@ CASES = [  # (where, new value, words of the error)
     (("metrics", "gpu_utilization"), None, "metrics.gpu_utilization must be a finite number in [0, 1], got None"),
     (("metrics", "sync_wait_fraction"), 7, "metrics.sync_wait_fraction must be a finite number in [0, 1], got 7"),
     (("metrics", "kernel_time_us"), 10**400, "metrics.kernel_time_us must be a finite number in [0, 2**63), got 1000"),
-    (("metrics", "kernel_time_us"), 2**63 - 1, "metrics.kernel_time_us must be a finite number in [0, 2**63), got 9223"),
+    (("metrics", "kernel_time_us"), 2**63 - 1,
+     "metrics.kernel_time_us must be a finite number in [0, 2**63), got 9223"),
     (("metrics", "step_count"), 0, "metrics.step_count must be a positive integer, got 0"),
     (("metrics", "sync_count"), DELETE, "metrics.sync_count is missing"),
     (("metrics", "kernels"), [], "metrics.kernels must be an object of kernel names, got []"),
@@ -153,21 +155,30 @@ CASES = [  # (where, new value, words of the error)
     (("runs", 0), "run", "runs[0] must be an object, got 'run'"),
     (("runs", 1, "per_step"), DELETE, "runs[1].per_step is missing"),
     (("runs", 1, "distribution"), DELETE, "runs[1].distribution is missing"),
-    (("runs", 2, "machine", "launch_us"), "fast", "runs[2].machine.launch_us must be a finite number in [0, 2**63) or null, got 'fast'"),
+    (("runs", 2, "machine", "launch_us"), "fast",
+     "runs[2].machine.launch_us must be a finite number in [0, 2**63) or null, got 'fast'"),
     (("per_step",), [1, 2], "per_step must be an object, got [1, 2]"),
     (("per_step", "kernel_time_us"), DELETE, "per_step.kernel_time_us is missing"),
-    (("per_step", "kernel_time_us", 3), -4.0, "per_step.kernel_time_us[3] must be a finite number in [0, 2**63), got -4.0"),
-    (("per_step", "kernel_time_us", 3), None, "per_step.kernel_time_us[3] must be a finite number in [0, 2**63), got None"),
-    (("per_step", "gpu_utilization", 3), None, "per_step.gpu_utilization[3] must be a finite number in [0, 1] (null only in a step with no window), got None"),
-    (("per_step", "sync_wait_fraction", 3), 1.5, "per_step.sync_wait_fraction[3] must be a finite number in [0, 1], got 1.5"),
-    (("runs", 0, "per_step", "memcpy_htod_count"), math.inf, "runs[0].per_step.memcpy_htod_count must be a list of per-step values, got inf"),
+    (("per_step", "kernel_time_us", 3), -4.0,
+     "per_step.kernel_time_us[3] must be a finite number in [0, 2**63), got -4.0"),
+    (("per_step", "kernel_time_us", 3), None,
+     "per_step.kernel_time_us[3] must be a finite number in [0, 2**63), got None"),
+    (("per_step", "gpu_utilization", 3), None,
+     "per_step.gpu_utilization[3] must be a finite number in [0, 1] (null only in a step with no window), got None"),
+    (("per_step", "sync_wait_fraction", 3), 1.5,
+     "per_step.sync_wait_fraction[3] must be a finite number in [0, 1], got 1.5"),
+    (("runs", 0, "per_step", "memcpy_htod_count"), math.inf,
+     "runs[0].per_step.memcpy_htod_count must be a list of per-step values, got inf"),
     (("per_step", "stalled"), DELETE, "per_step.stalled is missing"),
     # a series recorded since 2026-11-25 may be absent, not null (a null one crashed the judge: Hypothesis found it)
     (("per_step", "memcpy_dtoh_gbps"), None, "per_step.memcpy_dtoh_gbps is missing"),
     (("distribution",), "wide", "distribution must be an object, got 'wide'"),
-    (("distribution", "kernel_time_us", "median"), "x", "distribution.kernel_time_us.median must be a finite number in [0, 2**63), got 'x'"),
-    (("distribution", "kernel_time_us", "q1"), 1e9, "distribution.kernel_time_us must be ordered min <= q1 <= median <= q3 <= max"),
-    (("distribution", "gpu_utilization", "max"), 2, "distribution.gpu_utilization.max must be a finite number in [0, 1], got 2"),
+    (("distribution", "kernel_time_us", "median"), "x",
+     "distribution.kernel_time_us.median must be a finite number in [0, 2**63), got 'x'"),
+    (("distribution", "kernel_time_us", "q1"), 1e9,
+     "distribution.kernel_time_us must be ordered min <= q1 <= median <= q3 <= max"),
+    (("distribution", "gpu_utilization", "max"), 2,
+     "distribution.gpu_utilization.max must be a finite number in [0, 1], got 2"),
     (("timeline", "events"), "0 0 zero", "timeline must be a timeline sample"),
     # the host threads' runtime calls (their thread and name indices; kept since 2026-11-27)
     (("timeline", "calls"), "0 5 7 99", "timeline must be a timeline sample"),
@@ -175,7 +186,8 @@ CASES = [  # (where, new value, words of the error)
 ]
 
 
-@pytest.mark.parametrize("where, value, words", CASES, ids=[".".join(map(str, c[0])) + f"={c[1]!r}"[:30] for c in CASES])
+@pytest.mark.parametrize("where, value, words", CASES,
+                         ids=[".".join(map(str, c[0])) + f"={c[1]!r}"[:30] for c in CASES])
 def test_a_malformed_entry_is_an_error_naming_the_file_the_test_and_the_part(tmp_path, where, value, words):
     entry = copy.deepcopy(stored(MOE)[1])
     if where:
@@ -205,7 +217,8 @@ def test_a_null_whose_step_the_entry_cannot_tell_is_an_error_naming_the_list(tmp
     (b"[" * 100_000 + b"]" * 100_000, "is not valid JSON"),
     (b'{"schema_version": 1, "tests": {"m.py::t": "H200"}}', "test m.py::t must map GPU models to entries, got 'H200'"),
     # found by benchmarks/fuzz_baselines.py: each was read, as no baseline or as the last of two values
-    (b'{"schema_version": 1, "tests": {"m.py::t": {"H200": null}}}', "entry of m.py::t on H200: entry must be an object, got None"),
+    (b'{"schema_version": 1, "tests": {"m.py::t": {"H200": null}}}',
+     "entry of m.py::t on H200: entry must be an object, got None"),
     (b'{"schema_version": 1, "tests": {"m.py::t": {"backend": "torch", "metrics": {}}}}',  # the GPU level left out
      "entry of m.py::t on backend: entry must be an object, got 'torch'"),
     (b'{"schema_version": 1, "tests": {"m.py::t": {"H200": {"metrics": {}}, "H200": {"metrics": {}}}}}',
@@ -323,7 +336,7 @@ def _paths(node, prefix=()):
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def places(module):
     """The places of an entry, structure first: a random pick would mostly hit one of the
     thousands of per-step values, so the keys are drawn as often as the values."""

@@ -69,7 +69,8 @@ def test_too_few_steps_is_undecided_and_says_how_many_to_run():
 
 
 def test_without_samples_the_means_are_compared_as_before():
-    v = next(x for x in judge(metrics([1200] * 10, 10), metrics([1000] * 10, 10), Rules()) if x.metric == "kernel_time_us")
+    v = next(x for x in judge(metrics([1200] * 10, 10), metrics([1000] * 10, 10), Rules())
+             if x.metric == "kernel_time_us")
     assert v.status == "regressed" and v.evidence == ""
 
 
@@ -95,7 +96,8 @@ def test_a_clock_drop_without_a_slowdown_reason_is_a_note_not_a_reason():
     assert health.clock_note({**readings, "sm_clock_mhz": [1682, 1980]}) is not None
     # with a slowdown reason the run is unstable (assess), and the note would repeat it
     slowed = {**readings, "slowdowns": ["hardware slowdown"]}
-    assert health.clock_note(slowed) is None and health.assess([10] * 5, slowed) == ["GPU slowed down: hardware slowdown"]
+    assert health.clock_note(slowed) is None
+    assert health.assess([10] * 5, slowed) == ["GPU slowed down: hardware slowdown"]
 
 
 def test_a_healthy_measurement_has_no_reasons():

@@ -45,8 +45,10 @@ def test_planted_bug_fails_naming_the_metric(pytester, bug):
 def test_shipped_traces_pass_against_the_baselines(pytester):
     result = run_example_suite(pytester, "--gpuprof", "--gpuprof-replay", str(ROOT / "example_suite" / "traces"))
     result.assert_outcomes(passed=8)  # the two distributed tests judged rank by rank from their ranks' traces
-    result.stdout.fnmatch_lines(["*example_suite/test_distributed.py::test_ddp_training [[]rank 1[]]*passed*86 (+0.0%)*",
-                                 "*example_suite/test_moe.py::test_moe_forward*passed*71 (+0.0%)*"])
+    result.stdout.fnmatch_lines([
+        "*example_suite/test_distributed.py::test_ddp_training [[]rank 1[]]*passed*86 (+0.0%)*",
+        "*example_suite/test_moe.py::test_moe_forward*passed*71 (+0.0%)*",
+    ])
 
 
 def test_no_gpu_run_says_why_and_shows_a_real_trace(pytester):

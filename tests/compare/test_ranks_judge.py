@@ -13,12 +13,19 @@ import statistics
 from pathlib import Path
 
 import pytest
-from helpers.naive import Naive
 
+from helpers.naive import Naive
 from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.compare.baseline import BaselineFile
+from pytest_gpuprof.compare.distributed import (
+    SKEW_SPREADS,
+    combine,
+    judge_skew,
+    new_distributed_entry,
+    rank_entry,
+    rank_rules,
+)
 from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
-from pytest_gpuprof.compare.distributed import SKEW_SPREADS, combine, judge_skew, new_distributed_entry, rank_entry, rank_rules
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.metrics.skew import rank_skew
@@ -28,6 +35,8 @@ from pytest_gpuprof.trace.nsys_sqlite import cuda_processes, load_nsys
 
 DATA = Path(__file__).parents[1] / "data" / "ranks"
 WORKLOADS = ("ddp", "moe")
+#: The rules a test is judged by when it sets none (Rules is frozen: one instance serves every call).
+DEFAULT_RULES = Rules()
 
 
 def trace(workload: str, rank: int) -> Path:
@@ -39,7 +48,7 @@ def measured():
     return {w: {r: measure(load_kineto(trace(w, r))) for r in (0, 1)} for w in WORKLOADS}
 
 
-def judged(ms, entry, rules=Rules(), update=False):
+def judged(ms, entry, rules=DEFAULT_RULES, update=False):
     ranks = {r: of_measurement("t.py::test_d", m, "torch") for r, m in ms.items()}
     for r, m in ms.items():
         evaluate(ranks[r], m, rank_entry(entry, r), rank_rules(rules), update=update, strict=False)
@@ -298,9 +307,9 @@ def with_test_range(report: Path) -> dict[int, int]:
 
 
 def test_a_distributed_test_under_nsys_is_judged_from_each_ranks_process(tmp_path):
+    from helpers.session import session_settings
     from pytest_gpuprof.run.nsys_backend import NsysReportBackend
     from pytest_gpuprof.run.outcomes import Outcomes
-    from helpers.session import session_settings
 
     report = tmp_path / "ddp.sqlite"
     report.write_bytes(gzip.decompress((DATA / "ddp.sqlite.gz").read_bytes()))
@@ -323,8 +332,8 @@ def test_a_distributed_test_under_nsys_is_judged_from_each_ranks_process(tmp_pat
 
 
 def test_a_rank_whose_process_lacks_the_tests_range_is_an_error_naming_the_rank(tmp_path):
-    from pytest_gpuprof.run.nsys_backend import NsysReportBackend
     from helpers.session import session_settings
+    from pytest_gpuprof.run.nsys_backend import NsysReportBackend
 
     report = tmp_path / "ddp.sqlite"
     report.write_bytes(gzip.decompress((DATA / "ddp.sqlite.gz").read_bytes()))
@@ -338,9 +347,9 @@ def test_a_rank_whose_process_lacks_the_tests_range_is_an_error_naming_the_rank(
 
 
 def test_a_rank_without_its_process_or_its_steps_is_that_tests_error_naming_the_rank(tmp_path):
+    from helpers.session import session_settings
     from pytest_gpuprof.run.backends import UNFINISHED_LOOP
     from pytest_gpuprof.run.nsys_backend import NsysReportBackend, _rank_process
-    from helpers.session import session_settings
 
     report = tmp_path / "ddp.sqlite"
     report.write_bytes(gzip.decompress((DATA / "ddp.sqlite.gz").read_bytes()))

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from helpers.naive import Naive
 
+from helpers.naive import Naive
 from pytest_gpuprof.run.backends import unique_trace_name
 from pytest_gpuprof.trace.kineto import load_kineto
 
@@ -152,7 +152,8 @@ def test_baseline_holds_what_the_kept_trace_says(work_recorded_once):
         naive = Naive(trace)  # the kept trace read by the tests' own slow reader
         for name, value in naive.metrics().items():
             stored = entry["metrics"][name]
-            assert stored == (value if value is None or isinstance(value, int) else pytest.approx(value, abs=1e-6)), name
+            expected = value if value is None or isinstance(value, int) else pytest.approx(value, abs=1e-6)
+            assert stored == expected, name
         # by construction: a multiply and an add, one 1 MiB host-to-device copy per step
         assert entry["per_step"]["kernel_count"] == [2] * steps
         assert entry["per_step"]["memcpy_htod_bytes"] == [2**20] * steps
@@ -195,7 +196,8 @@ def test_rerun_passes_and_an_extra_kernel_fails(pytester, work_recorded):
     assert not [line for line in again.outlines if line.startswith("test_work.py::") and " failed " in line]
     broken = run(pytester.path, "--gpuprof", extra=1)
     broken.assert_outcomes(failed=2)
-    broken.stdout.fnmatch_lines(["*kernel_count: baseline 2, current 3 (+50.0%) [[]changed; rule: must match exactly per step]*"])
+    broken.stdout.fnmatch_lines(
+        ["*kernel_count: baseline 2, current 3 (+50.0%) [[]changed; rule: must match exactly per step]*"])
 
 
 SCALED = """
@@ -386,7 +388,8 @@ def graph_suite(pytester):
 @pytest.fixture(scope="module")
 def graph_recorded(tmp_path_factory):
     """The CUDA graph test recorded under torch.profiler: one run's steps, its trace kept."""
-    return record(tmp_path_factory, {"test_graphs.py": GRAPH_SUITE.format(data=str(Path(__file__).parents[1] / "data"))},
+    suite = GRAPH_SUITE.format(data=str(Path(__file__).parents[1] / "data"))
+    return record(tmp_path_factory, {"test_graphs.py": suite},
                   "--gpuprof-update-baseline", "--gpuprof-keep-traces", "--gpuprof-baseline-dir=torch",
                   "--gpuprof-record-processes=1")
 
@@ -483,7 +486,8 @@ def test_machine_probes_agree_with_the_same_work_timed_another_way(tmp_path):
     pynvml.nvmlInit()
     try:
         # the measured GPU by torch's own spelling of its UUID (NVML's numbering ignores CUDA_VISIBLE_DEVICES)
-        handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}")
+        uuid = torch.cuda.get_device_properties(torch.cuda.current_device()).uuid
+        handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
         max_mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
     finally:
         pynvml.nvmlShutdown()
@@ -563,10 +567,12 @@ def test_a_distributed_test_is_profiled_rank_by_rank_and_judged_as_one(pytester,
     copy_recorded(distributed_recorded, pytester.path)
     again = run(pytester.path, "--gpuprof", "--gpuprof-json=again.json")
     again.assert_outcomes(passed=1)
-    again.stdout.fnmatch_lines(["test_dist.py::test_all_reduce [[]rank 0[]] *", "test_dist.py::test_all_reduce [[]rank 1[]] *"])
+    again.stdout.fnmatch_lines(["test_dist.py::test_all_reduce [[]rank 0[]] *",
+                                "test_dist.py::test_all_reduce [[]rank 1[]] *"])
     broken = run(pytester.path, "--gpuprof", extra=2)
     broken.assert_outcomes(failed=1)
-    broken.stdout.fnmatch_lines(["*rank 1 kernel_count: baseline 3, current 5 (+66.7%) [[]changed; rule: must match exactly per step]*"])
+    broken.stdout.fnmatch_lines(
+        ["*rank 1 kernel_count: baseline 3, current 5 (+66.7%) [[]changed; rule: must match exactly per step]*"])
     assert "rank 0 kernel_count" not in broken.stdout.str()
 
 

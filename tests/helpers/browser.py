@@ -20,7 +20,8 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 CHROMIUM = next(filter(None, map(shutil.which, BROWSERS)), None)
 #: Runs the browser with the pipes' ends given as its fds 3 and 4 (a shell's ``3<&N`` takes
 #: one digit in dash).
-_AT_3_AND_4 = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
+_AT_3_AND_4 = ("import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); "
+               "os.execv(sys.argv[3], sys.argv[3:])")
 
 
 class Browser:
@@ -38,9 +39,10 @@ class Browser:
             to_browser_r, from_browser_w = (high, from_browser_w) if fd == to_browser_r else (to_browser_r, high)
         # --no-sandbox: as root Chromium will not start sandboxed; the rest keep it off the
         # network (a closed one makes it hang or crawl) and in a fresh profile
-        flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--remote-debugging-pipe",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic", f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"]
+        flags = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--remote-debugging-pipe", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic", f"--user-data-dir={profile}",
+                 f"--window-size={width},{height}", "about:blank"]
         self.process = subprocess.Popen(
             [sys.executable, "-c", _AT_3_AND_4, str(to_browser_r), str(from_browser_w), CHROMIUM, *flags],
             pass_fds=(to_browser_r, from_browser_w), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -117,7 +119,7 @@ class Browser:
         os.close(self._to_browser)
         os.close(self._from_browser)
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -176,6 +176,7 @@ class Naive:
         steps = {f"memcpy_{k}_gbps": [gbps(kind_rows(k, i)) for i in range(len(self.steps))] for k in COPY_WORDS}
         if peak_gbps:
             total["pcie_utilization"] = busier() / (peak_gbps * self.width())
-            steps["pcie_utilization"] = [busier(i) / (peak_gbps * (hi - lo)) for i, (lo, hi) in enumerate(self.step_slices())]
+            steps["pcie_utilization"] = [busier(i) / (peak_gbps * (hi - lo))
+                                         for i, (lo, hi) in enumerate(self.step_slices())]
         return total, steps
 

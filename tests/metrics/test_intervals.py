@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from helpers.naive import longest_pauses
 
+from helpers.naive import longest_pauses
 from pytest_gpuprof.metrics.intervals import (
     clip,
     covered_length,
@@ -20,8 +20,15 @@ from pytest_gpuprof.metrics.intervals import (
     union_length,
 )
 from pytest_gpuprof.metrics.measure import _host_gaps, _step_busy_us, _step_of, _step_slices
-from pytest_gpuprof.trace.model import (COPY_COLUMNS, KERNEL_COLUMNS, RANGE_COLUMNS, RUNTIME_COLUMNS, SET_COLUMNS,
-                                        Trace, make_table)
+from pytest_gpuprof.trace.model import (
+    COPY_COLUMNS,
+    KERNEL_COLUMNS,
+    RANGE_COLUMNS,
+    RUNTIME_COLUMNS,
+    SET_COLUMNS,
+    Trace,
+    make_table,
+)
 
 POINT = st.integers(min_value=0, max_value=60)
 

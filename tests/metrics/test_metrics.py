@@ -9,10 +9,19 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from helpers.naive import Naive, ns
 
+from helpers.naive import Naive, ns
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.trace.kineto import load_kineto
+from pytest_gpuprof.trace.model import (
+    COPY_COLUMNS,
+    KERNEL_COLUMNS,
+    RANGE_COLUMNS,
+    RUNTIME_COLUMNS,
+    SET_COLUMNS,
+    Trace,
+    make_table,
+)
 
 DATA = Path(__file__).parents[1] / "data"
 EXAMPLES = Path(__file__).parents[2] / "example_suite" / "traces"
@@ -151,7 +160,7 @@ def test_per_step_time_samples_match_the_naive_reading(overlap):
         assert m.per_step["memcpy_htod_time_us"][i] == pytest.approx(sum(copies) / 1000, abs=1e-9)
     # window_us per step: how far each step moved the window's end; they add up to |W|
     reach, previous, expected = naive.w[0], naive.w[0], []
-    for i, (s, e) in enumerate(naive.steps):
+    for i, (_, e) in enumerate(naive.steps):
         ends = [e] + [r[2] for r in naive.kernels + naive.copies if r[4] == i]
         reach = max(reach, max(ends))
         expected.append((reach - previous) / 1000)
@@ -322,9 +331,6 @@ def test_the_pcie_link_recorded_in_the_header_decides_pcie_utilization():
 
 
 # --- communication kernels (docs/metrics.md), on a trace built from the definitions ------
-
-from pytest_gpuprof.trace.model import (COPY_COLUMNS, KERNEL_COLUMNS, RANGE_COLUMNS,  # noqa: E402
-                                        RUNTIME_COLUMNS, SET_COLUMNS, Trace, make_table)
 
 
 def _comm_trace():

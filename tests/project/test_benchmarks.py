@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.trace.kineto import load_kineto
 from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.trace.kineto import load_kineto
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
@@ -116,7 +116,8 @@ def test_compare_backends_smoke_matches_the_committed_baselines():
             metrics = next(iter(by_gpu.values()))["metrics"]
             row = re.search(rf"^{re.escape(nodeid)} +equal +([\d.]+) +([\d.]+) +([+-]\d+\.\d\d)%$", out, re.M)
             if row is None:  # a test newer than the archive
-                assert re.search(rf"^only in {re.escape(str(ROOT / 'baselines'))}: {re.escape(nodeid)}$", out, re.M), out
+                only = rf"^only in {re.escape(str(ROOT / 'baselines'))}: {re.escape(nodeid)}$"
+                assert re.search(only, out, re.M), out
                 continue
             compared += 1
             assert row[1] == f"{metrics['kernel_time_us'] / metrics['step_count']:.3f}"
@@ -196,7 +197,8 @@ def test_gate_figures_of_multi_run_baselines_follow_from_their_archive(tmp_path)
     with tarfile.open(BENCHMARKS / "results" / "gate_h200_2026-11-23.tar.xz") as tar:
         tar.extractall(tmp_path, filter="data")
     doc = history_text()  # the first session's sweep: superseded, kept in the log
-    for folder, runs, rejudged in (("machine_a/aa", 10, {}), ("machine_b/xm", 8, {"test_transformer_train_step": "+1"})):
+    for folder, runs, rejudged in (("machine_a/aa", 10, {}),
+                                   ("machine_b/xm", 8, {"test_transformer_train_step": "+1"})):
         rows = gate_table(tmp_path / folder, "0.05/0.10")
         assert len(rows) == 5  # the four workloads and the launch-bound test
         for (_, test), (tallies, _) in rows.items():  # the transformer's slower host: no longer unstable
@@ -205,8 +207,8 @@ def test_gate_figures_of_multi_run_baselines_follow_from_their_archive(tmp_path)
     for test, name in WORKLOADS.items():
         (as_run, today), spread = sweep["slowdown0.10", test]
         caught = today.replace("/", " of ")
-        row = re.search(rf"\| {name} \| {re.escape(spread)} \| {as_run.replace('/', ' of ')} \| (\*\*)?{caught}(\*\*)? \|",
-                        doc)
+        as_run_words = as_run.replace("/", " of ")
+        row = re.search(rf"\| {name} \| {re.escape(spread)} \| {as_run_words} \| (\*\*)?{caught}(\*\*)? \|", doc)
         assert row, (name, spread, as_run, today)
     planted = {p.stem: json.loads(p.read_text()) for p in (tmp_path / "machine_a/planted").glob("*.json")}
     assert len(planted) == 5
@@ -228,10 +230,12 @@ def test_gate_figures_of_the_final_rules_follow_from_their_archive(tmp_path):
         assert as_run == today, test
         caught = today.split()[0].replace("/", " of ")
         assert re.search(rf"\| {name} \| {re.escape(spread)} \| (\*\*)?{caught}(\*\*)?", doc), (name, spread, today)
-    for lease, status in (("lease1", "unconfirmed"), ("lease2", "unconfirmed"), ("lease3", "failed"), ("lease4", "failed")):
-        tests = {t["nodeid"].split("::")[-1]: t for t in json.loads((tmp_path / lease / "confirm.json").read_text())["tests"]}
-        assert [tests[t]["status"] for t in ("test_cnn_train_step", "test_moe_forward", "test_transformer_train_step")] \
-            == [status] * 3, lease
+    for lease, status in (("lease1", "unconfirmed"), ("lease2", "unconfirmed"),
+                          ("lease3", "failed"), ("lease4", "failed")):
+        confirmed = json.loads((tmp_path / lease / "confirm.json").read_text())
+        tests = {t["nodeid"].split("::")[-1]: t for t in confirmed["tests"]}
+        assert [tests[t]["status"] for t in ("test_cnn_train_step", "test_moe_forward",
+                                             "test_transformer_train_step")] == [status] * 3, lease
         assert tests["test_weight_streaming"]["status"] == "passed"
     assert {t["confirmation"] for t in json.loads((tmp_path / "lease4/confirm.json").read_text())["tests"]} == {
         "", "2 re-run(s) in fresh processes: 1 failure(s) reproduced in every re-run that decided"}
@@ -249,7 +253,8 @@ def test_third_session_figures_follow_from_their_archive(tmp_path):
     assert re.fullmatch(r"10 passed, 684 deselected in 199\.58s \(0:03:19\)", final)
     assert "10 passed, 684 deselected in 199.58s" in history
     for bug, culprit in PLANTED.items():
-        tests = {t["nodeid"].split("::")[-1]: t for t in json.loads((runs / "planted" / f"{bug}.json").read_text())["tests"]}
+        results = json.loads((runs / "planted" / f"{bug}.json").read_text())
+        tests = {t["nodeid"].split("::")[-1]: t for t in results["tests"]}
         assert [name for name, t in tests.items() if t["status"] == "failed"] == [culprit], bug
         assert all(t["status"] in ("passed", "improved") for name, t in tests.items() if name != culprit), bug
         assert f"| `{bug}` | 1 failed, 4 passed | {WORKLOADS[culprit]} |" in history, bug
@@ -364,8 +369,9 @@ def test_nsight_compute_figures_follow_from_their_archive(tmp_path):
     for model, local in (("h200", 16757952), ("h100", 16770176)):
         results = [runs / f"ncu_{model}_judge" / f"{name}.json" for name in ("rerun_1", "rerun_2", "spill")]
         results.append(runs / f"ncu_{model}_judge3" / "rerun_3.json")
-        done = subprocess.run([sys.executable, str(BENCHMARKS / "judge_against.py"), str(runs / f"ncu_{model}_rec" / "B"),
-                               *map(str, results)], capture_output=True, text=True, cwd=ROOT)
+        done = subprocess.run([sys.executable, str(BENCHMARKS / "judge_against.py"),
+                               str(runs / f"ncu_{model}_rec" / "B"), *map(str, results)],
+                              capture_output=True, text=True, cwd=ROOT)
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == [
             "rerun_1: passed", "rerun_2: passed",

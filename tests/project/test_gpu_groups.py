@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from conftest import gpu_group, gpu_groups_line, take_gpu_group, xdist_worker
 
 FOUR = ["0", "1", "2", "3"]

@@ -669,4 +669,5 @@ def test_a_copy_in_another_repository_installs_the_plugin_its_venvs_need():
     dispatch = refresh.index('gh workflow run ci.yml')
     assert "if [ -f .github/workflows/ci.yml ]; then" in refresh[dispatch - 80:dispatch]
     page = (ROOT / "docs" / "guide" / "ci.md").read_text()
-    assert all(name in page for name in ("GPUPROF_PLUGIN", "GPUPROF_TESTS", "GPUPROF_PYTEST_ARGS", "GPUPROF_BASELINE_DIR"))
+    assert all(name in page
+               for name in ("GPUPROF_PLUGIN", "GPUPROF_TESTS", "GPUPROF_PYTEST_ARGS", "GPUPROF_BASELINE_DIR"))

@@ -92,7 +92,8 @@ def markdown_row(markdown: str, nodeid: str) -> list[str]:
 def markdown_failure(markdown: str, nodeid: str) -> list[str]:
     """The lines of one test's fold under ``### Failures``."""
     text = markdown[markdown.index("### Failures"):]
-    return text.split(f"<summary>❌ <code>{html.escape(nodeid)}</code></summary>")[1].split("</details>")[0].splitlines()
+    fold = text.split(f"<summary>❌ <code>{html.escape(nodeid)}</code></summary>")[1]
+    return fold.split("</details>")[0].splitlines()
 
 
 def html_text(markup: str) -> str:

@@ -150,7 +150,8 @@ def test_everything_from_the_document_is_escaped():
              "metrics": None, "verdicts": []}
     doc = {**_doc(failed, error), "baseline_dir": f"<b>{evil}"}
     page = Elements(render_html(doc))
-    assert "img" not in page.tags and page.tags.count("script") == len(page.scripts) == 5  # a timeline, the names, 3 of its own
+    assert "img" not in page.tags
+    assert page.tags.count("script") == len(page.scripts) == 5  # a timeline, the names, 3 of its own
     own = [s for a, s in page.scripts if a.get("type") != "application/json"]
     assert all("alert" not in s for s in own)
     data = [json.loads(s) for a, s in page.scripts if a.get("type") == "application/json"]
@@ -180,18 +181,20 @@ def test_report_in_headless_chromium(report, tmp_path):
         first = browser.evaluate("(() => { const r = document.querySelector('section.test').getBoundingClientRect();"
                                  " return [r.x, r.y, r.width, r.height]; })()")
         assert first[3] > 300 and first[2] > 300
-        assert browser.evaluate("[...document.querySelectorAll('section.test > details')].map(d => d.open)") == [True, False]
+        folds = browser.evaluate("[...document.querySelectorAll('section.test > details')].map(d => d.open)")
+        assert folds == [True, False]
         text = browser.evaluate("document.querySelector('section.test').innerText")
         assert MOE in text and "sync_count" in text
         shot = tmp_path / "report.png"
         browser.screenshot(shot)
-        badge = browser.evaluate("(() => { const r = document.querySelector('section.test .badge').getBoundingClientRect();"
+        badge = browser.evaluate("(() => { const r = document.querySelector('section.test .badge')"
+                                 ".getBoundingClientRect();"
                                  " return {x: r.x, y: r.y, width: r.width, height: r.height}; })()")
         assert _has_color(shot, FAIL_COLOR, badge, badge)
 
         # annotation ranges: rows for them, holding the trace's own range names
-        ranges = browser.evaluate("[...document.querySelector('section.test .timeline').querySelectorAll('g.range title')]"
-                                  ".map(t => t.textContent.split('\\n')[0])")
+        ranges = browser.evaluate("[...document.querySelector('section.test .timeline')"
+                                  ".querySelectorAll('g.range title')].map(t => t.textContent.split('\\n')[0])")
         assert browser.evaluate("document.querySelector('section.test').querySelectorAll('g.lane.ranges').length") >= 4
         planted = next(PLANTED.glob("*.json.gz"))
         assert {"Expert_Forward", "Linear1_Computation"} <= set(ranges) <= user_ranges(planted) | user_ranges(
@@ -205,8 +208,8 @@ def test_report_in_headless_chromium(report, tmp_path):
         moe = next(t for t in doc["tests"] if t["nodeid"] == MOE)
         span = max(moe["timeline"]["span_ns"], moe["baseline_timeline"]["span_ns"])
         assert visible() == [0, span]
-        plot = browser.evaluate("(() => { const r = document.querySelector('section.test .tl-plot').getBoundingClientRect();"
-                                " return [r.x, r.y, r.width, r.height]; })()")
+        plot = browser.evaluate("(() => { const r = document.querySelector('section.test .tl-plot')"
+                                ".getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; })()")
         browser.evaluate(f"window.scrollTo(0, {plot[1]} - 100)")
         plot_y = browser.evaluate("document.querySelector('section.test .tl-plot').getBoundingClientRect().y")
         label, right = 200, 12  # timeline.js: LABEL, RIGHT

@@ -37,7 +37,8 @@ def report(tmp_path_factory):
                    capture_output=True)
     replay = tmp / "replay"
     replay.mkdir()
-    for trace in [*traces.glob("*.gz"), *(p for bug in PLANTED for p in (ROOT / "tests/data/planted" / bug).glob("*.gz"))]:
+    planted = [p for bug in PLANTED for p in (ROOT / "tests/data/planted" / bug).glob("*.gz")]
+    for trace in [*traces.glob("*.gz"), *planted]:
         shutil.copy(trace, replay)
     page, results = tmp / "report.html", tmp / "results.json"
     done = subprocess.run([*pytest_args, "--gpuprof", f"--gpuprof-replay={replay}", f"--gpuprof-html={page}",
@@ -61,7 +62,8 @@ def test_every_failing_tests_cause_is_in_the_first_screen(report, tmp_path):
             # the failure message's first line (the terminal's), without its "gpuprof: " and ":"
             first = t["message"].splitlines()[0].removeprefix("gpuprof: ").rstrip(":") if t["message"] else None
             seen = browser.evaluate(f"""(() => {{
-                const link = [...document.querySelectorAll('#summary a')].find(a => a.textContent === {json.dumps(t['nodeid'])});
+                const link = [...document.querySelectorAll('#summary a')]
+                    .find(a => a.textContent === {json.dumps(t['nodeid'])});
                 const cause = link.closest('tr').nextElementSibling;
                 return {{bottom: cause.getBoundingClientRect().bottom, first: cause.querySelector('.first').textContent,
                          metrics: [...cause.querySelectorAll('.what code')].map(c => c.textContent)}};
@@ -84,7 +86,8 @@ def test_each_full_kernel_name_appears_once(report):
     (a name its short form shows whole is only shown)."""
     page, doc = report
     text = re.sub(r'<script type="application/json" class="tl-data">.*?</script>', "", page.read_text(), flags=re.S)
-    names = {full_name(k) for t in doc["tests"] for m in (t["metrics"], t["baseline_metrics"]) for k in (m or {}).get("kernels", {})}
+    names = {full_name(k) for t in doc["tests"] for m in (t["metrics"], t["baseline_metrics"])
+             for k in (m or {}).get("kernels", {})}
     before, rest = text.split('<script type="application/json" id="kernel-names">')
     listed, after = rest.split("</script>", 1)
     lookup = json.loads(listed)
@@ -102,9 +105,10 @@ def test_a_summary_link_unfolds_its_folded_test(report, tmp_path):
     passed = next(t for t in doc["tests"] if t["status"] == "passed")["nodeid"]
     with Browser(tmp_path / "profile", 1400, 1000) as browser:
         browser.open(page.as_uri())
-        section = f"document.getElementById([...document.querySelectorAll('#summary a')].find(a => a.textContent === {json.dumps(passed)}).hash.slice(1))"
+        link = f"[...document.querySelectorAll('#summary a')].find(a => a.textContent === {json.dumps(passed)})"
+        section = f"document.getElementById({link}.hash.slice(1))"
         assert browser.evaluate(f"{section}.querySelector('details').open") is False
-        browser.evaluate(f"[...document.querySelectorAll('#summary a')].find(a => a.textContent === {json.dumps(passed)}).click()")
+        browser.evaluate(f"{link}.click()")
         assert browser.evaluate(f"{section}.querySelector('details').open") is True
         top = browser.evaluate(f"{section}.getBoundingClientRect().top")
         assert -1 < top < 50  # scrolled to the top, give or take a subpixel
@@ -130,8 +134,11 @@ def test_no_test_id_breaks_mid_word_at_1024_px(report, tmp_path):
                 const chars = [];
                 for (let n = walker.nextNode(); n; n = walker.nextNode())
                     for (let i = 0; i < n.length; i++) chars.push([n, i]);
-                for (const [n, i] of chars) { range.setStart(n, i); range.setEnd(n, i + 1); tops.push(range.getClientRects()[0].top); }
-                for (let i = 1; i < tops.length; i++) if (tops[i] > tops[i - 1] + 2) out.push(text.slice(0, i) + '|' + text.slice(i));
+                for (const [n, i] of chars) {
+                    range.setStart(n, i); range.setEnd(n, i + 1); tops.push(range.getClientRects()[0].top);
+                }
+                for (let i = 1; i < tops.length; i++)
+                    if (tops[i] > tops[i - 1] + 2) out.push(text.slice(0, i) + '|' + text.slice(i));
             }
             return out;
         })()""")

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.browser import BROWSERS, CHROMIUM, Browser
 
+from helpers.browser import BROWSERS, CHROMIUM, Browser
 from pytest_gpuprof.metrics import timeline
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.options import default

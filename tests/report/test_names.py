@@ -21,12 +21,14 @@ def cutlass_name() -> str:
 
 def test_the_real_cutlass_name_is_demangled_and_shortened():
     name = cutlass_name()
-    assert len(name) > 1500 and name.startswith("_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolution")
+    assert len(name) > 1500
+    assert name.startswith("_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolution")
     full = full_name(name)
     # the mangled form says: function Kernel<ImplicitGemmConvolution<...>> in namespace cutlass__5x_cudnn,
     # returning void (v) and taking the convolution's Params (NT_6ParamsE): T_ is its template argument
     assert full.startswith("void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<"
-                           "cutlass__5x_cudnn::conv::threadblock::ImplicitGemmMultistage<cutlass__5x_cudnn::gemm::GemmShape<64, 64, 64>")
+                           "cutlass__5x_cudnn::conv::threadblock::ImplicitGemmMultistage<"
+                           "cutlass__5x_cudnn::gemm::GemmShape<64, 64, 64>")
     assert full.endswith(">::Params)") and "_Z" not in full
     assert short_name(name) == "cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<…>>"
 

@@ -124,7 +124,8 @@ def test_json_document_carries_both_runs_samples_and_distributions(run, planted_
         {"n": 10, "median": median, "q1": q1, "q3": q3, "min": min(steps), "max": max(steps)}, abs=1e-3)
     assert set(moe["distribution"]["kernels"]) == set(planted_per_step["kernels"])
     # the baseline's samples and summaries as stored (10 steps: its summaries are of all of them)
-    entry = json.loads((ROOT / "baselines" / "example_suite" / "test_moe.json").read_text())["tests"][MOE]["NVIDIA H200"]
+    stored = json.loads((ROOT / "baselines" / "example_suite" / "test_moe.json").read_text())
+    entry = stored["tests"][MOE]["NVIDIA H200"]
     assert moe["baseline_per_step"] == entry["per_step"] and moe["baseline_distribution"] == entry["distribution"]
     assert moe["baseline_distribution"]["window_us"]["median"] == pytest.approx(
         statistics.median(entry["per_step"]["window_us"]), abs=1e-3)
@@ -201,7 +202,8 @@ def test_summary_lists_the_broken_metrics_in_the_failure_message_words(run):
         metric, words = re.fullmatch(r"- `(.*?)`: (.*)", item).groups()
         shown_metric, shown_words = line.split(": ", 1)
         # same metric (a kernel's name shortened), same words, same order
-        assert (metric, markdown_unescaped(words)) == (in_metric(shown_metric, partial(short_name, width=KERNEL_WIDTH)), shown_words)
+        shortened = in_metric(shown_metric, partial(short_name, width=KERNEL_WIDTH))
+        assert (metric, markdown_unescaped(words)) == (shortened, shown_words)
     assert "Next step for a changed count, byte total or kernel: " in failures  # the .item() launches more work
 
 
@@ -291,14 +293,15 @@ RATIOS = ("gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_ef
 
 
 #: Judged on their median step: times, and the ratios with a better direction (docs/metrics.md).
-MEDIAN_STEP = ("gpu_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction", "comm_compute_overlap")
+MEDIAN_STEP = ("gpu_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction",
+               "comm_compute_overlap")
 
 
 def as_judged(metric, metrics, per_step):
     """A metric as docs/metrics.md says its verdict judges it, worked out here: times, rates
-    and the directed ratios the median of the steps not stalled (where the run kept their steps), the step count, peak memory,
-    the host-speed reading and copy_utilization as they are, every count and byte total
-    per step."""
+    and the directed ratios the median of the steps not stalled (where the run kept their
+    steps), the step count, peak memory, the host-speed reading and copy_utilization as they
+    are, every count and byte total per step."""
     value = metrics[metric]
     if value is not None and metric in per_step and metric != "launch_call_us" and (
             metric.endswith(("_us", "_gbps")) or metric in MEDIAN_STEP):

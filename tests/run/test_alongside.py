@@ -6,7 +6,6 @@ install does it."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -16,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare.pairs import AS_MEASURED, AT_SPEED, decide, process_value, scale_of, worse_by
 from pytest_gpuprof.compare.evaluate import TestResult
+from pytest_gpuprof.compare.pairs import AS_MEASURED, AT_SPEED, decide, process_value, scale_of, worse_by
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.verdicts import Verdict
 from pytest_gpuprof.report.words import pair_change
@@ -207,7 +206,8 @@ def _venv_with_head_installed(tmp_path: Path, head: Path) -> str:
     site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                           check=True, capture_output=True, text=True).stdout.strip()
     # as a site folder, so that its own .pth files (gpuprof's editable install) are read too
-    Path(site, "this-environment.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    purelib = sysconfig.get_paths()["purelib"]
+    Path(site, "this-environment.pth").write_text(f"import site; site.addsitedir({purelib!r})\n")
     Path(site, "__editable__.tinypkg-0.1.pth").write_text(str(head / "src") + "\n")
     return python
 

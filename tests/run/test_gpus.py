@@ -13,7 +13,8 @@ import os
 
 def test_where(tmp_path_factory):
     with open(os.environ["WHERE_FILE"], "a") as out:
-        out.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " " + os.environ.get("CUDA_VISIBLE_DEVICES", "-") + "\\n")
+        out.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " "
+                  + os.environ.get("CUDA_VISIBLE_DEVICES", "-") + "\\n")
 '''
 
 

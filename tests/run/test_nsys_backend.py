@@ -177,8 +177,9 @@ def test_missing_nsys_says_where_it_looked(tmp_path, monkeypatch):
     with pytest.raises(GpuprofError) as err:
         find_nsys(None)
     text = str(err.value)
-    for place in ("--gpuprof-nsys-path (not set)", "$GPUPROF_NSYS (not set)", "PATH", "/opt/nvidia/nsight-systems/*/bin/nsys",
-                  "/usr/local/cuda/bin/nsys", "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys"):
+    for place in ("--gpuprof-nsys-path (not set)", "$GPUPROF_NSYS (not set)", "PATH",
+                  "/opt/nvidia/nsight-systems/*/bin/nsys", "/usr/local/cuda/bin/nsys",
+                  "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys"):
         assert place in text
 
 
@@ -327,8 +328,8 @@ def test_a_session_under_nsys_that_left_no_readable_results_is_an_error_naming_t
                                                                                         damaged):
     """A results file the session under nsys left damaged (killed while writing it) is said
     with its path, as a missing one is with how the session ended (it was a traceback)."""
-    from pytest_gpuprof.run.nsys_backend import run_outer
     from helpers.session import session_settings
+    from pytest_gpuprof.run.nsys_backend import run_outer
 
     fake = executable(tmp_path / "bin" / "nsys", NSYS_WITHOUT_RESULTS.format(python=sys.executable))
     if damaged:
@@ -348,9 +349,9 @@ def test_a_session_under_nsys_that_left_no_readable_results_is_an_error_naming_t
 
 
 def test_a_test_that_left_its_steps_loop_unfinished_is_an_error_as_under_torch(tmp_path):
+    from helpers.session import session_settings
     from pytest_gpuprof.run.backends import UNFINISHED_LOOP
     from pytest_gpuprof.run.nsys_backend import NsysReportBackend
-    from helpers.session import session_settings
 
     settings = session_settings(tmp_path, backend="nsys")
     backend = NsysReportBackend(tmp_path / "session.nsys-rep", None, None, {"test_a.py::test_broke_out": None})
@@ -412,7 +413,7 @@ def test_a_rank_that_named_no_process_fails_the_test_naming_the_rank(tmp_path):
     folder.mkdir()
     (folder / "rank0.json").write_text(json.dumps({"tests": [{"nodeid": DIST, "completed": False}], "pid": 4101}))
     outcomes = [RankOutcome(r, "passed", "", folder / f"rank{r}.json") for r in (0, 1)]
-    with pytest.raises(GpuprofError, match=rf"^rank 1 measured nothing \(no results document\): .*rank1\.json$"):
+    with pytest.raises(GpuprofError, match=r"^rank 1 measured nothing \(no results document\): .*rank1\.json$"):
         nsys_ranks(DIST, {}, outcomes)
     assert not folder.exists()
     (folder).mkdir()

@@ -16,7 +16,6 @@ import statistics
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -137,7 +136,7 @@ def spread(label, values):
     return f"{label} {time_text(median)} (IQR {time_range(q1, q3)}, n={len(values)})"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def analyze(trace):
     """What ``gpuprof analyze --json`` says about a trace."""
     out = subprocess.run([sys.executable, "-m", "pytest_gpuprof", "analyze", "--json", str(trace)],
@@ -211,8 +210,9 @@ def test_settings(pytestconfig):
 '''
 
 NUMBERS = {  # ini key -> (a value, another value); none is the default
-    "gpuprof_kernel_time_tolerance": (0.03, 0.2), "gpuprof_time_tolerance": (0.25, 0.5), "gpuprof_time_floor_us": (7.5, 12.0),
-    "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1), "gpuprof_warmup": (4, 0),
+    "gpuprof_kernel_time_tolerance": (0.03, 0.2), "gpuprof_time_tolerance": (0.25, 0.5),
+    "gpuprof_time_floor_us": (7.5, 12.0), "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1),
+    "gpuprof_warmup": (4, 0),
     "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0), "gpuprof_baseline_runs": (3, 1),
     "gpuprof_confirm": (2, 1), "gpuprof_record_processes": (2, 1), "gpuprof_confirm_timeout": (60.0, 1.5),
     "gpuprof_base_pairs": (3, 8), "gpuprof_rank_timeout": (30.0, 7.5),
@@ -284,7 +284,8 @@ def test_every_option_is_accepted_on_the_command_line_and_as_an_ini_key(pytester
     assert got == want  # this option took effect, and nothing else changed
 
 
-@pytest.mark.parametrize("option", [o for o in OPTIONS if o[2] != "bool"], ids=[o[0] for o in OPTIONS if o[2] != "bool"])
+@pytest.mark.parametrize("option", [o for o in OPTIONS if o[2] != "bool"],
+                         ids=[o[0] for o in OPTIONS if o[2] != "bool"])
 def test_command_line_wins_over_ini(pytester, option):
     opt, key, kind, _, _ = option
     pytester.makepyfile(test_settings=SETTINGS_MODULE)
@@ -336,7 +337,8 @@ def test_command_line_paths_are_relative_to_the_invocation_dir_ini_paths_to_the_
     (["--gpuprof"], "gpuprof_time_floor_us = 5us", "ini key gpuprof_time_floor_us: expected float, got '5us'"),
     (["--gpuprof", "--gpuprof-ratio-tolerance", "0,05"], "", "--gpuprof-ratio-tolerance: expected float, got '0,05'"),
     (["--gpuprof-active=ten"], "", "--gpuprof-active: expected int, got 'ten'"),
-    (["--gpuprof", "--gpuprof-ratio-tolerance=-0.1"], "", "--gpuprof-ratio-tolerance / ini key gpuprof_ratio_tolerance: must not be negative, got -0.1"),
+    (["--gpuprof", "--gpuprof-ratio-tolerance=-0.1"], "",
+     "--gpuprof-ratio-tolerance / ini key gpuprof_ratio_tolerance: must not be negative, got -0.1"),
     (["--gpuprof", "--gpuprof-threshold", "gpu_utilization >> 0.9"], "",
      "--gpuprof-threshold / ini gpuprof_thresholds: cannot parse threshold 'gpu_utilization >> 0.9'"),
     (["--gpuprof"], "gpuprof_thresholds =\n    sync_count == 0\n    gpu_utilisation >= 0.9",
@@ -369,7 +371,8 @@ def test_update_writes_readable_baselines_then_a_judging_run_passes(suite):
         doc = json.loads(text)
         # sorted keys, two-space indentation, a final newline: stable pull-request diffs
         assert text == json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-        assert text.startswith('{\n  "schema_version": 1,\n  "tests": {\n    "' + nodeid + '": {\n      "' + GPU + '": {\n')
+        assert text.startswith('{\n  "schema_version": 1,\n  "tests": {\n    "' + nodeid + '": {\n'
+                               '      "' + GPU + '": {\n')
         assert doc["schema_version"] == 1
         assert list(doc["tests"]) == [nodeid] and list(doc["tests"][nodeid]) == [GPU]
         entry = doc["tests"][nodeid][GPU]
@@ -381,15 +384,16 @@ def test_update_writes_readable_baselines_then_a_judging_run_passes(suite):
         # the judged series: times, and the ratios with a direction that have a value in some step
         ratios = {m for m in ("gpu_utilization", "overlap_efficiency", "sync_wait_fraction")
                   if any(v is not None for v in expected["per_step"][m])}
-        rates = {m for m in expected["per_step"] if m.endswith("_gbps") and any(v is not None for v in expected["per_step"][m])}
+        rates = {m for m in expected["per_step"]
+                 if m.endswith("_gbps") and any(v is not None for v in expected["per_step"][m])}
         assert set(entry["distribution"]) == {m for m in expected["per_step"] if m.endswith("_time_us")} | {
             "window_us", "kernels"} | ratios | rates
         assert [run["per_step"] for run in entry["runs"]] == [expected["per_step"]]  # one run recorded
         assert set(entry["distribution"]["kernels"]) == set(expected["per_step"]["kernels"])
         steps = expected["per_step"]["kernel_time_us"]
         q1, median, q3 = quartiles(steps)
-        assert entry["distribution"]["kernel_time_us"] == pytest.approx(
-            {"n": len(steps), "median": median, "q1": q1, "q3": q3, "min": min(steps), "max": max(steps)}, abs=1e-3)  # to 1 ns
+        assert entry["distribution"]["kernel_time_us"] == pytest.approx(  # to 1 ns
+            {"n": len(steps), "median": median, "q1": q1, "q3": q3, "min": min(steps), "max": max(steps)}, abs=1e-3)
         assert entry["step_source"] == expected["steps"]["source"]
         assert entry["backend"] == "torch" and entry["environment"]["gpu"] == GPU
     written = {path: path.read_bytes() for path in files.values()}

@@ -10,6 +10,7 @@ import random
 import re
 import shutil
 import signal
+import string
 import subprocess
 import sys
 import textwrap
@@ -100,7 +101,7 @@ def test_xdist_reports_and_baselines_hold_every_test(pytester, workers):
 KILLS = int(os.environ.get("GPUPROF_KILL_TRIALS", "12"))
 FILES = 5
 
-UPDATER = textwrap.dedent('''
+UPDATER = string.Template(textwrap.dedent('''
     import sys
     from pathlib import Path
     from pytest_gpuprof.compare import baseline
@@ -111,8 +112,8 @@ UPDATER = textwrap.dedent('''
     while True:  # one multi-file update after another until killed
         generation += 1
         baseline.update_all(root, {root / f"m{i}.json": {f"m{i}.py::t": {"GPU": {
-            "generation": generation, "pad": "x" * 300_000}}} for i in range(%d)})
-''' % FILES)
+            "generation": generation, "pad": "x" * 300_000}}} for i in range($files)})
+''')).substitute(files=FILES)
 
 
 def generations(root):
@@ -274,7 +275,8 @@ def test_a_test_outside_the_rootdir_is_judged_and_recorded(pytester):
     (outside / "test_far.py").write_text(fixture_test("test_moe_forward"))
     traces = project / "traces"
     traces.mkdir()
-    shutil.copyfile(SHIPPED["example_suite/test_moe.py::test_moe_forward"], traces / unique_trace_name("::test_moe_forward"))
+    shutil.copyfile(SHIPPED["example_suite/test_moe.py::test_moe_forward"],
+                    traces / unique_trace_name("::test_moe_forward"))
     result = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--rootdir=.",
                              f"--gpuprof-replay={traces}", "--gpuprof-update-baseline", "../outside/test_far.py"],
                             cwd=project, capture_output=True, text=True)

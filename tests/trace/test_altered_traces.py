@@ -35,11 +35,12 @@ from pytest_gpuprof.trace.model import Trace
 from pytest_gpuprof.trace.nsys_sqlite import load_nsys
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import fuzz_loaders as fuzz  # noqa: E402
+import fuzz_loaders as fuzz
 
 DATA = Path(__file__).parents[1] / "data"
 SYNC = DATA / "sync.pt.trace.json.gz"
-MOE_TRACE = Path(__file__).parents[2] / "example_suite" / "traces" / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"
+MOE_TRACE = (Path(__file__).parents[2] / "example_suite" / "traces"
+             / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz")
 SYNC_NSYS = DATA / "nsys" / "sync.sqlite.gz"
 FUZZ = settings(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
@@ -182,7 +183,8 @@ def test_corrupt_gzip_is_one_error(tmp_path, damage, words):
     ("kernel", lambda e: {**e, "name": 5}, "name 5, not a string"),
     ("gpu_memcpy", lambda e: {**e, "args": {**e["args"], "bytes": None}}, "args.bytes is null"),
     ("gpu_memcpy", lambda e: {**e, "args": {**e["args"], "bytes": -4}}, "negative"),
-    ("gpu_memcpy", lambda e: {**e, "args": {**e["args"], "bytes": 2 ** 63}}, "args.bytes 9223372036854775808 is out of range"),
+    ("gpu_memcpy", lambda e: {**e, "args": {**e["args"], "bytes": 2 ** 63}},
+     "args.bytes 9223372036854775808 is out of range"),
     ("gpu_memcpy", lambda e: {**e, "args": {k: v for k, v in e["args"].items() if k != "bytes"}}, "no byte count"),
     ("cuda_runtime", lambda e: {**e, "tid": "main"}, 'tid is "main"'),
 ])
@@ -273,8 +275,10 @@ def test_bytes_that_are_not_utf8_in_an_unread_event_are_refused_by_both_parsers(
     lambda t: t.replace("\n  ]", "\x0b]", 1),  # not JSON whitespace
     lambda t: t.replace("},\n  {", "},\n\x0c  {", 1),
     lambda t: t.replace('"traceEvents": [', '"traceEvents": [ // events\n', 1),
-    lambda t: t.replace('"baseTimeNanoseconds": 1790857026000000000,', '"baseTimeNanoseconds": 1790857026000000000', 1),
-    lambda t: t.replace('"baseTimeNanoseconds": 1790857026000000000,', '"baseTimeNanoseconds": 1790857026000000000,,', 1),
+    lambda t: t.replace('"baseTimeNanoseconds": 1790857026000000000,',
+                        '"baseTimeNanoseconds": 1790857026000000000', 1),
+    lambda t: t.replace('"baseTimeNanoseconds": 1790857026000000000,',
+                        '"baseTimeNanoseconds": 1790857026000000000,,', 1),
 ], ids=["garbage after the object", "brace after the object", "a second object", "vertical tab", "form feed",
         "comment", "comma missing before traceEvents", "comma doubled before traceEvents"])
 def test_invalid_json_around_the_events_is_refused_by_both_parsers(tmp_path, change):
@@ -352,7 +356,8 @@ def test_nsys_dropped_column_is_named(report):
     nsys_refused(report, "table CUPTI_ACTIVITY_KIND_KERNEL lacks the column(s) streamId")
 
 
-@pytest.mark.parametrize("value, words", [("NULL", "start is NULL"), ("'abc'", "start is 'abc'"), ("1.5", "start is 1.5")])
+@pytest.mark.parametrize("value, words",
+                         [("NULL", "start is NULL"), ("'abc'", "start is 'abc'"), ("1.5", "start is 1.5")])
 def test_nsys_start_that_is_not_an_integer_names_the_row(report, value, words):
     fuzz.loosen(report, "CUPTI_ACTIVITY_KIND_KERNEL")
     fuzz._sql(report, (f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = {value} WHERE rowid = 3",))
@@ -415,7 +420,8 @@ def test_nsys_unaltered_report_still_loads(report):
 
 def test_analyze_escapes_control_characters_of_kernel_names(tmp_path, capsys):
     # inside the function's name: reports show kernel names without their return type
-    text = sync_text().replace('"name": "void at::native::', '"name": "void at::native::\\u001b[2J\\u001b]0;pwned\\u0007')
+    text = sync_text().replace('"name": "void at::native::',
+                               '"name": "void at::native::\\u001b[2J\\u001b]0;pwned\\u0007')
     path = tmp_path / "t.json"
     path.write_text(text)
     assert load_kineto(path).kernels["name"].astype(str).str.contains("\x1b").all()

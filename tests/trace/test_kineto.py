@@ -113,7 +113,8 @@ def test_a_raw_nul_byte_is_refused_as_invalid_json(tmp_path):
     holding one are refused (the fast path joins args with NUL bytes and would misplace them)."""
     text = gzip.decompress((DATA / "sync.pt.trace.json.gz").read_bytes()).decode()
     path = tmp_path / "nul.json"
-    path.write_text(text.replace('"External id": 517,      "queued"', '"External id": 517, "note": "a\x00b", "queued"', 1))
+    path.write_text(text.replace('"External id": 517,      "queued"',
+                                 '"External id": 517, "note": "a\x00b", "queued"', 1))
     assert b"\x00" in path.read_bytes()
     with pytest.raises(TraceError, match="not a Chrome-trace JSON") as err:
         load_kineto(path)

@@ -186,10 +186,11 @@ HEAVIEST = {"void at::native::reduce_kernel<512, 1>(...)": {"count": 10, "time_u
 def test_a_tests_heaviest_kernels_of_its_first_step_are_profiled_and_read_back(tmp_path, fake_ncu):
     from pytest_gpuprof.run.kernel_profiling import NcuPlan, profile_kernels
 
-    got = profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path, ["--gpuprof-active=2"],
-                          timeout_s=120)
+    got = profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path,
+                          ["--gpuprof-active=2"], timeout_s=120)
     args = (tmp_path / "ncu.log").read_text().splitlines()
-    assert args[:4] == ["--clock-control", "none", "--nvtx", "--nvtx-include"] and args[4] == "gpuprof@step_0"  # a process-wide range
+    assert args[:4] == ["--clock-control", "none", "--nvtx", "--nvtx-include"]
+    assert args[4] == "gpuprof@step_0"  # a process-wide range
     assert args[args.index("-k") + 1] == "regex:^(elementwise_kernel|vectorized_elementwise_kernel|" \
                                          "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT)$"  # the 3 heaviest
     assert args[args.index("--launch-count") + 1] == "50"
@@ -217,7 +218,8 @@ def test_ncu_without_counter_permission_or_without_a_kernel_says_why(tmp_path, f
         profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path, [], 120)
     monkeypatch.delenv("NCU_FAKE_DENY")
     monkeypatch.setenv("NCU_FAKE_NONE", "1")
-    with pytest.raises(GpuprofError, match=r"^ncu profiled no kernel of step_0: ==WARNING== No kernels were profiled\.$"):
+    with pytest.raises(GpuprofError,
+                       match=r"^ncu profiled no kernel of step_0: ==WARNING== No kernels were profiled\.$"):
         profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(step=0), fake_ncu, tmp_path, [], 120)
 
 
@@ -228,8 +230,9 @@ def test_a_report_of_the_test_without_a_metric_gpuprof_judges_is_an_error_naming
     from pytest_gpuprof.run.kernel_profiling import NcuPlan, profile_kernels
 
     monkeypatch.setenv("NCU_FAKE_CSV", str(DATA / "full.raw.csv"))  # --set full: no dram__throughput
-    with pytest.raises(GpuprofError, match=r"^ncu's report of the test lacks metrics gpuprof judges: "
-                                           r"dram_throughput_pct needs dram__throughput.avg.pct_of_peak_sustained_elapsed$"):
+    with pytest.raises(GpuprofError,
+                       match=r"^ncu's report of the test lacks metrics gpuprof judges: "
+                             r"dram_throughput_pct needs dram__throughput.avg.pct_of_peak_sustained_elapsed$"):
         profile_kernels("test_child.py::test_under_ncu", HEAVIEST, NcuPlan(), fake_ncu, tmp_path, [], 120)
 
 
@@ -290,7 +293,8 @@ def test_a_bad_ncu_marker_argument_names_what_it_takes(bad):
 
     marker = SimpleNamespace(args=(), kwargs={"ncu": bad})
     item = SimpleNamespace(nodeid="t.py::t", get_closest_marker=lambda name: marker)
-    with pytest.raises(ConfigError, match=r"^@pytest.mark.gpuprof on t.py::t: ncu must be True, False or a dict of top"):
+    with pytest.raises(ConfigError,
+                       match=r"^@pytest.mark.gpuprof on t.py::t: ncu must be True, False or a dict of top"):
         read_marker(item)
 
 
@@ -330,10 +334,10 @@ def test_a_workers_result_goes_to_the_controller_as_it_is_when_the_test_ends(tmp
     """Under pytest-xdist: the counters are set after the test is judged (and sent)."""
     from types import SimpleNamespace
 
+    from helpers.session import session_settings
     from pytest_gpuprof.compare.evaluate import TestResult
     from pytest_gpuprof.run.outcomes import Outcomes
     from pytest_gpuprof.run.xdist_relay import Inbox, Outbox
-    from helpers.session import session_settings
 
     outbox = Outbox()
     worker = Outcomes(session_settings(tmp_path), None, relay=outbox.send)
