@@ -32,9 +32,8 @@ import time
 from pathlib import Path
 
 from make_big_trace import SMOKE_SOURCE, build
-
-from pytest_gpuprof.trace.kineto import load_kineto
 from pytest_gpuprof.metrics.specs import METRICS
+from pytest_gpuprof.trace.kineto import load_kineto
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "example_suite/traces/example_suite_test_transformer.py_test_transformer_train_step.pt.trace.json.gz"

@@ -45,12 +45,12 @@ import random
 import re
 import shutil
 import sys
-import tempfile
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fuzz_loaders import OUTCOMES, main
 from pytest_gpuprof.capture.profiler import StepPlan
 from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
 from pytest_gpuprof.compare.rules import Rules
@@ -62,8 +62,6 @@ from pytest_gpuprof.run.backends import ReplayBackend, trace_name
 from pytest_gpuprof.run.outcomes import Outcomes
 from pytest_gpuprof.run.settings import Settings
 from pytest_gpuprof.trace.kineto import load_kineto
-
-from fuzz_loaders import OUTCOMES, main
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINES = ROOT / "baselines"
@@ -105,7 +103,7 @@ def sources() -> tuple[Source, ...]:
     for path in sorted(BASELINES.rglob("*.json")):
         tests = json.loads(path.read_text())["tests"]
         if any("ranks" in e for by_gpu in tests.values() for e in by_gpu.values()):
-            continue  # a distributed test's entries, one per rank: tests/test_ranks_judge.py
+            continue  # a distributed test's entries, one per rank: tests/compare/test_ranks_judge.py
         (nodeid, by_gpu), = tests.items()
         name = trace_name(nodeid)
         planted = sorted((ROOT / "tests" / "data" / "planted").glob(f"*/{name}"))
@@ -609,7 +607,7 @@ def judge(item: Altered, folder: Path) -> tuple[str, str]:
         result = run.add(settings.judge().judge(src.nodeid, {}, lambda: {0: (traced(item.trace), item.trace)}))
         wrote = run.finish(None, records_again=False, writes_reports=True)
         "\n".join(run.lines() + ([failure_message(result)] if result.failed else [])).encode()  # as a terminal takes it
-    except Exception:  # noqa: BLE001 - what this script counts
+    except Exception:  # any exception: what this script counts
         return "traceback", traceback.format_exc(limit=-4)
     doc, unreadable = read_independently(item.data)
     must = unreadable or refusal(doc, src)

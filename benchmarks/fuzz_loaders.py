@@ -40,17 +40,17 @@ import sys
 import tempfile
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from make_big_trace import event_spans
 from pytest_gpuprof.capture.ranges import METADATA_MARK, NVTX_DOMAIN
 from pytest_gpuprof.cli.inputs import measure_any
 from pytest_gpuprof.errors import GpuprofError
 from pytest_gpuprof.metrics.specs import METRICS
 from pytest_gpuprof.trace import kineto
-
-from make_big_trace import event_spans
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -331,7 +331,8 @@ def loosen(path: Path, table: str) -> None:
 def _mark(payload: str):
     def edit(path: Path) -> None:
         con = sqlite3.connect(path)
-        domain = con.execute("SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = ?", (NVTX_DOMAIN,)).fetchone()
+        domain = con.execute("SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = ?",
+                             (NVTX_DOMAIN,)).fetchone()
         start = con.execute("SELECT min(start) FROM NVTX_EVENTS").fetchone()[0]
         con.close()
         _sql(path, ("INSERT INTO NVTX_EVENTS (start, eventType, text, domainId) VALUES (?, 34, ?, ?)",
@@ -373,7 +374,7 @@ def outcome(path: Path) -> tuple[str, str]:
         return "ok", json.dumps(measure_any(str(path)).to_json(), sort_keys=True)
     except GpuprofError as exc:
         return "error", str(exc)
-    except Exception:  # noqa: BLE001 - what this script counts
+    except Exception:  # any exception: what this script counts
         return "traceback", traceback.format_exc(limit=-3)
 
 
@@ -498,7 +499,8 @@ def main(doc: str, make_inputs: Callable[[random.Random, int], list],
     total = Counter()
     for probe in sorted(counts):
         total += counts[probe]
-        print(f"| {probe} | {sum(counts[probe].values())} | " + " | ".join(str(counts[probe][o]) for o in outcomes) + " |")
+        cells = " | ".join(str(counts[probe][o]) for o in outcomes)
+        print(f"| {probe} | {sum(counts[probe].values())} | {cells} |")
     print(f"| all | {sum(total.values())} | " + " | ".join(str(total[o]) for o in outcomes) + " |")
     bad = sum(total[o] for o in outcomes[2:])
     print(f"{'smoke ' if args.smoke else ''}fuzz {'passed' if not bad else 'FAILED'}: {sum(total.values())} inputs, "

@@ -2,9 +2,10 @@
 
     python benchmarks/gate_noise.py aa --runs 20 --out DIR [--record-runs 3]
         record the example suite's baselines (as shipped: no slowdown code) with one command
-        in RECORD_RUNS fresh processes (--gpuprof-record-processes), then run the suite RUNS times against them: every time or ratio
-        regression reported is a false alarm.  Baselines already in DIR/baselines (copied
-        from another machine, say) are used as they are.
+        in RECORD_RUNS fresh processes (--gpuprof-record-processes), then run the suite RUNS
+        times against them: every time or ratio regression reported is a false alarm.
+        Baselines already in DIR/baselines (copied from another machine, say) are used as
+        they are.
     python benchmarks/gate_noise.py sweep --runs 10 --slowdown 0 --slowdown 0.05 ... --out DIR
         record baselines with GPUPROF_EXAMPLE_SLOWDOWN=0, then run the suite RUNS times
         at each slowdown: every workload's activation kernel does that much more work
@@ -154,7 +155,8 @@ def print_table(folder: Path, tolerances: list[tuple[float, float]]) -> None:
     regressed, as run and judged again with each pair of tolerances; and the slowed
     kernel's change against the baseline."""
     series: dict[str, list[dict]] = {}
-    for path in sorted(folder.glob("*-*.json"), key=lambda p: (p.stem.rsplit("-", 1)[0], int(p.stem.rsplit("-", 1)[1]))):
+    for path in sorted(folder.glob("*-*.json"),
+                       key=lambda p: (p.stem.rsplit("-", 1)[0], int(p.stem.rsplit("-", 1)[1]))):
         series.setdefault(path.stem.rsplit("-", 1)[0], []).append(json.loads(path.read_text()))
     heads = "".join(f" {f'{k:.0%}/{o:.0%}':>10}" for k, o in tolerances)
     print(f"{'series':<14} {'test':<28} {'as run':>10}{heads}  slowed kernel, mean (min / median / max)  statuses")

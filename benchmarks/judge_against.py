@@ -22,12 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from gate_noise import SLOWED, rejudged_regressions  # noqa: E402
-
-from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file  # noqa: E402
-from pytest_gpuprof.compare.counter_verdicts import counter_verdicts  # noqa: E402
-from pytest_gpuprof.compare.rules import Rules  # noqa: E402
-from pytest_gpuprof.compare.verdicts import judge  # noqa: E402
+from gate_noise import SLOWED, rejudged_regressions
+from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
+from pytest_gpuprof.compare.counter_verdicts import counter_verdicts
+from pytest_gpuprof.compare.rules import Rules
+from pytest_gpuprof.compare.verdicts import judge
 
 
 def against(test: dict, baselines: Path) -> dict | None:

@@ -4,8 +4,9 @@
     python benchmarks/observer_effect.py --smoke                      (no GPU: the summary code)
 
 Each workload runs its steps (each in a ``record_function`` range, as gpuprof's
-are) with a CUDA event recorded at the start of every step and after the last; a step's time is the GPU-side time between two events, so it
-includes every gap the GPU waited on the host.  The same loop runs without any
+are) with a CUDA event recorded at the start of every step and after the last; a step's
+time is the GPU-side time between two events, so it includes every gap the GPU waited on
+the host.  The same loop runs without any
 profiler, under torch.profiler with torch's defaults (CPU and CUDA activities),
 as gpuprof configures it (CPU and CUDA activities without the external correlation
 that gpuprof does not read), and with CUDA activity only (which loses the step
@@ -122,7 +123,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         made_up = {"w": {"no profiler": {"median_us": 100.0, "categories": []},
-                         "torch.profiler, CPU + CUDA as gpuprof records": {"median_us": 150.0, "categories": list(NEEDED)}}}
+                         "torch.profiler, CPU + CUDA as gpuprof records": {"median_us": 150.0,
+                                                                           "categories": list(NEEDED)}}}
         print("\n".join(table(made_up)))
         return 0
     import torch

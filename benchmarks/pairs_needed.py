@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=5)
     args = parser.parse_args()
     rng = random.Random(1)
-    print(f"| metric | change | process spread | judged | worse | same | not sure | mean pairs |")
+    print("| metric | change | process spread | judged | worse | same | not sure | mean pairs |")
     print("|---|---|---|---|---|---|---|---|")
     for metric, value, change, sigma, judged in CASES:
         outcomes, pairs = Counter(), 0

@@ -3,7 +3,7 @@
 The report of a replay of the planted bugs (tests/data/planted: the MoE's ``.item()``, the
 transformer's extra kernel, weight streaming's copies on the compute stream, the CNN in fp32)
 against baselines recorded by replaying the shipped traces (docs/html.md), measured in
-headless Chromium (tests/browser.py) at the default state::
+headless Chromium (tests/helpers/browser.py) at the default state::
 
     python benchmarks/report_size.py [--out DIR]
 
@@ -50,7 +50,7 @@ def failing_report(out: Path) -> tuple[Path, Path]:
 
 
 def page_height(html: Path, width: int) -> int:
-    from browser import Browser
+    from helpers.browser import Browser
 
     with tempfile.TemporaryDirectory() as profile, Browser(Path(profile), width=width) as browser:
         browser.open(html.as_uri())

@@ -1,5 +1,5 @@
 """Shared test configuration: pytester drives pytest runs of small test suites; under
-pytest-xdist each worker takes a group of the GPUs of its own (tests/test_gpu.py)."""
+pytest-xdist each worker takes a group of the GPUs of its own (tests/gpu/test_gpu.py)."""
 
 import contextlib
 import os

@@ -1,4 +1,4 @@
-"""Record the traces tests/test_alongside.py replays through the A/B decision: one small
+"""Record the traces tests/run/test_alongside.py replays through the A/B decision: one small
 test at two revisions, measured as ``--gpuprof-base`` measures them, base then head in
 fresh pytest processes, each keeping its torch.profiler trace.
 

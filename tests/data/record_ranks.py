@@ -35,6 +35,7 @@ TOKENS, DIM, HIDDEN = 8192, 1024, 2048  # the MoE layer's, per rank: a small tra
 
 def rank_main(rank: int, mode: str, workload: str, out: str, store: str) -> None:
     import test_distributed as workloads
+
     from pytest_gpuprof.capture.profiler import GpuProf, StepPlan
 
     workloads.TOKENS, workloads.DIM, workloads.HIDDEN = TOKENS, DIM, HIDDEN  # smaller than the suite's

@@ -181,8 +181,8 @@ def record_launch(out: Path, tag: str, busy_cpu: bool, overhead: int = 0) -> Non
 
     core = sorted(os.sched_getaffinity(0))[0]
     os.sched_setaffinity(0, {core})
-    hog = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"]) \
-        if busy_cpu else None
+    spin = f"import os; os.sched_setaffinity(0, {{{core}}})\nwhile True: pass"
+    hog = subprocess.Popen([sys.executable, "-c", spin]) if busy_cpu else None
     try:
         layers = [(torch.nn.Linear(256, 1024).cuda(), torch.nn.Linear(1024, 256).cuda()) for _ in range(6)]
         x = torch.randn(8, 256, device="cuda")
@@ -230,7 +230,8 @@ def record(name, step, state, out: Path):
     )
     prof.start()
     for i in range(WARMUP + STEPS):
-        with record_function(f"step_{i - WARMUP}") if i >= WARMUP else torch.autograd.profiler.record_function("warmup"):
+        measured = i >= WARMUP
+        with record_function(f"step_{i - WARMUP}") if measured else torch.autograd.profiler.record_function("warmup"):
             step(state)
         prof.step()
     prof.stop()
