@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare.baseline import check_entry
+from pytest_gpuprof.compare.entry import check_entry
 from pytest_gpuprof.compare.counter_verdicts import NCU_NOT_IN_REPLAY, NOT_PROFILED, NOT_STORED, judge_counters
 from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules, parse_threshold

@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.compare.baseline import BaselineFile
+from pytest_gpuprof.compare.entry import check_entry
 from pytest_gpuprof.compare.evaluate import evaluate, new_baseline_entry, of_measurement
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.samples import distribution
@@ -255,7 +255,7 @@ def test_an_update_replaces_recorded_runs_that_share_no_kernel_with_it():
         run["per_step"]["kernels"] = {"another_kernel": [1.0] * steps}
     new, how = new_baseline_entry(result, foreign, 5)
     assert how == "replaced: the GPU work per step changed" and len(new["runs"]) == 1
-    baseline.check_entry(new)
+    check_entry(new)
 
 
 # --- the same through pytest: an `error` status, the file left as it was -----

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from naive import Naive
 
-from pytest_gpuprof.compare import baseline
+from pytest_gpuprof.compare import baseline, entry as entries
 from pytest_gpuprof.compare.baseline import BaselineFile
 from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
 from pytest_gpuprof.compare.distributed import SKEW_SPREADS, combine, judge_skew, new_distributed_entry, rank_entry, rank_rules
@@ -164,7 +164,7 @@ def test_recording_twice_keeps_both_runs_per_rank_and_their_skews(measured):
     entry = recorded(ms, runs=2)
     assert entry["rank_skew"] == [rank_skew(ms)] * 2
     assert all(len(entry["ranks"][r]["runs"]) == 2 for r in ("0", "1"))
-    baseline.check_entry(entry)
+    entries.check_entry(entry)
 
 
 @pytest.mark.parametrize("edit, where", [

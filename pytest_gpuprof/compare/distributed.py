@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from ..metrics.specs import TEST_METRICS
 from ..numbers import format_number
-from .baseline import DistributedEntry, Entry, StoredEntry
+from .entry import DistributedEntry, Entry, StoredEntry
 from .evaluate import TestResult, new_baseline_entry
 from .rules import Rules
 from .status import State

@@ -20,7 +20,7 @@ from ..metrics.measure import Measurement
 from ..metrics.specs import counter_spec, metric_spec
 from ..metrics.timeline import sample
 from . import host
-from .baseline import Entry, RecordedRun
+from .entry import Entry, RecordedRun
 from .exact_rules import same_program
 from .machine import explains, is_difference, machine_differences
 from .rules import Rules, Threshold
@@ -339,7 +339,7 @@ def new_baseline_entry(result: TestResult, previous: Entry | None, keep_runs: in
     is added to the previous entry's runs (the last ``keep_runs`` kept) when both did the
     same GPU work per step, else it replaces them.  Runs whose kernel samples share no
     kernel name (the previous ones edited by hand) did not: pooled, they would leave the
-    entry no kernel to judge, which ``baseline.check_entry`` refuses; nor did runs recorded
+    entry no kernel to judge, which ``entry.check_entry`` refuses; nor did runs recorded
     before per-step samples were kept, which have none to pool.  A run without Nsight
     Compute's counters drops the previous ones (a kernel rebuilt under its name would keep its
     old registers), unless ``keep_counters`` (a later process of one recording)."""

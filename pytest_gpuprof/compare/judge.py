@@ -18,9 +18,10 @@ from ..errors import GpuprofError
 from ..metrics.measure import measure
 from ..metrics.skew import rank_skew
 from ..trace.model import Trace
-from .baseline import BaselineFile, Entry, StoredEntry, baseline_file
+from .baseline import BaselineFile, baseline_file
 from .counter_verdicts import asks_ncu, judge_counters
 from .distributed import combine, entry_for, new_distributed_entry, rank_entry, rank_rules
+from .entry import Entry, StoredEntry
 from .evaluate import UNKNOWN_GPU, TestResult, evaluate, fail_unjudged, new_baseline_entry, of_measurement
 from .rules import Rules
 

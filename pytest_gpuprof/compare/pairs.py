@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from ..metrics.specs import METRICS, MetricSpec
 from ..numbers import format_points
 from . import host
-from .baseline import Entry
+from .entry import Entry
 from .evaluate import TestResult, fails_on_timing_alone, new_baseline_entry
 from .rules import Rules
 from .samples import compared_values, usable

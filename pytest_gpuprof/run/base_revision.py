@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from ..capture.marker import is_profiled
-from ..compare.baseline import BaselineFile, Entry, baseline_file
+from ..compare.baseline import BaselineFile, baseline_file
+from ..compare.entry import Entry
 from ..compare.evaluate import UNKNOWN_GPU, TestResult
 from ..compare.judge import Judge
 from ..compare.pairs import base_entry, needs_pairs

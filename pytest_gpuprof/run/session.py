@@ -24,8 +24,8 @@ from ..capture.probes import READINGS, best_readings, measure_machine
 from ..capture.profiler import GpuProf
 from ..capture.ranges import nvtx_range
 from ..compare import baseline
-from ..compare.baseline import Entry
 from ..compare.distributed import rank_nodeid
+from ..compare.entry import Entry
 from ..compare.evaluate import TestResult
 from ..compare.judge import Traces
 from ..errors import GpuprofError
