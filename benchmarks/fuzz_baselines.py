@@ -52,7 +52,7 @@ from typing import Any
 
 from fuzz_loaders import OUTCOMES, main
 from pytest_gpuprof.capture.profiler import StepPlan
-from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
+from pytest_gpuprof.compare.evaluate import Measured, TestResult, evaluate
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.samples import judged_series
 from pytest_gpuprof.metrics.measure import measure
@@ -582,9 +582,8 @@ def verdicts_of(result) -> str:
 def judged_directly(src: Source, trace: Path, entry: dict | None) -> str:
     """The verdicts on ENTRY evaluated without reading a file."""
     m = measure(traced(trace))
-    result = of_measurement(src.nodeid, m, "torch")
-    evaluate(result, m, entry, Rules(), update=False, strict=False)
-    return verdicts_of(result)
+    run = Measured.of(m, "torch")
+    return verdicts_of(TestResult.of(src.nodeid, run, evaluate(run, m, entry, Rules(), update=False)))
 
 
 @functools.cache

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from _pytest.config.findpaths import determine_setup  # how pytest chooses the rootdir: no public API says
 
-from .capture.marker import MISTAKE, marker_mistake, marker_of
+from .capture.marker import MISTAKE, marker_mistake, marker_of, marker_origin
 from .capture.profiler import GpuProf, StepPlan
 from .errors import ConfigError
 from .options import BY_NAME, OPTIONS, Option
@@ -213,7 +213,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         try:
             spec = marker_of(item)
             if spec.arguments:
-                Rules().with_marker(spec.arguments, item.nodeid)
+                Rules().with_marker(spec.arguments, marker_origin(item.nodeid))
         except ConfigError as exc:
             marker_mistake(item, str(exc))
 

@@ -53,6 +53,11 @@ def is_profiled(item: Any) -> bool:
     return item.get_closest_marker("gpuprof") is not None or "gpuprof" in getattr(item, "fixturenames", ())
 
 
+def marker_origin(nodeid: str) -> str:
+    """How a mistake in a test's marker names it."""
+    return f"@pytest.mark.gpuprof on {nodeid}"
+
+
 def read_marker(item: Any) -> MarkerSpec:
     """The test's ``@pytest.mark.gpuprof`` (none: an empty spec), each argument checked of its
     type: the steps as ``StepPlan`` takes them, ``thresholds`` a string or a list of strings
@@ -62,7 +67,7 @@ def read_marker(item: Any) -> MarkerSpec:
     marker = item.get_closest_marker("gpuprof")
     if marker is None:
         return MarkerSpec()
-    origin = f"@pytest.mark.gpuprof on {item.nodeid}"
+    origin = marker_origin(item.nodeid)
     if marker.args:
         raise ConfigError(f"{origin}: takes keyword arguments only")
     kwargs = dict(marker.kwargs)

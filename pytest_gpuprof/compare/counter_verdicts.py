@@ -55,18 +55,24 @@ def judge_counters(result: TestResult, rules: Rules, recording: bool, replay: bo
     """Add the counters' verdicts to ``result`` (a ``TestResult`` judged without them): the
     thresholds naming counters, then (not while recording) each counter against the
     baseline's; a broken one fails the test, an improved one makes it improved
-    (``evaluate.status_of``).  Without counters the thresholds on them are a note: the rest
-    of the test stands as judged (``replay``: the test's trace was replayed, nothing ran; ``asked``:
-    the test asked for Nsight Compute, which a replay then says it did not run)."""
+    (``evaluate.status_of``).  Without counters the thresholds on them are a note
+    (``unprofiled_notes``): the rest of the test stands as judged."""
     if result.counters is None:
-        why = NOT_IN_REPLAY if replay else NOT_UNDER_NSYS if result.backend == "nsys" else NOT_PROFILED
-        notes = [f"{t.text}: {why}" for t in rules.thresholds if counter_spec(t.metric)]
-        result.notes += notes or ([NCU_NOT_IN_REPLAY] if replay and asked else [])
+        result.notes += unprofiled_notes(rules, result.backend, replay, asked)
         return
     stored = None if recording else (result.baseline_entry or {}).get("counters")
     if not recording and not stored and result.baseline_entry and (result.alongside or {}).get("against") != "base":
         result.notes.append(NOT_STORED)
     result.verdicts += counter_verdicts(stored, result.counters, rules)
+
+
+def unprofiled_notes(rules: Rules, backend: str | None, replay: bool = False, asked: bool = False) -> list[str]:
+    """What a test without counters notes of them: each threshold on counters not checked, and
+    why (``replay``: the test's trace was replayed, nothing ran; ``backend``: nsys measured); in a
+    replay with no such threshold, that Nsight Compute did not run where the test ``asked`` for it."""
+    why = NOT_IN_REPLAY if replay else NOT_UNDER_NSYS if backend == "nsys" else NOT_PROFILED
+    notes = [f"{t.text}: {why}" for t in rules.thresholds if counter_spec(t.metric)]
+    return notes or ([NCU_NOT_IN_REPLAY] if replay and asked else [])
 
 
 def counter_verdicts(before: Mapping[str, Any] | None, now: Mapping[str, Any], rules: Rules) -> list[Verdict]:

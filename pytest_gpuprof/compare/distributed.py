@@ -4,18 +4,18 @@ behind the others (``rank_skew``) against the recorded runs' skews; one status f
 
 A distributed test's baseline entry (one per GPU model, as any test's) holds an entry per
 rank under ``ranks`` and the skew of each recorded run under ``rank_skew``
-(docs/metrics.md "Several ranks").
+(docs/metrics.md "Several ranks"; a recording stores it: ``recording.new_distributed_entry``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
+from dataclasses import replace
 
 from ..metrics.specs import TEST_METRICS
 from ..numbers import format_number
-from .baseline import DistributedEntry, Entry, StoredEntry
-from .evaluate import TestResult, new_baseline_entry
+from .entry import Entry, StoredEntry
+from .evaluate import Judgment, Measured
 from .rules import Rules
 from .status import State
 from .threshold_rules import check_threshold
@@ -30,7 +30,7 @@ def rank_nodeid(nodeid: str, rank: int) -> str:
 
 def rank_rules(rules: Rules) -> Rules:
     """A rank's rules: the thresholds on the test as a whole (``rank_skew``) are not its."""
-    return dataclasses.replace(rules, thresholds=tuple(t for t in rules.thresholds if t.metric not in TEST_METRICS))
+    return replace(rules, thresholds=tuple(t for t in rules.thresholds if t.metric not in TEST_METRICS))
 
 
 def entry_for(entry: StoredEntry | None, world_size: int) -> tuple[StoredEntry | None, str]:
@@ -77,49 +77,38 @@ def judge_skew(skew: float | None, entry: StoredEntry | None, rules: Rules, upda
                                evidence=f"recorded runs' {spec.name}: {', '.join(map(format_number, recorded))}")]
 
 
-def combine(nodeid: str, ranks: Mapping[int, TestResult], skew: float | None, entry: StoredEntry | None,
-            rules: Rules, update: bool) -> TestResult:
-    """The test's one result from its judged ranks: each rank's verdicts (with its rank), the
-    skew's; what each rank's measurement showed, said with its rank.  Its status is the worst
-    of its ranks' and the skew's (``TestResult.status``)."""
-    skew_verdicts = judge_skew(skew, entry, rules, update)
-    verdicts = skew_verdicts + [dataclasses.replace(v, rank=r) for r, t in sorted(ranks.items()) for v in t.verdicts]
+def as_one(ranks: Mapping[int, Measured], skew: float | None) -> Measured:
+    """A distributed test measured as one: its ``rank_skew`` and each rank's measurement; its
+    GPU, backend, environment, kept trace and machine probes are its first rank's (rank 0's
+    probes explain rank 0 alone)."""
     first = ranks[min(ranks)]
-    said = {field: [f"rank {r}: {line}" for r, t in sorted(ranks.items()) for line in getattr(t, field)]
-            for field in ("health", "slower_machine", "notes")}
-    return TestResult(
-        nodeid, gpu=first.gpu, metrics={"rank_skew": skew}, verdicts=verdicts,
-        baseline=None if entry is None else {"rank_skew": max(recorded_skews(entry), default=None)},
-        baseline_file=first.baseline_file, trace=first.trace, backend=first.backend, environment=first.environment,
-        message="; ".join(f"rank {r}: {t.message}" for r, t in sorted(ranks.items()) if t.message),
-        machine=first.machine, health=said["health"], slower_machine=said["slower_machine"], notes=said["notes"],
-        ranks={str(r): t for r, t in sorted(ranks.items())}, recorded=update, has_baseline=entry is not None,
-    )
+    return Measured(first.gpu, first.backend, {"rank_skew": skew}, first.environment, trace=first.trace,
+                    machine=first.machine, ranks={str(r): run for r, run in sorted(ranks.items())})
+
+
+def combine(ranks: Mapping[int, Judgment], skew: float | None, entry: StoredEntry | None, rules: Rules,
+            update: bool) -> Judgment:
+    """The test's one judgment from its judged ranks: the skew's verdicts, then each rank's
+    (with its rank); what each rank's measurement showed, said with its rank.  Its status is
+    the worst of its ranks' and the skew's (``TestResult.status``)."""
+    ordered = sorted(ranks.items())
+
+    def said(field: str) -> tuple[str, ...]:
+        return tuple(f"rank {r}: {line}" for r, j in ordered for line in getattr(j, field))
+
+    verdicts = [*judge_skew(skew, entry, rules, update), *(replace(v, rank=r) for r, j in ordered for v in j.verdicts)]
+    return Judgment(tuple(verdicts), baseline=None if entry is None else {
+        "rank_skew": max(recorded_skews(entry), default=None)}, health=said("health"),
+        slower_machine=said("slower_machine"), notes=said("notes"), recorded=update,
+        has_baseline=entry is not None, ranks={str(r): j for r, j in ordered})
 
 
 def recorded_skews(entry: StoredEntry | None) -> list[float]:
     """The recorded runs' ``rank_skew`` values (a run of one rank with steps has none; a
     test of one process's entry, none)."""
-    return [s for s in _skews(entry) if s is not None]
+    return [s for s in stored_skews(entry) if s is not None]
 
 
-def _skews(entry: StoredEntry | None) -> list[float | None]:
+def stored_skews(entry: StoredEntry | None) -> list[float | None]:
+    """The recorded runs' ``rank_skew`` as stored: null where a run had none."""
     return entry["rank_skew"] if entry is not None and "rank_skew" in entry else []
-
-
-def new_distributed_entry(result: TestResult, previous: StoredEntry | None,
-                          keep_runs: int) -> tuple[DistributedEntry, str]:
-    """The entry ``--gpuprof-update-baseline`` stores for a distributed test: each rank's as
-    any test's (``new_baseline_entry``), and the skews of the runs the ranks keep."""
-    previous, _ = entry_for(previous, len(result.ranks or {}))  # another shape: replaced
-    ranks, hows = {}, []
-    for r, t in (result.ranks or {}).items():
-        ranks[r], how = new_baseline_entry(t, rank_entry(previous, int(r)), keep_runs)
-        hows.append(how)
-    kept = min(len(e["runs"]) for e in ranks.values())
-    skews = [*_skews(previous), (result.metrics or {}).get("rank_skew")][-kept:]
-    how = hows[0] if len(set(hows)) == 1 else "; ".join(f"rank {r}: {h}" for r, h in zip(ranks, hows))
-    entry: DistributedEntry = {"backend": result.backend, "environment": result.environment,
-                               "metrics": {"rank_skew": skews[-1]}, "rank_skew": skews, "ranks": ranks,
-                               "world_size": len(ranks)}
-    return entry, how

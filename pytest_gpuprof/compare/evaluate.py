@@ -2,8 +2,10 @@
 
 ``TestResult`` is the one shape of a result: the terminal, the results document
 (``to_json``) and ``gpuprof diff`` reading that document back (``from_json``) all
-use it.  ``evaluate`` turns a measurement and its stored baseline entry into one.  A
-result's status is never assigned: ``status_of`` derives it from the verdicts and a few
+use it.  ``evaluate`` judges what one process measured (``Measured``) against its stored
+baseline entry under its rules into a ``Judgment``, from those alone; ``TestResult.of``
+assembles a test's result from what was measured and its judgment, once both are known.
+A result's status is never assigned: ``status_of`` derives it from the verdicts and a few
 facts recorded where they are learnt, so that the steps after judging (confirmation, the
 base revision's pairs, Nsight Compute's counters) change verdicts and facts only.
 """
@@ -11,7 +13,7 @@ base revision's pairs, Nsight Compute's counters) change verdicts and facts only
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,8 +22,7 @@ from ..metrics.measure import Measurement
 from ..metrics.specs import counter_spec, metric_spec
 from ..metrics.timeline import sample
 from . import host
-from .baseline import Entry, RecordedRun
-from .exact_rules import same_program
+from .entry import Entry
 from .machine import (
     alike_sentence,
     common_shift,
@@ -32,7 +33,7 @@ from .machine import (
     on_recorded_card,
 )
 from .rules import Rules, Threshold
-from .samples import distribution, pooled, stored_samples
+from .samples import distribution, stored_samples
 from .status import BROKEN, FAILED_STATUSES, STATUSES, State, Status
 from .verdict import Verdict
 from .verdicts import judge
@@ -66,6 +67,62 @@ def status_of(verdicts: Iterable[Verdict], *, error: bool = False, recorded: boo
 
 #: The verdict states that name a test that passes, the first found deciding its status.
 _PASSING_STATES = (State.NOT_SURE, State.UNCONFIRMED, State.SAME_AS_BASE, State.UNDECIDED, State.IMPROVED)
+
+
+#: The GPU of a run whose trace names none (no device properties): results and reports say so.
+UNKNOWN_GPU = "unknown GPU"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What was measured of a test, as its result keeps it and a recording stores it: one
+    process's metrics, per-step samples (as stored) and their summaries over its usable steps,
+    its environment and timeline sample (``Measured.of``), the trace file kept of it and the
+    session's machine probes.  A distributed test measured as one (``distributed.as_one``)
+    holds its ``rank_skew`` and each rank's measurement."""
+
+    gpu: str
+    backend: str | None  # "torch" or "nsys": what measured
+    metrics: dict[str, Any]
+    environment: dict[str, Any] = field(default_factory=dict)
+    per_step: dict[str, Any] | None = None  # samples.stored_samples of its per-step values
+    distribution: dict[str, Any] | None = None
+    step_source: str | None = None  # where the steps came from (Measurement.step_source)
+    timeline: dict[str, Any] | None = None  # timeline.sample of this run
+    trace: Path | None = None
+    machine: dict[str, Any] | None = None  # the session's probes (capture.probes), rank 0's alone
+    ranks: Mapping[str, Measured] | None = None  # a distributed test's, by rank
+
+    @classmethod
+    def of(cls, m: Measurement, backend: str | None, timeline_events: int = 0, *, trace: Path | None = None,
+           machine: dict[str, Any] | None = None) -> Measured:
+        """One process's measurement (its trace named none: ``UNKNOWN_GPU``)."""
+        gpu = m.gpu_name or UNKNOWN_GPU
+        return cls(gpu, backend, m.metrics, m.metadata.get("environment", {"gpu": gpu}), stored_samples(m.per_step),
+                   distribution(m.per_step), m.step_source, sample(m, timeline_events, m.runtime, m.thread_names),
+                   trace, machine)
+
+
+@dataclass(frozen=True)
+class Judgment:
+    """A measurement judged (``evaluate``): its verdicts; the entry and the metrics they were
+    judged against; why its time and ratio regressions are ``unstable`` (the measurement's
+    ``health``, a ``slower_machine``); what else was noted; and the facts its status follows
+    from.  A distributed test's holds each rank's (``distributed.combine``)."""
+
+    verdicts: tuple[Verdict, ...] = ()
+    baseline_entry: Entry | None = None  # the whole stored entry
+    baseline: dict[str, Any] | None = None  # its metrics
+    health: tuple[str, ...] = ()
+    slower_machine: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    recorded: bool = False  # judged as recording its baseline: the thresholds alone
+    has_baseline: bool = True  # it had something to be judged against
+    ranks: Mapping[str, Judgment] | None = None
+
+    def adding(self, verdicts: Iterable[Verdict] = (), notes: Iterable[str] = ()) -> Judgment:
+        """This judgment with more verdicts and notes after its own."""
+        return replace(self, verdicts=(*self.verdicts, *verdicts), notes=(*self.notes, *notes))
 
 
 @dataclass
@@ -106,13 +163,37 @@ class TestResult:
     error: bool = False  # it could not be judged (a file unreadable): ``message`` says why (``of_error``)
     recorded: bool = False  # this run recorded its baseline (--gpuprof-update-baseline): thresholds alone judged
     has_baseline: bool = True  # it had something to be judged against: a stored entry, or the base revision
-    strict: bool = False  # with nothing to be judged against it fails (--gpuprof-strict; ``fail_unjudged``)
+    strict: bool = False  # with nothing to be judged against it fails (--gpuprof-strict; ``TestResult.of``)
 
     @classmethod
     def of_error(cls, nodeid: str | None, message: str) -> TestResult:
         """A test that could not be judged (its trace, a rank's file or its baseline unreadable):
         ``message`` says which file and why."""
         return cls(nodeid, message=message, error=True)
+
+    @classmethod
+    def of(cls, nodeid: str | None, run: Measured, judgment: Judgment = Judgment(), *,
+           baseline_file: Path | None = None, alongside: dict[str, Any] | None = None,
+           strict: bool = False) -> TestResult:
+        """A test's result, assembled from what was measured of it and its judgment (none: a
+        measurement as an unjudged result); a distributed test's with each rank's, which
+        --gpuprof-strict never fails (the test as one is).  With ``strict`` a test left with
+        nothing to be judged against fails, its message saying so, and why the base revision
+        measured ``alongside`` did not stand in."""
+        ranks = None if judgment.ranks is None or run.ranks is None else {
+            r: cls.of(nodeid, run.ranks[r], j, baseline_file=baseline_file) for r, j in judgment.ranks.items()}
+        result = cls(
+            nodeid, gpu=run.gpu, metrics=run.metrics, baseline=judgment.baseline, verdicts=list(judgment.verdicts),
+            baseline_file=baseline_file, trace=run.trace, backend=run.backend, environment=run.environment,
+            timeline=run.timeline, baseline_entry=judgment.baseline_entry, health=list(judgment.health),
+            slower_machine=list(judgment.slower_machine), per_step=run.per_step, distribution=run.distribution,
+            step_source=run.step_source, notes=list(judgment.notes), machine=run.machine, alongside=alongside,
+            ranks=ranks, recorded=judgment.recorded, has_baseline=judgment.has_baseline, strict=strict)
+        if strict and result.unjudged:
+            why = (alongside or {}).get("note")
+            result.message = f"no baseline for {run.gpu} in {baseline_file} (--gpuprof-strict)" + (
+                f"; {why}" if why else "")
+        return result
 
     @property
     def status(self) -> Status:
@@ -254,92 +335,81 @@ def _verdict(doc: Mapping[str, Any]) -> Verdict:
     )
 
 
-#: The GPU of a run whose trace names none (no device properties): results and reports say so.
-UNKNOWN_GPU = "unknown GPU"
-
-
 def of_measurement(nodeid: str | None, m: Measurement, backend: str | None, timeline_events: int = 0) -> TestResult:
     """A measurement as an unjudged result: its metrics, samples and environment."""
-    gpu = m.gpu_name or UNKNOWN_GPU
-    return TestResult(
-        nodeid, gpu=gpu, metrics=m.metrics, backend=backend, environment=m.metadata.get("environment", {"gpu": gpu}),
-        timeline=sample(m, timeline_events, m.runtime, m.thread_names), per_step=stored_samples(m.per_step),
-        distribution=distribution(m.per_step), step_source=m.step_source,
-    )
+    return TestResult.of(nodeid, Measured.of(m, backend, timeline_events))
 
 
-def evaluate(result: TestResult, m: Measurement, entry: Entry | None, rules: Rules, *,
-             update: bool, strict: bool, alongside: bool = False) -> TestResult:
-    """Judge an unjudged result (``of_measurement``) against its stored baseline entry.
+def evaluate(run: Measured, m: Measurement, entry: Entry | None, rules: Rules, *, update: bool,
+             alongside: bool = False) -> Judgment:
+    """Judge one process's measurement (``run``, of ``m``) against its stored baseline entry.
 
     Recording (``update``) checks only the absolute thresholds.  Otherwise every metric
     is judged, the times and ratios on the usable steps (host stalls left out) against
     the samples of all the baseline's recorded runs; a run whose measurement is unhealthy
     (``metrics.health``) has its time and ratio regressions downgraded to ``unstable``, and
     so has each regression that a machine slower than the baseline's can explain
-    (``machine``); machine differences that explain no regression, host stalls and clock
-    moves are notes.  With ``alongside`` (the base revision can be measured on this GPU:
-    ``run.sides`` decides the time and ratio failures) nothing is downgraded, and the
-    health and machine sentences are notes: what differs, not what decides.  With
-    ``strict`` a missing baseline fails.  The facts its status follows from are set here.
+    (``machine``: ``run.machine`` against the recorded runs'); machine differences that
+    explain no regression, host stalls and clock moves are notes.  With ``alongside`` (the
+    base revision can be measured on this GPU: ``run.sides`` decides the time and ratio
+    failures) nothing is downgraded, and the health and machine sentences are notes: what
+    differs, not what decides.
     """
-    metrics = result.metrics
-    assert metrics is not None, "evaluate judges a measured result (of_measurement)"
-    result.baseline_entry = entry.copy() if entry else None
-    result.baseline = entry["metrics"] if entry else None
-    note = health.stall_note(m.per_step)
-    result.notes = [note] if note else []
-    result.notes += health.recording_notes(m.metadata)
-    gated = any(t.metric == "pcie_utilization" for t in rules.thresholds) or (entry or {}).get(
-        "metrics", {}).get("pcie_utilization") is not None
-    if gated and m.metrics.get("pcie_utilization") is None:
-        result.notes.append(health.NO_PCIE_LINK)
-    result.recorded = update
-    if update:
-        result.verdicts = judge(metrics, None, rules, samples=(result.per_step, None),
-                                distributions=(result.distribution, None))
-        return result
-    same_backend = entry is None or entry.get("backend", "torch") == result.backend
     stored = entry or {}
+    kept, baseline = (entry.copy(), entry["metrics"]) if entry else (None, None)
+    notes = _measurement_notes(m, stored, rules)
+    if update:
+        verdicts = judge(run.metrics, None, rules, samples=(run.per_step, None),
+                         distributions=(run.distribution, None))
+        return Judgment(tuple(verdicts), kept, baseline, notes=tuple(notes), recorded=True)
     runs = stored.get("runs", [])
-    result.verdicts = judge(metrics, result.baseline, rules, same_backend,
-                            (result.per_step, stored.get("per_step")),
-                            (result.distribution, stored.get("distribution")), runs,
-                            other_card=not on_recorded_card(result.environment, runs))
-    result.has_baseline = entry is not None
-    result.health = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"),
-                                  m.per_step.get("stalled"))
+    same_backend = entry is None or stored.get("backend", "torch") == run.backend
+    verdicts = judge(run.metrics, baseline, rules, same_backend, (run.per_step, stored.get("per_step")),
+                     (run.distribution, stored.get("distribution")), runs,
+                     other_card=not on_recorded_card(run.environment, runs))
+    unsteady = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"), m.per_step.get("stalled"))
     clock = health.clock_note(m.metadata.get("health"))
-    result.notes += [clock] if clock else []
-    differences = machine_differences(result.machine, [r.get("machine") for r in runs])
+    notes += [clock] if clock else []
+    differences = machine_differences(run.machine, [r.get("machine") for r in runs])
     if alongside:
-        result.notes += [f"unsteady measurement: {why}" for why in result.health] + list(differences.values())
-        result.health = []
-        return fail_unjudged(result, strict)
-    explaining: set[str] = set()
-    shift, alike = common_shift(result.verdicts), False
-    for v in result.verdicts:
+        notes += [f"unsteady measurement: {why}" for why in unsteady] + list(differences.values())
+        return Judgment(tuple(verdicts), kept, baseline, notes=tuple(notes), has_baseline=entry is not None)
+    verdicts, explaining, alike = _downgraded(verdicts, unsteady, differences)
+    slower = [differences[p] for p in differences if p in explaining] + [
+        f"{v.threshold.text} {v.evidence}" for v in verdicts if v.status == State.UNSTABLE and v.threshold] + alike
+    notes += [differences[p] for p in differences if p not in explaining]
+    return Judgment(tuple(verdicts), kept, baseline, tuple(unsteady), tuple(slower), tuple(notes),
+                    has_baseline=entry is not None)
+
+
+def _measurement_notes(m: Measurement, entry: Mapping[str, Any], rules: Rules) -> list[str]:
+    """What the measurement's health says that decides nothing: host stalls left out, a trace
+    recorded at torch's default cost, no PCIe link read where a rule or the entry needs it."""
+    stall = health.stall_note(m.per_step)
+    notes = ([stall] if stall else []) + health.recording_notes(m.metadata)
+    gated = any(t.metric == "pcie_utilization" for t in rules.thresholds) or entry.get(
+        "metrics", {}).get("pcie_utilization") is not None
+    return notes + ([health.NO_PCIE_LINK] if gated and m.metrics.get("pcie_utilization") is None else [])
+
+
+def _downgraded(verdicts: list[Verdict], unsteady: list[str],
+                differences: Mapping[str, str]) -> tuple[list[Verdict], set[str], list[str]]:
+    """The verdicts with each time or ratio regression ``unstable`` that an unhealthy
+    measurement (``unsteady``), a probe slower than the baseline machine's, or the test's
+    kernels all moving alike (``machine.common_shift``: the card, not the code) explains;
+    the probes that explained one, and the sentence of the kernels' shift where it did."""
+    out, explaining, alike = [], set(), False
+    shift = common_shift(verdicts)
+    for v in verdicts:
         if v.status == State.REGRESSED and is_timing(v.metric):
             by = {p for p in differences if explains(p, v.metric)}
             moved = shift is not None and moved_alike(v, shift)
-            if result.health or by or moved:
-                v.status = State.UNSTABLE
+            if unsteady or by or moved:
+                v = replace(v, status=State.UNSTABLE)
                 explaining |= by
                 alike |= moved
-    result.slower_machine = [differences[p] for p in differences if p in explaining] + [
-        f"{v.threshold.text} {v.evidence}" for v in result.verdicts if v.status == State.UNSTABLE and v.threshold]
-    result.slower_machine += [alike_sentence(shift, result.verdicts)] if alike and shift is not None else []
-    result.notes += [differences[p] for p in differences if p not in explaining]
-    return fail_unjudged(result, strict)
-
-
-def fail_unjudged(result: TestResult, strict: bool) -> TestResult:
-    """With ``--gpuprof-strict`` a test with nothing to be judged against fails, its message
-    saying so."""
-    result.strict = strict
-    if strict and result.unjudged:
-        result.message = f"no baseline for {result.gpu} in {result.baseline_file} (--gpuprof-strict)"
-    return result
+        out.append(v)
+    return out, explaining, [alike_sentence(shift, verdicts)] if alike and shift is not None else []
 
 
 def fails_on_timing_alone(result: TestResult, statuses: Iterable[State] = (State.REGRESSED,)) -> bool:
@@ -355,52 +425,3 @@ def is_timing(metric: str) -> bool:
     unsteady measurement can move, unlike counts."""
     spec = metric_spec(metric)
     return metric.endswith(".time_us") if spec is None else spec.kind in ("time", "rate", "ratio")
-
-
-def new_baseline_entry(result: TestResult, previous: Entry | None, keep_runs: int,
-                       keep_counters: bool = False) -> tuple[Entry, str]:
-    """The entry ``--gpuprof-update-baseline`` stores for this run, and what it did: this run
-    is added to the previous entry's runs (the last ``keep_runs`` kept) when both did the
-    same GPU work per step, else it replaces them.  Runs whose kernel samples share no
-    kernel name (the previous ones edited by hand) did not: pooled, they would leave the
-    entry no kernel to judge, which ``baseline.check_entry`` refuses; nor did runs recorded
-    before per-step samples were kept, which have none to pool.  A run without Nsight
-    Compute's counters drops the previous ones (a kernel rebuilt under its name would keep its
-    old registers), unless ``keep_counters`` (a later process of one recording)."""
-    assert result.metrics is not None and result.per_step is not None and result.distribution is not None, \
-        "a measured result (of_measurement)"
-    run: RecordedRun = {"per_step": result.per_step, "distribution": result.distribution,
-                        "environment": result.environment}
-    if result.machine:
-        run["machine"] = result.machine
-    runs = [*(previous["runs"] if previous else []), run][-keep_runs:]
-    sampled = all("per_step" in r for r in runs)
-    samples = pooled([r["per_step"] for r in runs]) if sampled else {}
-    if previous and keep_runs > 1 and sampled and same_program(previous["metrics"], result.metrics) \
-            and previous.get("backend", "torch") == result.backend \
-            and (samples.get("kernels") or not result.per_step.get("kernels")):
-        how = f"run {len(runs)} of at most {keep_runs} recorded"
-    else:
-        how = "first run recorded" if not previous else "replaced (one run kept)" if keep_runs <= 1 else (
-            "replaced: the GPU work per step changed" if sampled
-            else "replaced: the recorded runs kept no per-step samples")
-        runs = [run]
-        samples = pooled([run["per_step"]])
-    entry: Entry = {
-        "backend": result.backend,
-        "environment": result.environment,
-        "metrics": result.metrics,
-        "per_step": samples,
-        "distribution": distribution(samples),
-        "runs": runs,
-        "step_source": result.step_source,
-    }
-    if result.timeline is not None:
-        entry["timeline"] = result.timeline
-    # Nsight Compute's counters: this run's; in a later process of one recording (``keep_counters``:
-    # the first process alone runs ncu, run.kernel_profiling) the previous entry's, while its runs are kept
-    kept = (previous or {}).get("counters") if keep_counters and len(runs) > 1 else None
-    counters = result.counters or kept
-    if counters:
-        entry["counters"] = counters
-    return entry, how

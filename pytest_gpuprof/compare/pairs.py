@@ -21,8 +21,9 @@ from typing import Any, NamedTuple
 from ..metrics.specs import METRICS, MetricSpec
 from ..numbers import format_points
 from . import host
-from .baseline import Entry
-from .evaluate import TestResult, fails_on_timing_alone, new_baseline_entry
+from .entry import Entry
+from .evaluate import TestResult, fails_on_timing_alone
+from .recording import new_baseline_entry
 from .rules import Rules
 from .samples import compared_values, usable
 from .stats import Prior, pooled_squares, t_quantile

@@ -109,12 +109,11 @@ class Rules:
         return {**{o.name: getattr(self, o.name.replace("-", "_")) for o in RULE_OPTIONS},
                 "threshold": [t.text for t in self.thresholds]}
 
-    def with_marker(self, marker_kwargs: Mapping[str, Any], nodeid: str) -> Rules:
+    def with_marker(self, marker_kwargs: Mapping[str, Any], origin: str) -> Rules:
         """These rules with a test's ``@pytest.mark.gpuprof`` thresholds and tolerances on top
-        (a marker's threshold replaces the one on its metric); an error naming the test and
-        what is wrong.  Light enough for the plugin to check every marker when tests are
-        collected, in every mode."""
-        origin = f"@pytest.mark.gpuprof on {nodeid}"
+        (a marker's threshold replaces the one on its metric); an error saying what is wrong,
+        after ``origin`` (the plugin names the test: ``@pytest.mark.gpuprof on NODEID``).  Light
+        enough for the plugin to check every marker when tests are collected, in every mode."""
         own = marker_kwargs.get("thresholds") or ()
         mine = [parse_threshold(t, origin) for t in ((own,) if isinstance(own, str) else own)]
         overridden = {t.metric for t in mine}

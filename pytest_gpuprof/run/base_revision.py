@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from ..capture.marker import is_profiled
-from ..compare.baseline import BaselineFile, Entry, baseline_file
-from ..compare.evaluate import UNKNOWN_GPU, TestResult
+from ..compare.baseline import BaselineFile, baseline_file
+from ..compare.entry import Entry
+from ..compare.evaluate import TestResult
 from ..compare.judge import Judge
 from ..compare.pairs import base_entry, needs_pairs
 from ..errors import GpuprofError
@@ -64,25 +65,22 @@ class BaseRevision:
         if not self.worker:
             raise pytest.UsageError(self._base_missing)
 
-    def entry(self, result: TestResult) -> Entry | None:
+    def entry(self, nodeid: str, gpu: str) -> tuple[Entry | None, dict[str, Any]]:
         """The entry a test without a stored baseline (every test, ``--gpuprof-base-only``) is
         judged against: the base revision measured in a fresh process, once for every such
-        test of the session; None, said in ``result.alongside``, when the base did not measure
-        it.  An error when nothing else may judge it: under ``--gpuprof-base-only``, or when no
-        profiled test is at the base."""
-        nodeid = result.nodeid or ""
+        test of the session; None, said in what its result says of the base (``alongside``,
+        returned with it), when the base did not measure it.  An error when nothing else may
+        judge it: under ``--gpuprof-base-only``, or when no profiled test is at the base."""
         if self._base_missing:
             raise GpuprofError(self._base_missing)
         if self._base_pass is None or nodeid not in self._base_pass.ended:
-            self._base_pass = self._measure_base(result.gpu or UNKNOWN_GPU, nodeid)
+            self._base_pass = self._measure_base(gpu, nodeid)
         problem = unusable(self._base_pass, nodeid, "base")
         note = f"not judged against the base: {problem}" if problem else ""
         if problem and self.judge.base_only:  # no stored baseline may stand in: it cannot pass unjudged
             raise GpuprofError(f"{note} (--gpuprof-base-only judges every profiled test against the base alone)")
-        result.alongside = {"base": str(self.given), "against": None if problem else "base", "note": note}
-        if problem:
-            return None
-        return base_entry(self._base_pass.results[nodeid])
+        alongside = {"base": str(self.given), "against": None if problem else "base", "note": note}
+        return (None if problem else base_entry(self._base_pass.results[nodeid])), alongside
 
     @pytest.hookimpl(tryfirst=True)  # before the other steps: it may take a failure back
     def pytest_gpuprof_judged(self, item: pytest.Item, result: TestResult, arguments: dict[str, Any]) -> None:
@@ -90,7 +88,7 @@ class BaseRevision:
         each in a fresh process, decide (``sides.measure_pairs``)."""
         if not needs_pairs(result):
             return
-        measure_pairs(result, self.judge.rules_for(item.nodeid, arguments),
+        measure_pairs(result, self.judge.rules_for(arguments),
                     lambda side: run_side(self.sides, side, [item.nodeid]), self.sides.base, self.base_pairs,
                     lambda line: say(item.config, line))
 

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..compare.baseline import Entries, StoredEntry, update_all
+from ..compare.baseline import Entries, update_all
+from ..compare.entry import StoredEntry
 from ..compare.evaluate import TestResult
 from ..compare.judge import Judged
 from ..errors import GpuprofError

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..capture.profiler import StepPlan
-from ..compare.baseline import BACKENDS
+from ..compare.entry import BACKENDS
 from ..compare.judge import Judge
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuprof.capture import environment, nvml, probes
-from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
+from pytest_gpuprof.compare.evaluate import Measured, evaluate
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.trace.kineto import load_kineto
@@ -266,7 +266,7 @@ def test_a_trace_recorded_at_torchs_default_cost_says_so_in_the_notes(lighter, n
         trace.metadata["lighter_recording"] = lighter
     m = measure(trace)
     for update in (True, False):
-        result = evaluate(of_measurement("t.py::t", m, "torch"), m, None, Rules(), update=update, strict=False)
+        result = evaluate(Measured.of(m, "torch"), m, None, Rules(), update=update)
         said = [n for n in result.notes if "disable_external_correlation" in n]
         assert len(said) == notes
 

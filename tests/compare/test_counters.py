@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare.baseline import check_entry
 from pytest_gpuprof.compare.counter_verdicts import NCU_NOT_IN_REPLAY, NOT_PROFILED, NOT_STORED, judge_counters
-from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry
+from pytest_gpuprof.compare.entry import check_entry
+from pytest_gpuprof.compare.evaluate import TestResult
+from pytest_gpuprof.compare.recording import new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.errors import ConfigError
@@ -172,11 +173,11 @@ def test_a_counters_tolerance_is_set_per_test_by_its_name(tmp_path):
     from helpers.session import session_settings
 
     judge = session_settings(tmp_path).judge()
-    rules = judge.rules_for("t.py::t", {"tolerances": {"dram_throughput_pct": 0.02,
+    rules = judge.rules_for({"tolerances": {"dram_throughput_pct": 0.02,
                                                          "memory_bandwidth_utilization": 0.2}})
     assert dict(rules.tolerances) == {"dram_throughput_pct": 0.02, "memory_bandwidth_utilization": 0.2}
     with pytest.raises(ConfigError, match="tolerances names unknown metric 'time_us'"):
-        judge.rules_for("t.py::t", {"tolerances": {"time_us": 0.1}})
+        judge.rules_for({"tolerances": {"time_us": 0.1}})
 
 
 def test_a_threshold_that_matched_no_kernel_says_why_in_every_report():
@@ -208,7 +209,7 @@ def test_the_baseline_keeps_the_counters_of_the_first_recording_process_and_chec
     first = TestResult("t.py::t", recorded=True, gpu="H100",
                        metrics={"kernels": {}, "step_count": 2, "kernel_count": 2}, per_step={"kernels": {}},
                        distribution={}, counters=counters())
-    entry, _ = new_baseline_entry(first, None, 3)
+    entry, _ = new_baseline_entry(first, None, 3, counters=first.counters)
     assert entry["counters"] == counters()
     later = copy.deepcopy(first)
     later.counters = None  # a later process of the recording runs no ncu

@@ -25,8 +25,9 @@ from pytest_gpuprof.capture.nvml import lineage
 from pytest_gpuprof.capture.probes import best_readings
 from pytest_gpuprof.compare import baseline as baseline_io
 from pytest_gpuprof.compare import confirmation
-from pytest_gpuprof.compare.evaluate import TestResult, evaluate, new_baseline_entry, of_measurement
+from pytest_gpuprof.compare.evaluate import Measured, TestResult, evaluate, of_measurement
 from pytest_gpuprof.compare.machine import explains, machine_differences
+from pytest_gpuprof.compare.recording import new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.stats import Prior, t_quantile
 from pytest_gpuprof.compare.time_rules import pooled_log_spread, run_spread
@@ -70,7 +71,8 @@ def baseline(*names: str) -> dict:
 
 def judged(name: str, entry: dict, kernel_scale: float = 1.0) -> TestResult:
     m = measured(name, kernel_scale)
-    return evaluate(of_measurement(NODE, m, "torch"), m, entry, Rules(), update=False, strict=False)
+    run = Measured.of(m, "torch")
+    return TestResult.of(NODE, run, evaluate(run, m, entry, Rules(), update=False))
 
 
 def regressed(result: TestResult) -> list[str]:
@@ -222,14 +224,12 @@ def test_a_slower_link_makes_copy_regressions_unstable_and_leaves_kernel_ones_fa
     for run in entry["runs"]:
         run["machine"] = PROBES
     m = measured("launch_p2", kernel_scale=1.2)
-    result = of_measurement(NODE, m, "torch")
-    result.machine = {**PROBES, "h2d_pinned_gbps": 30.0}
-    result = evaluate(result, m, entry, Rules(), update=False, strict=False)
+    run = dataclasses.replace(Measured.of(m, "torch"), machine={**PROBES, "h2d_pinned_gbps": 30.0})
+    result = TestResult.of(NODE, run, evaluate(run, m, entry, Rules(), update=False))
     assert result.status == "failed" and "kernel_time_us" in regressed(result)  # a slow link explains no kernel
     assert any(n.startswith("host-to-device bandwidth (pinned) is 45% below") for n in result.notes + result.unstable)
-    result = of_measurement(NODE, m, "torch")
-    result.machine = {**PROBES, "gemm_us": 300.0}
-    result = evaluate(result, m, entry, Rules(), update=False, strict=False)
+    run = dataclasses.replace(Measured.of(m, "torch"), machine={**PROBES, "gemm_us": 300.0})
+    result = TestResult.of(NODE, run, evaluate(run, m, entry, Rules(), update=False))
     assert result.status == "unstable" and not regressed(result)
     assert result.unstable == ["a 4096x4096x4096 bf16 GEMM's time is 58% above the baseline machine's "
                                "(300 us; baseline 190 us)"]

@@ -68,9 +68,9 @@ def test_the_base_revision_stands_in_for_a_missing_entry(trace, tmp_path):
     recorded = Judge(tmp_path / "elsewhere", "torch", Rules(), update=True).judge(NODE, {}, loader(trace))
     asked = []
 
-    def against_base(result):
-        asked.append(result.nodeid)
-        return recorded.entry
+    def against_base(nodeid, gpu):
+        asked.append(nodeid)
+        return recorded.entry, None
 
     result = Judge(tmp_path, "torch", Rules()).judge(NODE, {}, loader(trace), against_base=against_base).result
     assert asked == [NODE] and result.status == Status.PASSED and result.facts()["has_baseline"]

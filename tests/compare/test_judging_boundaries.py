@@ -132,9 +132,10 @@ def test_the_launch_probe_explains_no_copy_or_kernel_time():
     assert explains("launch_us", "kernels[k].time_us") is False
 
 
-# --- compare.evaluate.new_baseline_entry ------------------------------------------
+# --- compare.recording.new_baseline_entry -----------------------------------------
 
-from pytest_gpuprof.compare.evaluate import TestResult, new_baseline_entry  # noqa: E402
+from pytest_gpuprof.compare.evaluate import TestResult  # noqa: E402
+from pytest_gpuprof.compare.recording import new_baseline_entry  # noqa: E402
 
 
 def _run(tag, kernel_count=4, backend="torch"):
@@ -317,27 +318,27 @@ def test_kernel_changes_name_slower_and_faster_by_hand():
 
 from types import SimpleNamespace  # noqa: E402
 
-from pytest_gpuprof.compare.evaluate import evaluate  # noqa: E402
+from pytest_gpuprof.compare.evaluate import Measured, evaluate  # noqa: E402
 
 
 def _unhealthy(kernel_us, syncs):
     metrics = {"step_count": 1, "kernel_time_us": kernel_us, "sync_count": syncs, "kernels": {}}
     m = SimpleNamespace(per_step={"kernel_time_us": [kernel_us], "stalled": [0]},
                         metadata={"health": {"slowdowns": ["thermal"]}}, metrics=metrics)
-    return TestResult("t.py::t", gpu="GPU", metrics=metrics, backend="torch"), m
+    return Measured("GPU", "torch", metrics), m
 
 
 def test_an_unhealthy_run_downgrades_time_regressions_but_not_counts():
     entry = {"backend": "torch", "metrics": {"step_count": 1, "kernel_time_us": 100.0, "sync_count": 0, "kernels": {}}}
     # kernel time 100 -> 200 us (+100%): a time regression, which a GPU slowed down can explain -> unstable
-    result, m = _unhealthy(200.0, 0)
-    result = evaluate(result, m, entry, Rules(), update=False, strict=False)
+    run, m = _unhealthy(200.0, 0)
+    result = TestResult.of("t.py::t", run, evaluate(run, m, entry, Rules(), update=False))
     assert result.unstable == ["GPU slowed down: thermal"]
     assert {v.metric: v.status for v in result.verdicts}["kernel_time_us"] == "unstable"
     assert result.status == "unstable"
     # 0 -> 2 syncs per step is a count: clocks do not move counts, so it still fails
-    result, m = _unhealthy(200.0, 2)
-    result = evaluate(result, m, entry, Rules(), update=False, strict=False)
+    run, m = _unhealthy(200.0, 2)
+    result = TestResult.of("t.py::t", run, evaluate(run, m, entry, Rules(), update=False))
     statuses = {v.metric: v.status for v in result.verdicts}
     assert statuses["sync_count"] == "regressed" and statuses["kernel_time_us"] == "unstable"
     assert result.status == "failed"

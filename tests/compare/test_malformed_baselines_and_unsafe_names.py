@@ -4,6 +4,7 @@ Markdown or HTML.  Each is one clear error naming the file or the test, never a
 traceback, never a weaker gate; and what a trace names reaches no report raw."""
 
 import copy
+import dataclasses
 import functools
 import gzip
 import html
@@ -17,9 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.compare.baseline import BaselineFile
-from pytest_gpuprof.compare.evaluate import evaluate, new_baseline_entry, of_measurement
+from pytest_gpuprof.compare.entry import check_entry
+from pytest_gpuprof.compare.evaluate import Measured, TestResult, evaluate, of_measurement
+from pytest_gpuprof.compare.recording import new_baseline_entry
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.samples import distribution
 from pytest_gpuprof.errors import BaselineError
@@ -65,12 +67,12 @@ def judge_against(module, entry, regressed):
     the true comparison fails."""
     nodeid, _ = stored(module)
     m = measured(module)
-    result = of_measurement(nodeid, m, "torch")
+    run = Measured.of(m, "torch")
     if regressed:
-        result.metrics = dict(result.metrics, kernel_count=result.metrics["kernel_count"] + m.metrics["step_count"])
-        result.per_step = dict(result.per_step, kernel_time_us=[v * 1.5 for v in result.per_step["kernel_time_us"]])
-        result.distribution = distribution(result.per_step)
-    evaluate(result, m, entry, Rules(), update=False, strict=False)
+        metrics = dict(run.metrics, kernel_count=run.metrics["kernel_count"] + m.metrics["step_count"])
+        per_step = dict(run.per_step, kernel_time_us=[v * 1.5 for v in run.per_step["kernel_time_us"]])
+        run = dataclasses.replace(run, metrics=metrics, per_step=per_step, distribution=distribution(per_step))
+    result = TestResult.of(nodeid, run, evaluate(run, m, entry, Rules(), update=False))
     return result.status, [v.to_json() for v in result.verdicts]
 
 
@@ -268,7 +270,7 @@ def test_an_update_replaces_recorded_runs_that_share_no_kernel_with_it():
         run["per_step"]["kernels"] = {"another_kernel": [1.0] * steps}
     new, how = new_baseline_entry(result, foreign, 5)
     assert how == "replaced: the GPU work per step changed" and len(new["runs"]) == 1
-    baseline.check_entry(new)
+    check_entry(new)
 
 
 # --- the same through pytest: an `error` status, the file left as it was -----

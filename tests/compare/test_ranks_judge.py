@@ -16,16 +16,11 @@ import pytest
 
 from helpers.naive import Naive
 from pytest_gpuprof.compare import baseline
+from pytest_gpuprof.compare import entry as entries
 from pytest_gpuprof.compare.baseline import BaselineFile
-from pytest_gpuprof.compare.distributed import (
-    SKEW_SPREADS,
-    combine,
-    judge_skew,
-    new_distributed_entry,
-    rank_entry,
-    rank_rules,
-)
-from pytest_gpuprof.compare.evaluate import evaluate, of_measurement
+from pytest_gpuprof.compare.distributed import SKEW_SPREADS, as_one, combine, judge_skew, rank_entry, rank_rules
+from pytest_gpuprof.compare.evaluate import Measured, TestResult, evaluate
+from pytest_gpuprof.compare.recording import new_distributed_entry
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.metrics.skew import rank_skew
@@ -49,10 +44,10 @@ def measured():
 
 
 def judged(ms, entry, rules=DEFAULT_RULES, update=False):
-    ranks = {r: of_measurement("t.py::test_d", m, "torch") for r, m in ms.items()}
-    for r, m in ms.items():
-        evaluate(ranks[r], m, rank_entry(entry, r), rank_rules(rules), update=update, strict=False)
-    return combine("t.py::test_d", ranks, rank_skew(ms), entry, rules, update)
+    runs = {r: Measured.of(m, "torch") for r, m in ms.items()}
+    ranks = {r: evaluate(runs[r], m, rank_entry(entry, r), rank_rules(rules), update=update) for r, m in ms.items()}
+    skew = rank_skew(ms)
+    return TestResult.of("t.py::test_d", as_one(runs, skew), combine(ranks, skew, entry, rules, update))
 
 
 def recorded(ms, runs=1):
@@ -173,7 +168,7 @@ def test_recording_twice_keeps_both_runs_per_rank_and_their_skews(measured):
     entry = recorded(ms, runs=2)
     assert entry["rank_skew"] == [rank_skew(ms)] * 2
     assert all(len(entry["ranks"][r]["runs"]) == 2 for r in ("0", "1"))
-    baseline.check_entry(entry)
+    entries.check_entry(entry)
 
 
 @pytest.mark.parametrize("edit, where", [
