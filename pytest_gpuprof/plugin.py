@@ -93,25 +93,23 @@ def _register_roles(config: pytest.Config, settings: Any) -> Any:
     profiles (a torchrun rank's own kind), the relay of a worker or a controller, the head of an
     A/B comparison, and the steps after judging that apply here."""
     from .run.session import GpuprofSession
+    from .run.xdist_relay import Outbox
 
     process, worker = settings.process, hasattr(config, "workerinput")
+    outbox = Outbox() if worker else None  # a pytest-xdist worker sends what it finds to the controller
     if settings.torchrun is not None:
         from .run.torchrun_session import TorchrunSession
 
         session: Any = TorchrunSession(settings, settings.torchrun)
     else:
-        session = GpuprofSession(settings)
+        session = GpuprofSession(settings, relay=None if outbox is None else outbox.send)
     config.pluginmanager.register(session, "gpuprof-session")
-    if worker:  # a pytest-xdist worker sends what it finds to the controller
-        from .run.xdist_relay import Outbox
-
-        outbox = Outbox()
-        session.outcomes.relay = outbox.send
+    if outbox is not None:
         config.pluginmanager.register(outbox, "gpuprof-outbox")
     else:
         from .run.xdist_relay import Inbox
 
-        config.pluginmanager.register(Inbox(session.outcomes.receive), "gpuprof-inbox")
+        config.pluginmanager.register(Inbox(session.outcomes), "gpuprof-inbox")
     if session.backend.in_process and settings.torchrun is None and config.pluginmanager.has_plugin("benchmark"):
         from .run.bench import BenchmarkGate  # under torchrun rank 0 judges every rank's trace
 

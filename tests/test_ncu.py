@@ -346,7 +346,7 @@ def test_a_workers_result_goes_to_the_controller_as_it_is_when_the_test_ends(tmp
     with pytest.raises(StopIteration):
         hook.send(report)
     controller = Outcomes(session_settings(tmp_path), None)
-    Inbox(controller.receive).pytest_runtest_logreport(report)
+    Inbox(controller).pytest_runtest_logreport(report)
     assert controller.results[0].counters == result.counters
 
 

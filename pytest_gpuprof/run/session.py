@@ -36,7 +36,7 @@ from ..report.words import failure_message
 from ..trace.model import Trace
 from .backends import Backend, NsysInnerBackend, ReplayBackend, TorchBackend
 from .bench import JUDGED, ORIGINAL
-from .outcomes import Outcomes
+from .outcomes import Outcomes, Relay, kept_here
 from .rank_processes import RankOutcome, RankProfiling, rank_result
 from .settings import Settings
 from .sides import Sides
@@ -48,10 +48,11 @@ RANKS = pytest.StashKey[list[RankOutcome]]()
 class GpuprofSession:
     """The run's profiling and judging, as pytest hooks (registered by ``plugin.py``)."""
 
-    def __init__(self, settings: Settings, backend: Backend | None = None) -> None:
+    def __init__(self, settings: Settings, backend: Backend | None = None, relay: Relay | None = None) -> None:
         s = self.settings = settings
         self.backend = backend or self._backend(settings)
-        self.outcomes = Outcomes(settings, self.backend.kept_traces)
+        self.worker = relay is not None  # a pytest-xdist worker: what it finds goes to the controller
+        self.outcomes = Outcomes(settings, self.backend.kept_traces, relay or kept_here)
         self.judge = s.judge(alongside=s.base is not None and self.backend.in_process)
         self.against_base: Callable[[TestResult], Entry | None] | None = None  # run.base_revision's
         self.deferred: list[dict[str, Any]] = []  # inside nsys: profiled tests, judged by the outer session
@@ -150,7 +151,7 @@ class GpuprofSession:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Finish or undo a baseline update that a killed run left midway (a pytest-xdist
         worker's controller has done so)."""
-        if self.outcomes.relay is not None:
+        if self.worker:
             return
         try:
             stale = baseline.clean(self.settings.baseline_dir)
@@ -272,7 +273,7 @@ class GpuprofSession:
         if not self.backend.judges_here:
             self.backend.finish(self.deferred, exitstatus, self.machine, self.outcomes.skipped)
             return
-        if self.outcomes.relay is not None:  # a worker: the controller writes, from what the workers sent
+        if self.worker:  # a worker: the controller writes, from what the workers sent
             return
         if not self.finish(session.config):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
