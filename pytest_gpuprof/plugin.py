@@ -11,23 +11,21 @@ whose hook methods do the work (imported there, for that reason); with the nsys 
 
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
-from _pytest.config.findpaths import determine_setup  # how pytest chooses the rootdir: no public API says
 
 from .capture.marker import MISTAKE, marker_mistake, marker_of
-from .capture.profiler import GpuProf, StepPlan
+from .capture.profiler import GpuProf
 from .errors import ConfigError
-from .options import BY_NAME, OPTIONS, Option
+from .options import BY_NAME, OPTIONS
+from .run.given import check_rootdir_not_moved, default_plan, option_value
 from .run.role import Process, this_process
 
-if TYPE_CHECKING:  # each loads pandas or torch: a plain run loads them only once gpuprof is on
+if TYPE_CHECKING:  # for the types only: most load pandas, which a plain run does not
     from .compare.judge import Judge
     from .run.base_revision import BaseRevision
     from .run.rank_processes import Rank
@@ -57,28 +55,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(o.flag, action="store", default=None, dest=o.ini, metavar=o.kind.upper(),
                             help=o.described)
             parser.addini(o.ini, o.help, default=None if o.default is None else str(o.default))
-
-
-def _get(config: pytest.Config, o: Option) -> Any:
-    """An option's value: command line, else ini key, else default.  Paths given on the
-    command line are relative to the invocation directory, others to the rootdir."""
-    value = config.getoption(o.ini)
-    origin, base = o.flag, config.invocation_params.dir
-    if value is None:
-        value = config.getini(o.ini)
-        origin, base = f"ini key {o.ini}", config.rootpath
-    if o.kind in ("bool", "list"):
-        return value
-    if value in (None, ""):
-        return None
-    try:
-        if o.kind == "int":
-            return int(value)
-        if o.kind == "float":
-            return float(value)
-    except ValueError:
-        raise pytest.UsageError(f"{origin}: expected {o.kind}, got {value!r}") from None
-    return Path(base, value) if o.kind == "path" else value
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -117,7 +93,7 @@ def _register_ranks(config: pytest.Config, process: Process, session: GpuprofSes
     ``pytest_pyfunc_call`` comes first."""
     from .run import rank_roles as r
 
-    timeout = _get(config, BY_NAME["rank-timeout"])
+    timeout = option_value(config, BY_NAME["rank-timeout"])
     ranks: RankRole
     if process.place is None:  # the test's own process
         ranks = r.ReplayedRanks(timeout, session) if replay \
@@ -203,47 +179,6 @@ def _base_revision(config: pytest.Config, settings: Settings, judge: Judge, work
     return BaseRevision(sides, settings.base, judge, settings.base_pairs, settings.timeline_events, worker)
 
 
-def _check_rootdir_not_moved(config: pytest.Config) -> None:
-    """pytest chooses the rootdir and ini file, which decide the node ids that name traces and
-    baselines, before it knows plugin options: in ``--gpuprof-base DIR`` it takes DIR for a test
-    path as well.  A gpuprof option's value given so, with a space, that changed its choice is
-    a usage error naming the option and its ``=`` form."""
-    if hasattr(config, "workerinput"):  # an xdist worker: its controller checked the command line
-        return
-    args = [str(a) for a in config.invocation_params.args]
-    flags = {o.flag for o in OPTIONS if o.kind != "bool"}
-    values = {i + 1 for i, a in enumerate(args[:-1]) if a in flags and not args[i + 1].startswith("-")}
-    if not values:
-        return
-    tests = set(config.option.file_or_dir or ())
-    taken = _rootdir_and_ini(config, [a for i, a in enumerate(args) if i in values or a in tests])
-    alone = _rootdir_and_ini(config, [a for i, a in enumerate(args) if i not in values and a in tests])
-    if taken == alone:
-        return
-    moved = [(args[i - 1], args[i]) for i in sorted(values)
-             if Path(config.invocation_params.dir, args[i].split("::")[0]).exists()]  # pytest takes existing paths
-    raise pytest.UsageError("; ".join(
-        f"{flag} {value}: given with a space, pytest also took {value} for a test path when it chose the rootdir "
-        f"and ini file ({_where(taken)}; without it {_where(alone)}), which decide the node ids that name traces "
-        f"and baselines: write {flag}={value}" for flag, value in moved))
-
-
-def _rootdir_and_ini(config: pytest.Config, tests: list[str]) -> tuple[Path, Path | None]:
-    """The rootdir and ini file pytest chooses for these test paths, with this run's ``-c``,
-    ``-o`` and ``--rootdir`` (``determine_setup``'s arguments differ between pytest 7.4 and 9)."""
-    given = {"inifile": config.option.inifilename, "override_ini": config.option.override_ini, "args": tests,
-             "rootdir_cmd_arg": config.option.rootdir or None, "invocation_dir": config.invocation_params.dir,
-             "config": config}
-    accepted = inspect.signature(determine_setup).parameters
-    rootdir, inifile = determine_setup(**{k: v for k, v in given.items() if k in accepted})[:2]
-    return rootdir, inifile
-
-
-def _where(choice: tuple[Path, Path | None]) -> str:
-    rootdir, inifile = choice
-    return f"rootdir {rootdir}, " + (f"ini file {inifile}" if inifile else "no ini file")
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests() -> None:
     """An xdist worker of a --gpuprof run takes its own GPU before any conftest loads (``run.gpus``)."""
@@ -325,26 +260,20 @@ def _settings(config: pytest.Config) -> Settings | None:
     """The run's Settings, or None when gpuprof is off, resolved once per run (both
     pytest_cmdline_main and pytest_configure need them).  Bad values are usage errors."""
     if SETTINGS not in config.stash:
-        _check_rootdir_not_moved(config)
+        check_rootdir_not_moved(config)
         config.stash[SETTINGS] = _resolve_settings(config)
     return config.stash[SETTINGS]
 
 
-def _default_plan(config: pytest.Config) -> StepPlan:
-    """The step plan of the options and ini keys, before any marker's overrides."""
-    wait, warmup, active = (_get(config, BY_NAME[n]) for n in ("wait", "warmup", "active"))
-    return StepPlan(wait, warmup, active, bool(_get(config, BY_NAME["flush-l2"])))
-
-
 def _resolve_settings(config: pytest.Config) -> Settings | None:
-    opts = {o.name: _get(config, o) for o in OPTIONS}
+    opts = {o.name: option_value(config, o) for o in OPTIONS}
     process = this_process()  # which process this is, decided once: the session asks settings.process
     if not (opts[""] or opts["update-baseline"] or opts["replay"] or opts["nsys"]) or not process.profiles:
         return None  # off, or a distributed test's rank that its test's process does not profile
     from .run.settings import settings_from
 
     try:
-        return settings_from(opts, _default_plan(config), process,
+        return settings_from(opts, default_plan(config), process,
                              xdist=bool(config.getoption("numprocesses", None) or hasattr(config, "workerinput")))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -378,7 +307,7 @@ def gpuprof(request: pytest.FixtureRequest) -> GpuProf:
     try:
         if session is not None:
             return session.profiler_of(request.node)
-        return GpuProf(marker_of(request.node).plan(_default_plan(request.config)))
+        return GpuProf(marker_of(request.node).plan(default_plan(request.config)))
     except ConfigError as exc:
         problem = str(exc)
     pytest.fail(problem, pytrace=False)  # outside the except: no "during handling of" chain shown
