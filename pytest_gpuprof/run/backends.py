@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NotRequired, Protocol, TypedDict
+from typing import NotRequired, Protocol, TypedDict
 
 from ..capture.profiler import GpuProf, StepPlan
 from ..capture.ranges import nvtx_range
@@ -78,7 +78,7 @@ class HandedOver(TypedDict):
     a distributed test, each rank's process and the ranks that left their loop unfinished."""
 
     nodeid: str
-    marker: dict[str, Any]
+    marker: dict[str, object]
     completed: bool
     unfinished: NotRequired[list[int]]
     ranks: NotRequired[dict[str, int]]
@@ -303,7 +303,7 @@ class NsysInnerBackend(Backend):
             torch.cuda.profiler.stop()
             self._capturing = False
 
-    def finish(self, tests: list[HandedOver], exitstatus: int, machine: dict[str, Any] | None,
+    def finish(self, tests: list[HandedOver], exitstatus: int, machine: dict[str, float] | None,
                skipped: dict[str, str]) -> None:
         """End of the tests: close the capture range and tell the outer session which profiled tests ran to the
         end, which were skipped and why (its reports list them, a strict gate fails on them),

@@ -25,7 +25,6 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -68,7 +67,7 @@ class NsysInnerSession(GpuprofSession):
         super().__init__(settings, self.inner, relay=relay)
         self.handed_over: list[HandedOver] = []  # the profiled tests that ran, for the session outside
 
-    def _measured(self, item: pytest.Item, prof: GpuProf, arguments: Mapping[str, Any]) -> None:
+    def _measured(self, item: pytest.Item, prof: GpuProf, arguments: Mapping[str, object]) -> None:
         """Judged by the session outside nsys once nsys wrote the report."""
         self.handed_over.append({"nodeid": item.nodeid, "marker": dict(arguments), "completed": prof.completed})
 
@@ -89,7 +88,7 @@ class NsysInnerSession(GpuprofSession):
         self.inner.finish(self.handed_over, exitstatus, self.probes.readings, self.outcomes.skipped)
 
 
-def nsys_ranks(nodeid: str, marker: dict[str, Any], outcomes: list[RankOutcome]) -> HandedOver:
+def nsys_ranks(nodeid: str, marker: dict[str, object], outcomes: list[RankOutcome]) -> HandedOver:
     """(inside nsys) A distributed test for the outer session: the process each rank ran in,
     read from its results (``NsysInnerBackend.finish``), whose NVTX ranges and GPU work the
     report holds, and the ranks that left their steps loop unfinished; the ranks' folder goes

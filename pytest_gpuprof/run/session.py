@@ -75,7 +75,7 @@ class Probes:
     regression is blamed on the machine."""
 
     def __init__(self, gpu: Callable[[], int] = current_gpu) -> None:
-        self.readings: dict[str, Any] | None = None
+        self.readings: dict[str, float] | None = None
         self._gpu = gpu
         self._again = 0  # how many times they were read again
 
@@ -84,7 +84,7 @@ class Probes:
         if self.readings is None:
             self.readings = measure_machine(self._gpu())
 
-    def again(self) -> dict[str, Any] | None:
+    def again(self) -> dict[str, float] | None:
         """The probes read once more, each keeping its best reading; None when no more readings
         may be taken or no GPU is at hand."""
         if self._again >= READINGS - 1:
@@ -299,7 +299,7 @@ class GpuprofSession:
         self._measured(item, self.profiler_of(item), marker_of(item).arguments)
         return outcome
 
-    def _measured(self, item: pytest.Item, prof: GpuProf, arguments: Mapping[str, Any]) -> None:
+    def _measured(self, item: pytest.Item, prof: GpuProf, arguments: Mapping[str, object]) -> None:
         """A test measured here, judged here, the steps after judging run, and the test failed
         on it."""
         result = item.stash[JUDGED] if JUDGED in item.stash else self.judge_test(item, prof)
@@ -308,7 +308,7 @@ class GpuprofSession:
         if self._fails(result):
             pytest.fail(failure_message(result), pytrace=False)
 
-    def _steps_after_judging(self, item: pytest.Item, result: TestResult, arguments: Mapping[str, Any]) -> None:
+    def _steps_after_judging(self, item: pytest.Item, result: TestResult, arguments: Mapping[str, object]) -> None:
         """(a test measured in this process, for this run) The steps after judging
         (``hookspec.pytest_gpuprof_judged``), then its Nsight Compute counters judged."""
         if result.metrics:
@@ -328,7 +328,7 @@ class GpuprofSession:
         self.backend.close()
 
 
-def _nothing_after_judging(item: pytest.Item, result: TestResult, arguments: Mapping[str, Any]) -> None:
+def _nothing_after_judging(item: pytest.Item, result: TestResult, arguments: Mapping[str, object]) -> None:
     """A process that measures for another, or a replay: no step after judging runs here."""
 
 

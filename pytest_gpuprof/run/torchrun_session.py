@@ -5,7 +5,7 @@ rank ends with the worst rank's exit status.  The ranks meet through ``torchrun.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import pytest
@@ -162,20 +162,20 @@ def _no_device(gpu: int) -> None:
     return None
 
 
-def _trace_kept(key: str, prof: GpuProf) -> list[dict[str, Any]]:
+def _trace_kept(key: str, prof: GpuProf) -> list[dict[str, str | None]]:
     """The trace this rank kept of the test, or why there is none, for rank 0 to read."""
     return [{"nodeid": key, "trace": str(prof.trace_path) if prof.completed else None,
              "message": "" if prof.completed else UNFINISHED_LOOP}]
 
 
-def _no_trace(key: str, prof: GpuProf) -> list[dict[str, Any]]:
+def _no_trace(key: str, prof: GpuProf) -> list[dict[str, str | None]]:
     return []
 
 
-def _files_of(t: Torchrun, key: str, shared: dict[int, dict[str, Any]]) -> list[RankOutcome]:
+def _files_of(t: Torchrun, key: str, shared: Mapping[int, object]) -> list[RankOutcome]:
     """(rank 0) What each rank said of the test: the file naming its trace."""
     return [RankOutcome(r, "passed", "", t.path(key, r)) for r in shared]
 
 
-def _no_files(t: Torchrun, key: str, shared: dict[int, dict[str, Any]]) -> list[RankOutcome]:
+def _no_files(t: Torchrun, key: str, shared: Mapping[int, object]) -> list[RankOutcome]:
     return []
