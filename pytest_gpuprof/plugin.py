@@ -119,7 +119,8 @@ def _register_session(config: pytest.Config, settings: Settings) -> GpuprofSessi
         hand_over(os.environ)  # the xdist workers, started after this, inherit it
     outbox = Outbox() if worker else None  # a pytest-xdist worker sends what it finds to the controller
     relay = None if outbox is None else outbox.send
-    if settings.nsys_inner is not None:  # the session inside nsys: judged outside, nothing after judging here
+    # the session inside nsys (a replay there replays): judged outside, nothing after judging here
+    if settings.nsys_inner is not None and settings.replay_dir is None:
         from .run.nsys_backend import NsysInnerSession
 
         session: GpuprofSession = NsysInnerSession(settings, relay)
