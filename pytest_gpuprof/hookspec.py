@@ -9,15 +9,18 @@ A ``conftest.py`` or plugin implements them by name, as any pytest hook::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+if TYPE_CHECKING:  # it loads pandas: a plain pytest run loads none
+    from .compare.evaluate import TestResult
+
 
 @pytest.hookspec
-def pytest_gpuprof_judged(item: pytest.Item, result: Any, arguments: dict[str, Any]) -> None:
+def pytest_gpuprof_judged(item: pytest.Item, result: TestResult, arguments: dict[str, Any]) -> None:
     """A profiled test measured in this process was judged; called before it passes or fails
-    on ``result`` (a ``compare.evaluate.TestResult``).  ``arguments``: its marker's.
+    on ``result`` (``pytest_gpuprof.compare.evaluate.TestResult``).  ``arguments``: its marker's.
 
     gpuprof's own steps after judging implement it: the base revision measured alongside
     deciding a failure on times alone (``run.base_revision``, first), a failure re-measured in

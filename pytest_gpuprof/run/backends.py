@@ -3,8 +3,9 @@
 ``TorchBackend`` profiles in this process with torch.profiler; ``ReplayBackend``
 runs nothing and reads kept traces; ``NsysInnerBackend`` is the session that
 ``nsys_backend`` re-runs under Nsight Systems: it only emits NVTX ranges, and the
-outer session judges the tests from nsys's report once it is written.  The session
-asks a backend what it can do (``in_process``, ``judges_here``), never which it is.
+outer session judges the tests from nsys's report once it is written.  The plugin
+objects of a process are chosen once from what its backend can do (``in_process``,
+``runs_tests``), never from which it is.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import NotRequired, Protocol, TypedDict
 
 from ..capture.profiler import GpuProf, StepPlan
+from ..capture.ranges import nvtx_range
 from ..compare.distributed import rank_nodeid
 from ..errors import GpuprofError
 from ..options import option_args
@@ -68,11 +72,22 @@ def _fresh(folder: Path) -> Path:
     return folder
 
 
+class HandedOver(TypedDict):
+    """(inside nsys) A profiled test that ran, for the session outside nsys, which judges it
+    from nsys's report: its marker's arguments, whether its steps loop ran to the end, and for
+    a distributed test, each rank's process and the ranks that left their loop unfinished."""
+
+    nodeid: str
+    marker: dict[str, object]
+    completed: bool
+    unfinished: NotRequired[list[int]]
+    ranks: NotRequired[dict[str, int]]
+
+
 class Backend(Protocol):
     """How a pytest run obtains each profiled test's trace.  A backend names it as its base
     and takes its bodies where it has nothing to do: it expects no test, is unmeasurable only
-    where it needs a GPU and has none, opens nothing, keeps no trace, hands nothing over and
-    holds nothing."""
+    where it needs a GPU and has none, opens nothing, keeps no trace and holds nothing."""
 
     name: str  # recorded in baselines: "torch" or "nsys"
     runs_tests: bool  # False: the test bodies are not run at all
@@ -81,7 +96,6 @@ class Backend(Protocol):
     # again in fresh processes (confirmation, the base revision, Nsight Compute) and its
     # pytest-benchmark fixture wrapped
     in_process: bool
-    judges_here: bool  # False: the session outside nsys judges the tests from its report
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         """The ``gpuprof`` fixture object of one test."""
@@ -98,6 +112,17 @@ class Backend(Protocol):
     def start(self) -> None:
         """A profiled test's call begins."""
         return None
+
+    @contextmanager
+    def around_call(self, nodeid: str) -> Iterator[None]:
+        """A profiled test's call (``start``), inside an NVTX range named for the test where its
+        body runs."""
+        self.start()
+        if not self.runs_tests:
+            yield
+            return
+        with nvtx_range(nodeid):
+            yield
 
     def trace(self, nodeid: str, prof: GpuProf) -> tuple[Trace, Path | None] | None:
         """The finished test's trace and the file kept of it; None when the trace is
@@ -117,11 +142,6 @@ class Backend(Protocol):
         """The folder of the traces the results name, or None."""
         return None
 
-    def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None,
-               skipped: dict[str, str]) -> None:
-        """End of the tests: a backend that does not judge here hands them over."""
-        return None
-
     def close(self) -> None:
         """End of the run: release what the backend holds."""
         return None
@@ -137,7 +157,7 @@ def _no_gpu() -> str | None:
 class TorchBackend(Backend):
     """torch.profiler in this process: one Kineto trace per test, kept or deleted once read."""
 
-    name, runs_tests, needs_gpu, in_process, judges_here = "torch", True, True, True, True
+    name, runs_tests, needs_gpu, in_process = "torch", True, True, True
 
     def __init__(self, output_dir: Path, keep_traces: bool) -> None:
         self._keep = keep_traces
@@ -186,7 +206,7 @@ class TorchBackend(Backend):
 class ReplayBackend(Backend):
     """Kept traces judged again: the tests are not run, no GPU is needed."""
 
-    name, runs_tests, needs_gpu, in_process, judges_here = "torch", False, False, False, True
+    name, runs_tests, needs_gpu, in_process = "torch", False, False, False
 
     def __init__(self, replay_dir: Path) -> None:
         self.replay_dir = replay_dir
@@ -242,7 +262,7 @@ class NsysInnerBackend(Backend):
     Under ncu (``process_steps``) each measured step is also a process-wide range, which
     ncu's filter follows into every thread (``run.kernel_profiling``)."""
 
-    name, runs_tests, needs_gpu, in_process, judges_here = "nsys", True, True, False, False
+    name, runs_tests, needs_gpu, in_process = "nsys", True, True, False
 
     def __init__(self, results: Path, owns_capture: bool = True, process_steps: bool = False) -> None:
         self._results = results
@@ -283,9 +303,9 @@ class NsysInnerBackend(Backend):
             torch.cuda.profiler.stop()
             self._capturing = False
 
-    def finish(self, tests: list[dict[str, Any]], exitstatus: int, machine: dict[str, Any] | None,
+    def finish(self, tests: list[HandedOver], exitstatus: int, machine: dict[str, float] | None,
                skipped: dict[str, str]) -> None:
-        """Close the capture range and tell the outer session which profiled tests ran to the
+        """End of the tests: close the capture range and tell the outer session which profiled tests ran to the
         end, which were skipped and why (its reports list them, a strict gate fails on them),
         and the machine's probes."""
         self.close()

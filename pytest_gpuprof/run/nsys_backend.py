@@ -1,13 +1,15 @@
 """``--gpuprof-backend=nsys``: run the pytest session again under ``nsys profile``.
 
-The outer pytest (the one the user started) runs no test.  It re-executes the
-same command line under ``nsys profile``; that inner session (``backends.
-NsysInnerBackend``) runs every test, emits NVTX ranges for the profiled ones inside
-one cudaProfilerStart/Stop capture range, and writes which profiled tests ran to
-the end and which it skipped (no GPU).  Once nsys has written the report, the outer session exports it to
-SQLite, cuts out each test's NVTX range (``NsysReportBackend``), judges it like the
-torch backend does, prints the same summary and exits with the status a direct
-run would have had.
+Two role objects, one for each of the two sessions.  The outer pytest (the one the user
+started, ``OutsideNsys``, chosen by ``plugin.pytest_cmdline_main``) runs no test.  It
+re-executes the same command line under ``nsys profile``; that inner session
+(``NsysInnerSession``, registered by ``plugin._register_roles``, with its backend
+``backends.NsysInnerBackend``) runs every test, emits NVTX ranges for the profiled ones
+inside one cudaProfilerStart/Stop capture range, and hands over which profiled tests ran to
+the end and which it skipped (no GPU) instead of judging them.  Once nsys has written the
+report, the outer session exports it to SQLite, cuts out each test's NVTX range
+(``NsysReportBackend``), judges it like the torch backend does, prints the same summary and
+exits with the status a direct run would have had.
 
 nsys stores the environment of every process it traces in its report.  So the
 session is launched with only the variables a process needs before Python runs
@@ -19,12 +21,14 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
+from ..capture.marker import marker_of
 from ..capture.nsys import (
     STOP_GRACE_S,
     check_report,
@@ -40,19 +44,74 @@ from ..errors import GpuprofError, TraceError
 from ..report.words import failure_message
 from ..trace.model import Trace
 from ..trace.nsys_sqlite import cuda_processes, for_range, load_nsys
-from .backends import UNFINISHED_LOOP, Backend
+from .backends import UNFINISHED_LOOP, Backend, HandedOver, NsysInnerBackend
 from .fresh import child_pytest, echo, read_results
-from .outcomes import Outcomes
-from .rank_processes import RankOutcome, RankProfiling
+from .outcomes import Outcomes, Relay
+from .rank_processes import RankOutcome, RankProfiling, rank_result
 from .role import INSIDE_NSYS
+from .session import GpuprofSession
 from .settings import Settings
+
+
+class NsysInnerSession(GpuprofSession):
+    """The session inside ``nsys profile`` (or the process under ncu, which runs inside nsys's
+    role): it runs the tests and marks the profiled ones in NVTX, and hands them to the session
+    outside nsys, which judges them from the report (``run_outer``), instead of judging them."""
+
+    def __init__(self, settings: Settings, relay: Relay | None = None) -> None:
+        assert settings.nsys_inner is not None  # (chosen where it is set)
+        process = settings.process
+        # a distributed test's rank: its test's session holds the capture range open
+        self.inner = NsysInnerBackend(settings.nsys_inner, owns_capture=not process.profiled_rank,
+                                      process_steps=process.under_ncu)
+        super().__init__(settings, self.inner, relay=relay)
+        self.handed_over: list[HandedOver] = []  # the profiled tests that ran, for the session outside
+
+    def _measured(self, item: pytest.Item, prof: GpuProf, arguments: Mapping[str, object]) -> None:
+        """Judged by the session outside nsys once nsys wrote the report."""
+        self.handed_over.append({"nodeid": item.nodeid, "marker": dict(arguments), "completed": prof.completed})
+
+    def ranks_ended(self, item: pytest.Item, outcomes: list[RankOutcome]) -> None:
+        """A distributed test whose ranks this session spawned, handed over with each rank's process."""
+        try:
+            self.handed_over.append(nsys_ranks(item.nodeid, dict(marker_of(item).arguments), outcomes))
+        except GpuprofError as exc:
+            pytest.fail(f"gpuprof: {exc}", pytrace=False)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        terminalreporter.write_sep("=", "gpuprof")
+        for line in self.outcomes.lines(inside_nsys=True):
+            terminalreporter.write_line(line)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Close the capture range and hand the tests over."""
+        self.inner.finish(self.handed_over, exitstatus, self.probes.readings, self.outcomes.skipped)
+
+
+def nsys_ranks(nodeid: str, marker: dict[str, object], outcomes: list[RankOutcome]) -> HandedOver:
+    """(inside nsys) A distributed test for the outer session: the process each rank ran in,
+    read from its results (``NsysInnerBackend.finish``), whose NVTX ranges and GPU work the
+    report holds, and the ranks that left their steps loop unfinished; the ranks' folder goes
+    once they are read."""
+    try:
+        pids, unfinished = {}, []
+        for o in sorted(outcomes):
+            doc, test = rank_result(o, nodeid)
+            if not isinstance(doc.get("pid"), int):
+                raise GpuprofError(f"rank {o.rank} measured nothing (no results naming its process): {o.results}")
+            pids[str(o.rank)] = doc["pid"]
+            unfinished += [] if test.get("completed") else [o.rank]
+    finally:
+        if outcomes and outcomes[0].results is not None:
+            shutil.rmtree(outcomes[0].results.parent, ignore_errors=True)
+    return {"nodeid": nodeid, "marker": marker, "completed": not unfinished, "unfinished": unfinished, "ranks": pids}
 
 
 class NsysReportBackend(Backend):
     """The tests of one nsys session report, each cut out by its NVTX range (the session
     outside nsys judges with it: nothing runs, nothing is measured again)."""
 
-    name, runs_tests, needs_gpu, in_process, judges_here = "nsys", False, False, False, True
+    name, runs_tests, needs_gpu, in_process = "nsys", False, False, False
 
     def __init__(self, report: Path, trace: Trace | None, kept: Path | None,
                  unfinished: dict[str, list[int] | None],
@@ -183,21 +242,31 @@ def keep_or_delete(report: Path, keep: bool) -> Path | None:
     return export if export.is_file() else None
 
 
-def main(settings: Settings, config: pytest.Config) -> int:
-    """The outer session from start to end: its output, its reports, its exit status."""
-    try:
-        status, outcomes = run_outer(settings, list(config.invocation_params.args), config.invocation_params.dir)
-    except KeyboardInterrupt:
-        print("gpuprof: interrupted; nsys and the session under it were stopped")
-        return pytest.ExitCode.INTERRUPTED
-    except GpuprofError as exc:
-        print(f"gpuprof: {exc}")
-        return pytest.ExitCode.INTERNAL_ERROR
-    if not outcomes.finish(config, settings.records_again, writes_reports=True):
-        status = status or pytest.ExitCode.TESTS_FAILED
-    print("=" * 30 + " gpuprof (nsys backend) " + "=" * 30)
-    for result in outcomes.results:
-        if result.failed:
-            print(f"FAILED {result.nodeid}\n{failure_message(result)}")
-    print("\n".join(outcomes.lines()))
-    return status
+class OutsideNsys:
+    """The nsys backend's session outside nsys, the pytest the user started: chosen by
+    ``plugin.pytest_cmdline_main`` (``Settings.outside_nsys``) instead of pytest's own main, it
+    runs no test and has no hooks."""
+
+    def __init__(self, settings: Settings, config: pytest.Config) -> None:
+        self.settings = settings
+        self.config = config
+
+    def main(self) -> int:
+        """The outer session from start to end: its output, its reports, its exit status."""
+        settings, config = self.settings, self.config
+        try:
+            status, outcomes = run_outer(settings, list(config.invocation_params.args), config.invocation_params.dir)
+        except KeyboardInterrupt:
+            print("gpuprof: interrupted; nsys and the session under it were stopped")
+            return pytest.ExitCode.INTERRUPTED
+        except GpuprofError as exc:
+            print(f"gpuprof: {exc}")
+            return pytest.ExitCode.INTERNAL_ERROR
+        if not outcomes.finish(config, settings.records_again, writes_reports=True):
+            status = status or pytest.ExitCode.TESTS_FAILED
+        print("=" * 30 + " gpuprof (nsys backend) " + "=" * 30)
+        for result in outcomes.results:
+            if result.failed:
+                print(f"FAILED {result.nodeid}\n{failure_message(result)}")
+        print("\n".join(outcomes.lines()))
+        return status

@@ -31,17 +31,23 @@ if TYPE_CHECKING:
 
     from .settings import Settings
 
-#: A part of what a run found, made when it is relayed: its kind and a function making it.
-Relay = Callable[[str, Callable[[], Any]], None]
+#: A pytest-xdist worker's relay to its controller: an event of what the run found, by its
+#: name, and a function making its keyword arguments when it goes (``xdist_relay``: the
+#: controller hands them to its ``worker_<name>`` method).
+Relay = Callable[[str, Callable[[], dict[str, object]]], None]
+
+
+def kept_here(event: str, arguments: Callable[[], dict[str, object]]) -> None:
+    """The relay of a process that is no pytest-xdist worker: what it finds stays here."""
 
 
 class Outcomes:
     """The run's results, tests not measured, entries to store, and lines about what it wrote."""
 
-    def __init__(self, settings: Settings, kept_traces: Path | None, relay: Relay | None = None) -> None:
+    def __init__(self, settings: Settings, kept_traces: Path | None, relay: Relay = kept_here) -> None:
         self.settings = settings
         self.kept_traces = kept_traces  # where the backend keeps the traces results name, if it does
-        self.relay = relay  # a pytest-xdist worker's: each part goes to the controller
+        self._relay = relay  # a pytest-xdist worker's: each part goes to the controller
         self.results: list[TestResult] = []
         self.skipped: dict[str, str] = {}  # nodeid -> why it was not measured
         self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
@@ -59,12 +65,12 @@ class Outcomes:
         return result
 
     def add_result(self, result: TestResult) -> None:
-        self._send("result", result.to_json)
+        self._relay("result", lambda: {"result": result.to_json()})
         self.results.append(result)
 
     def add_entry(self, file: str, nodeid: str, gpu: str, entry: StoredEntry, how: str) -> None:
         """A baseline entry to write at the end, and what recording it did to its runs."""
-        self._send("entry", lambda: [file, nodeid, gpu, entry, how])
+        self._relay("entry", lambda: {"file": file, "nodeid": nodeid, "gpu": gpu, "entry": entry, "how": how})
         self._pending.setdefault(Path(file), {}).setdefault(nodeid, {})[gpu] = entry
         self._recorded.setdefault(Path(file), []).append(how)
 
@@ -78,21 +84,8 @@ class Outcomes:
 
     def add_skipped(self, nodeid: str, reason: str) -> None:
         """A profiled test not measured, and why."""
-        self._send("skipped", lambda: [nodeid, reason])
+        self._relay("skipped", lambda: {"nodeid": nodeid, "reason": reason})
         self.skipped[nodeid] = reason
-
-    def receive(self, kind: str, content: Any) -> None:
-        """(the controller) A part a worker relayed (``xdist_relay.Inbox``)."""
-        if kind == "result":
-            self.add_result(TestResult.from_json(content))
-        elif kind == "entry":
-            self.add_entry(*content)
-        else:
-            self.add_skipped(*content)
-
-    def _send(self, kind: str, content: Callable[[], Any]) -> None:
-        if self.relay is not None:
-            self.relay(kind, content)
 
     def document(self) -> dict[str, Any]:
         """The results document of the run so far (report.document)."""

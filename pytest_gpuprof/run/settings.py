@@ -12,7 +12,7 @@ from ..compare.entry import BACKENDS
 from ..compare.judge import Judge
 from ..compare.rules import Rules, parse_threshold
 from ..errors import ConfigError
-from ..options import BY_NAME, REPORT_OPTIONS, default
+from ..options import BY_NAME, REPORT_OPTIONS, default, option_args
 from .role import Process
 from .torchrun import Torchrun, launched
 
@@ -53,6 +53,22 @@ class Settings:
                      base_only=self.base_only, alongside=alongside, timeline_events=self.timeline_events,
                      baseline_runs=self.baseline_runs, keep_counters=self.process.recording,
                      replay=self.replay_dir is not None, ncu=self.ncu)
+
+    @property
+    def outside_nsys(self) -> bool:
+        """The nsys backend's session outside nsys: it runs no test, it re-runs itself under
+        nsys and judges from the report (``nsys_backend.OutsideNsys``)."""
+        return self.backend == "nsys" and self.nsys_inner is None
+
+    def plan_args(self) -> list[str]:
+        """This run's step plan as options, for a measurement in a fresh process."""
+        plan = self.plan
+        return option_args({"wait": plan.wait, "warmup": plan.warmup, "active": plan.active, "flush-l2": plan.flush_l2})
+
+    def judging_args(self) -> list[str]:
+        """This run's judging options and steps, for a re-run that judges as it does (``confirm``)."""
+        return option_args({"": True, "baseline-dir": self.baseline_dir, **self.rules.option_values()}) \
+            + self.plan_args()
 
     @property
     def records_again(self) -> bool:

@@ -5,21 +5,22 @@ rank ends with the worst rank's exit status.  The ranks meet through ``torchrun.
 
 from __future__ import annotations
 
-import contextlib
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import pytest
 
 from ..capture.marker import is_profiled
-from ..capture.ranges import nvtx_range
+from ..capture.profiler import GpuProf
 from ..compare.distributed import rank_nodeid
+from ..compare.judge import Judge
 from ..errors import GpuprofError
 from ..report.junit import junit_properties
 from ..report.words import failure_message
-from .backends import UNFINISHED_LOOP
+from .backends import UNFINISHED_LOOP, Backend
 from .rank_processes import RankOutcome
 from .rank_processes import verdict as rank_verdict
-from .session import GpuprofSession
+from .session import AgainstBase, GpuprofSession, WritesAtEnd
 from .settings import Settings
 from .torchrun import Torchrun
 
@@ -31,26 +32,30 @@ EXIT_SEVERITY = {0: 0, 5: 1, 1: 2, 4: 3, 2: 4, 3: 5}
 class TorchrunSession(GpuprofSession):
     """A rank's profiling: the session's, with the ranks meeting over each test."""
 
-    def __init__(self, settings: Settings, torchrun: Torchrun) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: Settings, torchrun: Torchrun, backend: Backend | None = None, *,
+                 judge: Judge | None = None, against_base: AgainstBase | None = None) -> None:
         self.torchrun = torchrun
+        # the probes read this rank's own GPU, not every rank the first
+        super().__init__(settings, backend, judge=judge, against_base=against_base, gpu=lambda: torchrun.local_rank)
+        # each rank's tests, probes and readings on its own GPU; a replay runs nothing on one
+        self._own_gpu = _set_device if self.backend.needs_gpu else _no_device
+        # each rank's trace, read by rank 0, where it profiles here; a replay's ranks kept theirs
+        self._shared, self._read = (_trace_kept, _files_of) if self.backend.in_process else (_no_trace, _no_files)
+
+    def _ending(self) -> WritesAtEnd:
+        """Rank 0 writes the baselines and reports; no rank records again."""
+        return WritesAtEnd(records_again=False,
+                           writes_reports=self.torchrun.judges)
 
     def _trace_name(self, item: pytest.Item) -> str:
         return rank_nodeid(item.nodeid, self.torchrun.rank)  # each rank's trace is named for its rank
-
-    def _probed_gpu(self) -> int:
-        return self.torchrun.local_rank  # this rank's own GPU, not every rank on the first
 
     def _ranks_of(self, item: pytest.Item) -> int:
         return self.torchrun.world_size
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """Each rank's tests, probes and readings on its own GPU."""
-        if self.backend.needs_gpu:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.set_device(self.torchrun.local_rank)
+        self._own_gpu(self.torchrun.local_rank)
         super().pytest_sessionstart(session)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -61,24 +66,22 @@ class TorchrunSession(GpuprofSession):
                                else "error")
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, object, object]:
         """The test ran on this rank; each rank shares how it ended and its trace, rank 0
         judges the test from every rank's (``judge_rank_traces``) and says how it went, and
         every rank passes, skips or fails the test so."""
         if not is_profiled(item):
             return (yield)
         t, key = self.torchrun, item.nodeid
-        self.backend.start()
         try:
-            with nvtx_range(item.nodeid) if self.backend.runs_tests else contextlib.nullcontext():
+            with self.backend.around_call(item.nodeid):
                 outcome = yield
         except BaseException as exc:  # the body failed, skipped or was interrupted on this rank
             self._share_ending(key, f"skipped: {exc.msg}" if isinstance(exc, pytest.skip.Exception) else "failed",
                                item)
             raise
         prof = self.profiler_of(item)
-        traces = [{"nodeid": key, "trace": str(prof.trace_path) if prof.completed else None,
-                   "message": "" if prof.completed else UNFINISHED_LOOP}] if self.backend.in_process else []
+        traces = self._shared(key, prof)
         t.share(key, {"ended": "passed", "tests": traces})
         if t.judges:
             verdict = self._verdict(key, item)
@@ -122,13 +125,12 @@ class TorchrunSession(GpuprofSession):
                     "message": f"gpuprof: {why}"}
         if item is None:  # (every rank passed its set-up: item is the test)
             return {"failed": True, "message": f"gpuprof: {key} did not run on rank {t.rank}"}
-        outcomes = [] if not self.backend.runs_tests else [
-            RankOutcome(r, "passed", "", t.path(key, r)) for r in shared]
+        outcomes = self._read(t, key, shared)
         result = self.judge_rank_traces(item, outcomes)
         item.user_properties.extend(junit_properties(result))
         return {"failed": result.failed, "message": failure_message(result) if result.failed else ""}
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         t = self.torchrun
         if t.judges:
             return super().pytest_terminal_summary(terminalreporter)
@@ -148,7 +150,32 @@ class TorchrunSession(GpuprofSession):
             statuses = [int(pytest.ExitCode.TESTS_FAILED)]
         session.exitstatus = max(statuses, key=lambda s: EXIT_SEVERITY.get(s, len(EXIT_SEVERITY)))
 
-    def finish(self, config: pytest.Config | None) -> bool:
-        """Rank 0 writes the baselines and reports; no rank records again."""
-        return self.outcomes.finish(config, records_again=False,
-                                    writes_reports=self.torchrun.judges)
+
+def _set_device(gpu: int) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.set_device(gpu)
+
+
+def _no_device(gpu: int) -> None:
+    return None
+
+
+def _trace_kept(key: str, prof: GpuProf) -> list[dict[str, str | None]]:
+    """The trace this rank kept of the test, or why there is none, for rank 0 to read."""
+    return [{"nodeid": key, "trace": str(prof.trace_path) if prof.completed else None,
+             "message": "" if prof.completed else UNFINISHED_LOOP}]
+
+
+def _no_trace(key: str, prof: GpuProf) -> list[dict[str, str | None]]:
+    return []
+
+
+def _files_of(t: Torchrun, key: str, shared: Mapping[int, object]) -> list[RankOutcome]:
+    """(rank 0) What each rank said of the test: the file naming its trace."""
+    return [RankOutcome(r, "passed", "", t.path(key, r)) for r in shared]
+
+
+def _no_files(t: Torchrun, key: str, shared: Mapping[int, object]) -> list[RankOutcome]:
+    return []

@@ -297,7 +297,7 @@ def test_a_rerun_turns_gpuprof_on(pytester):
             pass
     """)
     session = GpuprofSession(session_settings(pytester.path))
-    assert confirm.rerun("test_one.py::test_work", session.judging_args(), pytester.path, 300) == \
+    assert confirm.rerun("test_one.py::test_work", session.settings.judging_args(), pytester.path, 300) == \
         "the re-run did not measure the test"
 
 
@@ -324,20 +324,20 @@ def _session_judging(tmp_path, monkeypatch, readings):
     gpu = of_measurement(NODE, measure(trace), "torch").gpu
     baseline_io.BaselineFile(baseline_io.baseline_file(tmp_path, NODE)).update({NODE: {gpu: entry}})
     session = GpuprofSession(session_settings(tmp_path), _Probed())
-    session.machine = readings[0]
+    session.probes.readings = readings[0]
     later = iter(readings[1:])
     monkeypatch.setattr("pytest_gpuprof.run.session.measure_machine", lambda device: next(later))
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("torch.cuda.current_device", lambda: 0)
-    return session, lambda: session.judge.judge(NODE, {}, lambda: {0: (trace, None)}, machine=session.machine,
-                                                probe_again=session._probe_again).result
+    return session, lambda: session.judge.judge(NODE, {}, lambda: {0: (trace, None)}, machine=session.probes.readings,
+                                                probe_again=session.probes.again).result
 
 
 def test_a_probe_slower_only_at_the_session_start_is_read_again_and_blames_nothing(tmp_path, monkeypatch):
     session, judge = _session_judging(tmp_path, monkeypatch, [{**PROBES, "gemm_us": 233.0}, PROBES])
     result = judge()
     assert result.status == "failed" and "kernel_time_us" in regressed(result)
-    assert result.slower_machine == [] and result.machine == PROBES == session.machine
+    assert result.slower_machine == [] and result.machine == PROBES == session.probes.readings
 
 
 def test_a_machine_slower_in_every_reading_makes_the_regression_unstable(tmp_path, monkeypatch):
@@ -350,7 +350,7 @@ def test_a_machine_slower_in_every_reading_makes_the_regression_unstable(tmp_pat
                                          "(290 us; baseline 190 us)"]
         assert result.unstable == result.slower_machine and result.health == []
     # three readings at most: the fourth (which would read PROBES) is never taken
-    assert third.status == "unstable" and session.machine["gemm_us"] == 290.0
+    assert third.status == "unstable" and session.probes.readings["gemm_us"] == 290.0
 
 
 def test_the_processes_that_started_this_one_are_not_other_workloads():

@@ -390,8 +390,8 @@ def test_a_rank_inside_nsys_leaves_the_capture_range_to_its_tests_session(tmp_pa
 
 
 def test_a_distributed_test_is_handed_to_the_outer_session_with_each_ranks_process(tmp_path):
+    from pytest_gpuprof.run.nsys_backend import nsys_ranks
     from pytest_gpuprof.run.rank_processes import RankOutcome
-    from pytest_gpuprof.run.session import nsys_ranks
 
     folder = tmp_path / "t.ranks"
     folder.mkdir()
@@ -406,8 +406,8 @@ def test_a_distributed_test_is_handed_to_the_outer_session_with_each_ranks_proce
 
 
 def test_a_rank_that_named_no_process_fails_the_test_naming_the_rank(tmp_path):
+    from pytest_gpuprof.run.nsys_backend import nsys_ranks
     from pytest_gpuprof.run.rank_processes import RankOutcome
-    from pytest_gpuprof.run.session import nsys_ranks
 
     folder = tmp_path / "t.ranks"
     folder.mkdir()

@@ -163,7 +163,8 @@ def test_trace_names_match_the_shipped_traces():
 SETTINGS_MODULE = '''
 import json
 from pytest_gpuprof.options import BY_NAME
-from pytest_gpuprof.plugin import SESSION, _get
+from pytest_gpuprof.plugin import SESSION
+from pytest_gpuprof.run.given import option_value
 
 
 def test_settings(pytestconfig):
@@ -203,7 +204,7 @@ def test_settings(pytestconfig):
             "gpuprof_base_only": s.base_only,
             "gpuprof_base_pairs": s.base_pairs,
             # read where a distributed test spawns its ranks, with or without --gpuprof
-            "gpuprof_rank_timeout": _get(pytestconfig, BY_NAME["rank-timeout"]),
+            "gpuprof_rank_timeout": option_value(pytestconfig, BY_NAME["rank-timeout"]),
         })
     with open(str(pytestconfig.rootpath / "settings.json"), "w") as fh:
         json.dump(out, fh)

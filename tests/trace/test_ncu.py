@@ -350,7 +350,7 @@ def test_a_workers_result_goes_to_the_controller_as_it_is_when_the_test_ends(tmp
     with pytest.raises(StopIteration):
         hook.send(report)
     controller = Outcomes(session_settings(tmp_path), None)
-    Inbox(controller.receive).pytest_runtest_logreport(report)
+    Inbox(controller).pytest_runtest_logreport(report)
     assert controller.results[0].counters == result.counters
 
 
@@ -361,8 +361,8 @@ def test_only_the_process_ncu_profiles_opens_each_step_as_a_process_wide_range(t
     profile_kernels starts (GPUPROF_SIDE=ncu) must open them; nsys's inner sessions not."""
     from pytest_gpuprof.capture.profiler import StepPlan
     from pytest_gpuprof.compare.rules import Rules
+    from pytest_gpuprof.run.nsys_backend import NsysInnerSession
     from pytest_gpuprof.run.role import SIDE, this_process
-    from pytest_gpuprof.run.session import GpuprofSession
     from pytest_gpuprof.run.settings import Settings
 
     if side is None:
@@ -372,5 +372,5 @@ def test_only_the_process_ncu_profiles_opens_each_step_as_a_process_wide_range(t
     settings = Settings(update_baseline=False, strict=False, baseline_dir=tmp_path, output_dir=tmp_path,
                         keep_traces=False, replay_dir=None, plan=StepPlan(), rules=Rules(),
                         nsys_inner=tmp_path / "inner.json", process=this_process())
-    prof = GpuprofSession._backend(settings).profiler("t.py::t", StepPlan())
+    prof = NsysInnerSession(settings).backend.profiler("t.py::t", StepPlan())
     assert prof._process_steps is process_wide
