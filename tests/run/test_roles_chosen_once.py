@@ -7,9 +7,9 @@ import json
 from types import SimpleNamespace
 
 import pytest
-from helpers.session import session_settings
 from test_torchrun import launch, suite  # noqa: F401 (a fixture, asked for by name)
 
+from helpers.session import session_settings
 from pytest_gpuprof.errors import GpuprofError
 from pytest_gpuprof.run.outcomes import Outcomes
 from pytest_gpuprof.run.xdist_relay import Inbox, Outbox
