@@ -23,13 +23,15 @@ import subprocess
 import sys
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..capture.nsys import HELD_ENV, hold, restore_held, split_environment
-from ..compare.evaluate import TestResult
 from ..errors import GpuprofError
+
+if TYPE_CHECKING:
+    from ..compare.evaluate import TestResult
 
 #: How a child whose variables are held out of a profiler's sight (``capture.nsys.hold``) runs
 #: pytest: ``run_held`` puts them back first.
@@ -168,6 +170,8 @@ def child_results(path: Path, child: str, ended: str = "") -> dict[str, TestResu
     node id: the one way a fresh pytest process's results come back.  An error naming the child
     and the file when there is none (``ended``: how it ended), or when it or a test in it
     cannot be read."""
+    from ..compare.evaluate import TestResult  # (here: a plain pytest run imports this module, and no pandas)
+
     doc = read_results(path, child, ended)
     try:
         return {t["nodeid"]: TestResult.from_json(t, doc.get("backend")) for t in doc["tests"]}
