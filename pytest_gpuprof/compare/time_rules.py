@@ -27,12 +27,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from statistics import NormalDist
 from typing import Any, NamedTuple
 
 from ..metrics.specs import METRICS, MetricSpec
 from ..numbers import format_change, format_number, format_ratio
 from . import host
+from .margin import Margin, series_margin
 from .rules import Rules
 from .samples import Series, Sides, decimals, usable
 from .stats import Prior, mann_whitney_u, pooled_squares, smallest_p, steps_for, summarize, t_quantile
@@ -174,58 +174,6 @@ def _spread_source(shared: tuple[float, int] | None, pooled: tuple[float, int] |
                   if other_card else "")
 
 
-class Margin(NamedTuple):
-    """The change in the bad direction a series had to pass to count (relative for times and
-    rates, absolute for ratios): the larger of the minimum effect (its tolerance, and for a
-    time the time floor) and what the baseline's recorded runs say one more run's median does
-    (``run_spread``); where it comes from, in words; and the smallest change of that kind this
-    run's steps could show (``detectable``)."""
-
-    value: float
-    source: str
-    detectable: float | None
-
-
-#: How sure the detectable change is to be seen: the power of the rank test at it.
-DETECTION_POWER = 0.95
-
-
-def _margin(spec: MetricSpec, before: Series, now: Series, rules: Rules, level: float,
-            interval: tuple[float, float] | None, spread: str) -> Margin:
-    """This series' ``Margin``: the minimum effect, or the prediction interval's bound in the
-    bad direction (``interval``, its spread's origin said by ``spread``) where that is wider."""
-    b = before.summary["median"]
-    value, source = rules.tolerance(spec), "the minimum effect (its tolerance)"
-    if spec.kind == "time" and b > 0 and rules.time_floor_us / b > value:
-        value, source = rules.time_floor_us / b, f"the time floor, {format_number(rules.time_floor_us)} µs"
-    if interval is not None and b > 0:
-        low, high = interval
-        worse = high - b if spec.better == "lower" else b - low
-        noise = worse if spec.kind == "ratio" else worse / b
-        if noise > value:
-            value, source = noise, (f"the baseline's {len(before.run_medians)} recorded run(s): "
-                                    f"{1 - RUNS_LEVEL:.0%} prediction interval, spread from {spread}")
-    return Margin(value, source, _detectable(spec, before, now, level, value))
-
-
-def _detectable(spec: MetricSpec, before: Series, now: Series, level: float, margin: float) -> float | None:
-    """The smallest change in the bad direction that this run would call a regression
-    ``DETECTION_POWER`` of the time: the margin, or the shift the rank test needs with these
-    steps where that is larger; None where no p can get under ``level`` with these steps.
-    The steps' spread is each run's interquartile range over 1.349 (a normal's standard
-    deviation), pooled; the rank test's shift is the t-test's over sqrt(3/pi), its efficiency
-    on normal steps: (z(1 - level/2) + z(power)) s sqrt(1/n1 + 1/n2) / sqrt(3/pi)."""
-    n1, n2 = len(before.samples), len(now.samples)
-    b = before.summary["median"]
-    if smallest_p(n1, n2) >= level or b <= 0:
-        return None
-    iqr = ((before.summary["q3"] - before.summary["q1"]) ** 2 + (now.summary["q3"] - now.summary["q1"]) ** 2) / 2
-    s = math.sqrt(iqr) / 1.349 / (1 if spec.kind == "ratio" else b)
-    z = NormalDist().inv_cdf
-    shift = (z(1 - level / 2) + z(DETECTION_POWER)) * s * math.sqrt(1 / n1 + 1 / n2) / math.sqrt(3 / math.pi)
-    return round(max(margin, shift), 6)
-
-
 class Finding(NamedTuple):
     """One scale's outcome for a series: ok, undecided, regressed or improved, and why; the
     Mann-Whitney p where the test ran, and why an ok let a change beyond the tolerance through."""
@@ -246,7 +194,9 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
     Each finding carries the series' ``Margin``."""
     b, c = before.summary["median"], now.summary["median"]
     interval = run_spread(before.run_medians, shared) if bounded else None
-    margin = _margin(spec, before, now, rules, level, interval, spread_from)
+    margin = series_margin(spec, before, now, rules, level, interval,
+                           f"the baseline's {len(before.run_medians)} recorded run(s): "
+                           f"{1 - RUNS_LEVEL:.0%} prediction interval, spread from {spread_from}")
     if not beyond(spec, c - b, b, rules):
         return Finding(State.OK, margin=margin)
     spreads = f"{_spread(spec, 'median', now.summary)} vs {_spread(spec, 'baseline', before.summary)}"
