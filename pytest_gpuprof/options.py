@@ -53,7 +53,7 @@ RELATIVE_PATHS = ("a relative path is taken from the current directory on the co
 
 #: The options of the rules, shared with ``gpuprof diff``.
 RULE_OPTIONS: tuple[Option, ...] = (
-    Option("kernel-time-tolerance", "float", 0.02,
+    Option("kernel-time-tolerance", "float", 0.05,
            "the minimum effect on kernel times per step, kernel_time_us and each kernel name's time: a smaller "
            "change never fails; a noisier series keeps the wider margin its baseline's recorded runs give"),
     Option("time-tolerance", "float", 0.10,

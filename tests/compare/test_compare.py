@@ -60,12 +60,14 @@ def test_fewer_syncs_is_an_improvement_more_is_a_regression():
     assert v.status == "regressed" and v.change() == "+100.0%"
 
 
-def test_kernel_times_default_to_a_2_percent_minimum_effect_and_other_times_to_10():
-    rules = Rules(time_floor_us=0.5)  # 100 us a step: the default floor, 5 us, would be 5%
-    v = failed(judge(metrics(kernel_time_us=1030.0), metrics(), rules))["kernel_time_us"]  # +3%
-    assert v.status == "regressed" and "±2%" in v.rule and Rules().kernel_time_tolerance == 0.02
-    assert not failed(judge(metrics(kernel_time_us=1019.0), metrics(), rules))  # +1.9%
+def test_kernel_times_default_to_5_percent_and_other_times_to_10():
     rules = Rules()
+    v = failed(judge(metrics(kernel_time_us=1060.0), metrics(), rules))["kernel_time_us"]  # +6%
+    assert v.status == "regressed" and "±5%" in v.rule
+    assert not failed(judge(metrics(kernel_time_us=1049.0), metrics(), rules))  # +4.9%
+    small = Rules(kernel_time_tolerance=0.02, time_floor_us=0.5)  # a 2% minimum effect: +3% fails, +1.9% not
+    assert failed(judge(metrics(kernel_time_us=1030.0), metrics(), small))["kernel_time_us"].status == "regressed"
+    assert not failed(judge(metrics(kernel_time_us=1019.0), metrics(), small))
     copies = metrics(memcpy_htod_time_us=2000.0, window_us=4000.0)
     slower = metrics(memcpy_htod_time_us=2180.0, window_us=4360.0)  # +9% each
     assert not failed(judge(slower, copies, rules))
@@ -76,7 +78,7 @@ def test_kernel_times_default_to_a_2_percent_minimum_effect_and_other_times_to_1
 def test_a_kernel_names_time_follows_the_kernel_time_tolerance():
     spec = METRICS["kernel_time_us"]
     per_kernel = dataclasses.replace(spec, name="kernels[gemm].time_us")
-    assert Rules().tolerance(per_kernel) == Rules().tolerance(spec) == 0.02
+    assert Rules().tolerance(per_kernel) == Rules().tolerance(spec) == 0.05
     assert Rules(kernel_time_tolerance=0.2).tolerance(per_kernel) == 0.2
     assert Rules(tolerances={"kernel_time_us": 0.3}).tolerance(per_kernel) == 0.3
     assert Rules(time_tolerance=0.4).tolerance(METRICS["window_us"]) == 0.4

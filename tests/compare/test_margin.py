@@ -22,6 +22,8 @@ NODE = "example_suite/test_cnn.py::test_cnn_train_step"
 TRACE = ROOT / "example_suite" / "traces" / "example_suite_test_cnn.py_test_cnn_train_step.pt.trace.json.gz"
 
 
+#: A 2% minimum effect on kernel times (``--gpuprof-kernel-time-tolerance=0.02``; the default is 5%).
+RULES = Rules(kernel_time_tolerance=0.02)
 #: The card the traces are said to run on (``environment.gpu_id``): the recorded runs' and the
 #: judged run's alike, unless a test says otherwise.
 CARD = "0123456789ab"
@@ -59,7 +61,7 @@ def record(tmp_path: Path, traces) -> Path:
     """A baseline of these traces, one recorded run each, as --gpuprof-update-baseline keeps them."""
     from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
 
-    judge = Judge(tmp_path, "torch", Rules(), update=True, baseline_runs=len(traces))
+    judge = Judge(tmp_path, "torch", RULES, update=True, baseline_runs=len(traces))
     for t in traces:
         judged = judge.judge(NODE, {}, lambda t=t: {0: (t, TRACE)})
         BaselineFile(baseline_file(tmp_path, NODE)).update({NODE: {judged.result.gpu: judged.entry}})
@@ -73,7 +75,7 @@ def kernel_verdict(result, name: str):
 def test_a_kernel_3pct_slower_fails_where_the_recorded_runs_agree(trace, tmp_path):
     name = heaviest(trace)
     baselines = record(tmp_path, [trace, trace, trace])
-    result = Judge(baselines, "torch", Rules()).judge(NODE, {}, lambda: {0: (slowed(trace, 1.03), TRACE)}).result
+    result = Judge(baselines, "torch", RULES).judge(NODE, {}, lambda: {0: (slowed(trace, 1.03), TRACE)}).result
     v = kernel_verdict(result, name)
     assert v.status == State.REGRESSED and result.status == Status.FAILED
     assert v.margin == pytest.approx(0.02) and v.margin_source == "the minimum effect (its tolerance)"
@@ -82,7 +84,7 @@ def test_a_kernel_3pct_slower_fails_where_the_recorded_runs_agree(trace, tmp_pat
 
 def test_a_change_under_the_minimum_effect_never_fails(trace, tmp_path):
     baselines = record(tmp_path, [trace, trace, trace])
-    result = Judge(baselines, "torch", Rules()).judge(NODE, {}, lambda: {0: (slowed(trace, 1.015), TRACE)}).result
+    result = Judge(baselines, "torch", RULES).judge(NODE, {}, lambda: {0: (slowed(trace, 1.015), TRACE)}).result
     assert kernel_verdict(result, heaviest(trace)).status == State.OK and result.status == Status.PASSED
 
 
@@ -90,7 +92,7 @@ def test_the_same_change_passes_where_the_recorded_runs_move_more_and_says_the_m
     """Recorded runs 4% apart: one more run's median may move that much, and 3% is within."""
     name = heaviest(trace)
     baselines = record(tmp_path, [slowed(trace, 0.98), trace, slowed(trace, 1.02)])
-    result = Judge(baselines, "torch", Rules()).judge(NODE, {}, lambda: {0: (slowed(trace, 1.03), TRACE)}).result
+    result = Judge(baselines, "torch", RULES).judge(NODE, {}, lambda: {0: (slowed(trace, 1.03), TRACE)}).result
     v = kernel_verdict(result, name)
     assert v.status == State.OK and v.let_through == "within the baseline's runs"
     assert v.margin > 0.03 and v.margin_source.startswith("the baseline's 3 recorded run(s): 99% prediction interval")
@@ -100,7 +102,7 @@ def test_the_same_change_passes_where_the_recorded_runs_move_more_and_says_the_m
 
 def test_every_verdict_on_samples_and_the_test_say_what_could_be_detected(trace, tmp_path):
     baselines = record(tmp_path, [trace, trace, trace])
-    result = Judge(baselines, "torch", Rules()).judge(NODE, {}, lambda: {0: (trace, TRACE)}).result
+    result = Judge(baselines, "torch", RULES).judge(NODE, {}, lambda: {0: (trace, TRACE)}).result
     timed = [v for v in result.verdicts if v.margin is not None]
     assert timed and all(v.detectable is None or v.detectable >= v.margin for v in timed)
     total = next(v for v in result.verdicts if v.metric == "kernel_time_us")
@@ -115,11 +117,11 @@ def test_kernels_that_all_moved_alike_are_the_card_not_the_code(trace, tmp_path)
     card = trace
     for name in set(trace.kernels.name):
         card = slowed(card, 1.04, name)
-    result = Judge(baselines, "torch", Rules()).judge(NODE, {}, lambda: {0: (card, TRACE)}).result
+    result = Judge(baselines, "torch", RULES).judge(NODE, {}, lambda: {0: (card, TRACE)}).result
     assert result.status == Status.UNSTABLE
     assert any("kernel series moved alike, +4.0% at the median" in why for why in result.slower_machine)
     worse = slowed(card, 1.10)
-    result = Judge(baselines, "torch", Rules()).judge(NODE, {}, lambda: {0: (worse, TRACE)}).result
+    result = Judge(baselines, "torch", RULES).judge(NODE, {}, lambda: {0: (worse, TRACE)}).result
     assert kernel_verdict(result, heaviest(trace)).status == State.REGRESSED and result.status == Status.FAILED
 
 
@@ -132,7 +134,7 @@ def test_another_card_adds_the_spread_between_cards(trace, tmp_path, card):
     run = slowed(trace, 1.03)
     run.metadata = {**run.metadata, "environment": {k: v for k, v in run.metadata["environment"].items()
                                                     if k != "gpu_id"} | ({"gpu_id": card} if card else {})}
-    result = Judge(baselines, "torch", Rules()).judge(NODE, {}, lambda: {0: (run, TRACE)}).result
+    result = Judge(baselines, "torch", RULES).judge(NODE, {}, lambda: {0: (run, TRACE)}).result
     v = kernel_verdict(result, name)
     assert v.status == State.OK and v.let_through == "within the baseline's runs"
     assert v.margin_source.endswith("and 1.1% between cards: another card than the recorded runs'")

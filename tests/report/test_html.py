@@ -406,7 +406,7 @@ def test_a_distributed_tests_own_summary_row_shows_its_skew_and_ranks():
     rows = [row for row in summary.split("<tr")[2:] if 'class="cause' not in row]
     assert [row.split("<code>")[1].split("</code>")[0] for row in rows] == [
         "t.py::test_dist", "t.py::test_dist [rank 0]", "t.py::test_dist [rank 1]", "t.py::test_dist [rank 2]"]
-    assert ('<td class="ranks" colspan="4"><code>rank_skew</code> 25.0% (+20.0 pp) · 3 ranks: 2 passed, 1 failed'
+    assert ('<td class="ranks" colspan="5"><code>rank_skew</code> 25.0% (+20.0 pp) · 3 ranks: 2 passed, 1 failed'
             " · worst: rank 1 failed</td>") in rows[0]
     assert all('class="ranks"' not in row for row in rows[1:])  # each rank's row: its own metrics
 
