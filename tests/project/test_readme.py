@@ -46,9 +46,16 @@ def test_the_readme_is_read_in_five_minutes():
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    """The wheel of this checkout, as step 1 builds it (``pip wheel --no-deps .``)."""
-    out = tmp_path_factory.mktemp("wheel")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(ROOT)],
+    """The wheel of this checkout, as step 1 builds it (``pip wheel --no-deps .``), from a copy
+    of the files the build reads: built in the checkout, it would leave its
+    pytest_gpuprof.egg-info there, and a pytest started later with the checkout on sys.path
+    (PYTHONPATH) would find the plugin's entry point there first, loading the plugins in
+    another order (``-n auto`` then no longer starts a worker per GPU)."""
+    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source)
+    shutil.copytree(ROOT / "pytest_gpuprof", source / "pytest_gpuprof", ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
                            capture_output=True, text=True)
     assert built.returncode == 0, built.stdout + built.stderr
     (found,) = out.glob("pytest_gpuprof-*.whl")
