@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.example_suite import ITEM_TRACE, MOE, ROOT, replay_dir, run_suite
+from pytest_gpuprof.compare.machine import on_recorded_card
 from pytest_gpuprof.compare.rules import Rules, parse_threshold
 from pytest_gpuprof.compare.verdicts import judge
 from pytest_gpuprof.report.markdown import KERNEL_WIDTH, summary_markdown
@@ -136,7 +137,7 @@ def test_json_document_carries_both_runs_samples_and_distributions(run, planted_
     rules = Rules(thresholds=tuple(parse_threshold(t, "marker") for t in marker))
     again = judge(moe["metrics"], moe["baseline_metrics"], rules, True, (moe["per_step"], moe["baseline_per_step"]),
                   (moe["distribution"], moe["baseline_distribution"]),
-                  moe["baseline_runs"])
+                  moe["baseline_runs"], other_card=not on_recorded_card(moe["environment"], moe["baseline_runs"]))
     assert len(moe["baseline_runs"]) == len(entry["runs"]) == 3  # recorded in 3 processes
     assert [v.to_json() for v in again] == moe["verdicts"]
     assert any("Mann-Whitney U p=" in v["evidence"] for v in moe["verdicts"])
