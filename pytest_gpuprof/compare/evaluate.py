@@ -244,7 +244,7 @@ class TestResult:
         stored = entry.get("per_step")
         return {
             "nodeid": self.nodeid,
-            "status": self.status,
+            "status": str(self.status.value),
             "facts": self.facts(),
             "detects": self.detects,
             "message": self.message,

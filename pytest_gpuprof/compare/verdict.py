@@ -60,7 +60,7 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "metric": self.metric, "status": self.status, "baseline": self.baseline,
+            "metric": self.metric, "status": str(self.status), "baseline": self.baseline,
             "current": self.current, "change": self.change(), "rule": self.rule, "evidence": self.evidence,
         }
         if self.threshold is not None:
