@@ -96,7 +96,8 @@ def recover(folder: Path) -> list[Path]:
     for tmp, target in renames:
         if (folder / tmp).exists():
             os.replace(folder / tmp, folder / target)
-    journal.unlink(missing_ok=True)
+    if journal.exists():  # (only then: a read-only checkout judges, it has nothing to finish)
+        journal.unlink()
     stale = sorted(folder.rglob(TEMP_GLOB)) if folder.is_dir() else []
     for tmp in stale:
         tmp.unlink(missing_ok=True)

@@ -25,7 +25,7 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -105,7 +105,9 @@ class BaselineFile:
     def entry(self, nodeid: str, gpu: str) -> StoredEntry | None:
         """The entry this test is judged against on this GPU model, if any, checked
         (``check_entry``): one that cannot be trusted is an error naming the file and the test."""
-        found = self.load()["tests"].get(nodeid, {}).get(gpu)
+        return self._trusted(nodeid, gpu, self.load()["tests"].get(nodeid, {}).get(gpu))
+
+    def _trusted(self, nodeid: str, gpu: str, found: dict[str, Any] | None) -> StoredEntry | None:
         if found is None:
             return None
         try:
@@ -115,9 +117,8 @@ class BaselineFile:
         return cast(StoredEntry, found)
 
     def update(self, entries: Entries) -> None:
-        """Set ``entries[nodeid][gpu]`` in the file, keeping every other entry (``update_all``)."""
+        """Set ``entries[nodeid][gpu]`` in the file as given, keeping every other entry (``update_all``)."""
         update_all(self.path.parent, {self.path: entries})
-
 
 
 class _Twice(ValueError):
@@ -141,20 +142,40 @@ def _entry_error(path: Path, nodeid: str, gpu: str, problem: Any) -> BaselineErr
                          "the entry (an update does not overwrite it)")
 
 
-def update_all(baseline_dir: Path, changes: dict[Path, Entries]) -> None:
+#: How a recording's entry is stored over the one its file holds now (``recording.recorded_over``):
+#: the entry to store, and what it did to the recorded runs.
+Recorder = Callable[[StoredEntry, StoredEntry | None], tuple[StoredEntry, str]]
+
+
+def update_all(baseline_dir: Path, changes: dict[Path, Entries],
+               recorder: Recorder | None = None) -> dict[Path, list[str]]:
     """Set the entries of several files under ``baseline_dir`` as one step, every other entry
     kept as stored (a pull request's diff shows only what was recorded): when one of them
-    cannot be read (BaselineError naming it), none is written."""
+    cannot be read (BaselineError naming it), none is written.  Each entry is stored over the
+    one its file holds under the lock (``recorder``), so that a run another process recorded
+    since this one read the file is kept; what each did, by file.  Without ``recorder`` each
+    entry is set as given (``BaselineFile.update``)."""
     baseline_dir.mkdir(parents=True, exist_ok=True)
+    hows: dict[Path, list[str]] = {}
     with _locked(baseline_dir):
         recover(baseline_dir)
         texts = {}
         for path, entries in sorted(changes.items()):
-            doc = BaselineFile(path).load(migrate=False)
+            file = BaselineFile(path)
+            doc = file.load(migrate=False)
             for nodeid, by_gpu in entries.items():
-                doc["tests"].setdefault(nodeid, {}).update(by_gpu)
+                stored = doc["tests"].setdefault(nodeid, {})
+                for gpu, entry in by_gpu.items():
+                    if recorder is None:
+                        stored[gpu] = entry
+                        continue
+                    found = stored.get(gpu)
+                    now = file._trusted(nodeid, gpu, None if found is None else migrated(found))
+                    stored[gpu], how = recorder(entry, now)
+                    hows.setdefault(path, []).append(how)
             texts[path] = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
         write_all_atomic(texts, baseline_dir)
+    return hows
 
 
 def clean(baseline_dir: Path) -> list[Path]:

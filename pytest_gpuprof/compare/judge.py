@@ -43,11 +43,10 @@ AgainstBase = Callable[[str, str], tuple[Entry | None, dict[str, Any] | None]]
 
 class Judged(NamedTuple):
     """A test judged: its result, and under ``--gpuprof-update-baseline`` the entry to store
-    for it and what storing it does to the entry's recorded runs."""
+    for it (stored over the file's at the end: ``recording.recorded_over``)."""
 
     result: TestResult
     entry: StoredEntry | None = None
-    how: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,8 +128,8 @@ class Judge:
         if not self.update:
             return Judged(result)
         if distributed:
-            return Judged(result, *new_distributed_entry(run, stored, self.baseline_runs))
-        return Judged(result, *new_baseline_entry(run, own, self.baseline_runs, keep_counters=self.keep_counters))
+            return Judged(result, new_distributed_entry(run, stored, self.baseline_runs)[0])
+        return Judged(result, new_baseline_entry(run, own, self.baseline_runs, keep_counters=self.keep_counters)[0])
 
     def _measured(self, traces: Traces,
                   machine: dict[str, Any] | None) -> tuple[dict[int, Measurement], dict[int, Measured]]:

@@ -7,6 +7,7 @@ one (``pairs.base_entry``).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .distributed import entry_for, rank_entry, stored_skews
@@ -82,3 +83,33 @@ def new_distributed_entry(test: Measured | TestResult, previous: StoredEntry | N
                                "metrics": {"rank_skew": skews[-1]}, "rank_skew": skews, "ranks": ranks,
                                "world_size": len(ranks)}
     return entry, how
+
+
+def recorded_over(entry: StoredEntry, stored: StoredEntry | None, keep_runs: int) -> tuple[StoredEntry, str]:
+    """The entry a recording stores where its file now holds ``stored`` (read again under the
+    baseline directory's lock, ``baseline.update_all``), and what it did: ``entry`` was made
+    against the entry read when the test was judged; another process that recorded the test
+    since (two updaters at once) left runs that this one must keep.  This run, the last of
+    ``entry``'s runs, is added to ``stored``'s as ``new_baseline_entry`` adds it; where nobody
+    wrote in between, the entry made again is ``entry``."""
+    if "ranks" in entry:
+        ranks = {r: _last_run(e) for r, e in entry["ranks"].items()}
+        test = Measured(entry["environment"].get("gpu", ""), entry["backend"],
+                        {"rank_skew": entry["rank_skew"][-1]}, entry["environment"], ranks=ranks)
+        return new_distributed_entry(test, stored, keep_runs)
+    own = stored if stored is None or "ranks" not in stored else None  # a distributed entry is replaced
+    return new_baseline_entry(_last_run(entry), own, keep_runs, counters=entry.get("counters"))
+
+
+def _last_run(entry: Entry) -> Measured:
+    """The run a recording added to ``entry`` (its last), as measured."""
+    last = entry["runs"][-1]
+    return Measured(entry["environment"].get("gpu", ""), entry["backend"], entry["metrics"], last["environment"],
+                    last["per_step"], last["distribution"], entry.get("step_source"), entry.get("timeline"),
+                    machine=last.get("machine"))
+
+
+def not_stored(result: TestResult, why: str) -> TestResult:
+    """A test this run recorded whose entry was not written (the update refused, every file
+    left as it was: ``why``): an error, not ``updated``."""
+    return dataclasses.replace(result, error=True, message=f"recorded, but no baseline written: {why}")

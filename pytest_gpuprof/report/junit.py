@@ -26,7 +26,7 @@ def junit_properties(result: TestResult) -> list[tuple[str, Any]]:
     baseline's beside it, each rank's of a distributed test (``gpuprof.rankN.METRIC``),
     and each broken metric in the words of the failure message, one property each."""
     test = result.to_json()
-    props: list[tuple[str, Any]] = [(f"{PREFIX}status", result.status)]
+    props: list[tuple[str, Any]] = [(f"{PREFIX}status", result.status.value)]  # plain str: xdist relays them
     if result.gpu:
         props.append((f"{PREFIX}gpu", result.gpu))
     if result.message:

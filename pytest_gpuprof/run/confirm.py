@@ -22,7 +22,8 @@ from ..compare.evaluate import TestResult
 from ..errors import GpuprofError
 from ..numbers import format_number
 from ..options import option_args
-from .fresh import child_results, fresh_pytest
+from .child_results import child_results
+from .fresh import fresh_pytest
 from .role import CONFIRMING
 
 

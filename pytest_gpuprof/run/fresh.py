@@ -8,7 +8,7 @@ command where one records it (``pytest_command``); its environment is this one's
 parent leaves out, with the role's marks joined (``run.role``'s variables: ``child_environment``).
 Each leads a process group of its own: past its time, or when this process is interrupted or
 fails while it runs, the group is stopped whole (``stop``), so no process the test started
-outlives it.  What the child measured comes back in a JSON file it writes (``read_results``).
+outlives it.  What the child measured comes back in a JSON file it writes (``child_results``).
 """
 
 from __future__ import annotations
@@ -23,15 +23,12 @@ import subprocess
 import sys
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 from ..capture.nsys import HELD_ENV, hold, restore_held, split_environment
 from ..errors import GpuprofError
-
-if TYPE_CHECKING:
-    from ..compare.evaluate import TestResult
 
 #: How a child whose variables are held out of a profiler's sight (``capture.nsys.hold``) runs
 #: pytest: ``run_held`` puts them back first.
@@ -163,18 +160,3 @@ def read_results(path: Path, child: str, ended: str = "") -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise GpuprofError(f"{child}'s results cannot be read: {path}: not a JSON object")
     return doc
-
-
-def child_results(path: Path, child: str, ended: str = "") -> dict[str, TestResult]:
-    """The tests of the results document ``child`` wrote to ``path`` (``--gpuprof-json``), by
-    node id: the one way a fresh pytest process's results come back.  An error naming the child
-    and the file when there is none (``ended``: how it ended), or when it or a test in it
-    cannot be read."""
-    from ..compare.evaluate import TestResult  # (here: a plain pytest run imports this module, and no pandas)
-
-    doc = read_results(path, child, ended)
-    try:
-        return {t["nodeid"]: TestResult.from_json(t, doc.get("backend")) for t in doc["tests"]}
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise GpuprofError(f"{child}'s results cannot be read: {path}: not a results document "
-                           f"({type(exc).__name__}: {exc})") from None

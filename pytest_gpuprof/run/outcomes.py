@@ -18,6 +18,7 @@ from ..compare.baseline import Entries, update_all
 from ..compare.entry import StoredEntry
 from ..compare.evaluate import TestResult
 from ..compare.judge import Judged
+from ..compare.recording import not_stored, recorded_over
 from ..errors import GpuprofError
 from ..report.document import results_document
 from ..report.escaping import terminal_text
@@ -52,7 +53,6 @@ class Outcomes:
         self.skipped: dict[str, str] = {}  # nodeid -> why it was not measured
         self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
         self._pending: dict[Path, Entries] = {}
-        self._recorded: dict[Path, list[str]] = {}  # per baseline file: what each update did to its runs
         # the baselines this run wrote at its end (the results document's ``baselines``)
         self.baselines: dict[str, Any] = {"updated": [], "refused": None}
 
@@ -61,18 +61,17 @@ class Outcomes:
         result = judged.result
         self.add_result(result)
         if judged.entry is not None and result.baseline_file is not None and result.nodeid and result.gpu:
-            self.add_entry(str(result.baseline_file), result.nodeid, result.gpu, judged.entry, judged.how)
+            self.add_entry(str(result.baseline_file), result.nodeid, result.gpu, judged.entry)
         return result
 
     def add_result(self, result: TestResult) -> None:
         self._relay("result", lambda: {"result": result.to_json()})
         self.results.append(result)
 
-    def add_entry(self, file: str, nodeid: str, gpu: str, entry: StoredEntry, how: str) -> None:
-        """A baseline entry to write at the end, and what recording it did to its runs."""
-        self._relay("entry", lambda: {"file": file, "nodeid": nodeid, "gpu": gpu, "entry": entry, "how": how})
+    def add_entry(self, file: str, nodeid: str, gpu: str, entry: StoredEntry) -> None:
+        """A baseline entry to write at the end."""
+        self._relay("entry", lambda: {"file": file, "nodeid": nodeid, "gpu": gpu, "entry": entry})
         self._pending.setdefault(Path(file), {}).setdefault(nodeid, {})[gpu] = entry
-        self._recorded.setdefault(Path(file), []).append(how)
 
     def add_counters(self, result: TestResult) -> None:
         """Nsight Compute's counters of a test just recorded join its entry (relayed with it:
@@ -107,16 +106,20 @@ class Outcomes:
         s = self.settings
         refused = False
         recorded = bool(self._pending)
+        recorded_runs: dict[Path, list[str]] = {}
         try:
             if self._pending:
-                update_all(s.baseline_dir, self._pending)
+                recorded_runs = update_all(s.baseline_dir, self._pending,
+                                           lambda entry, now: recorded_over(entry, now, s.baseline_runs))
         except (GpuprofError, OSError) as exc:
             self.baselines["refused"] = str(exc)
             self.written.append(refused_line(str(exc)))
             refused = True
+            pending = {nodeid for entries in self._pending.values() for nodeid in entries}
+            self.results = [not_stored(r, str(exc)) if r.nodeid in pending else r for r in self.results]
         else:
             for file, entries in sorted(self._pending.items()):
-                hows = Counter(self._recorded.get(file, ()))
+                hows = Counter(recorded_runs.get(file, ()))
                 update = {"file": str(file), "tests": len(entries),
                           "how": "; ".join(how if n == len(entries) else f"{n}: {how}" for how, n in hows.items())}
                 self.baselines["updated"].append(update)

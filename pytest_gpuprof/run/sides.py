@@ -36,7 +36,8 @@ from ..errors import GpuprofError
 from ..numbers import format_number
 from ..options import option_args
 from . import side_plugin
-from .fresh import child_results, fresh_pytest, read_results
+from .child_results import child_results
+from .fresh import fresh_pytest, read_results
 from .role import SIDE
 
 

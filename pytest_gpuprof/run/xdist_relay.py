@@ -69,9 +69,9 @@ class Inbox:
         """A test the worker judged."""
         self.outcomes.add_result(TestResult.from_json(result))
 
-    def worker_entry(self, file: str, nodeid: str, gpu: str, entry: StoredEntry, how: str) -> None:
+    def worker_entry(self, file: str, nodeid: str, gpu: str, entry: StoredEntry) -> None:
         """A baseline entry the worker recorded, written at the end with the others."""
-        self.outcomes.add_entry(file, nodeid, gpu, entry, how)
+        self.outcomes.add_entry(file, nodeid, gpu, entry)
 
     def worker_skipped(self, nodeid: str, reason: str) -> None:
         """A profiled test the worker did not measure, and why."""

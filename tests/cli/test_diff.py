@@ -215,6 +215,7 @@ def test_results_file_against_a_trace_needs_one_test(results):
 def test_a_test_that_errored_in_b_is_a_regression(results, tmp_path):
     doc = json.loads(results["good"].read_text())
     doc["tests"][0].update(status="error", metrics=None, message="cannot read trace x.json.gz")
+    doc["tests"][0]["facts"]["error"] = True  # a document's facts decide a test's status
     broken = tmp_path / "errored.json"
     broken.write_text(json.dumps(doc))
     out = diff(results["good"], broken)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
+from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file, update_all
 from pytest_gpuprof.compare.judge import Judge
+from pytest_gpuprof.compare.recording import recorded_over
 from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.errors import BaselineError
 from pytest_gpuprof.trace.kineto import load_kineto
@@ -95,8 +96,10 @@ def test_recording_over_an_entry_of_before_runs_were_kept_replaces_its_run(tmp_p
     trace = load_kineto(TRACE)
     judge = Judge(tmp_path, "torch", Rules(), update=True, baseline_runs=5)
     judged = judge.judge(NODEID, {}, lambda: {0: (trace, None)})
-    assert judged.how == "replaced: the recorded runs kept no per-step samples"
     assert len(judged.entry["runs"]) == 1 and judged.entry["runs"][0]["per_step"] == judged.result.per_step
+    hows = update_all(tmp_path, {path: {NODEID: {GPU: judged.entry}}}, lambda e, now: recorded_over(e, now, 5))
+    assert hows == {path: ["replaced: the recorded runs kept no per-step samples"]}
+    assert BaselineFile(path).entry(NODEID, GPU) == judged.entry
 
 
 def test_a_file_of_a_newer_schema_is_refused_saying_so_and_never_written(tmp_path):
@@ -118,3 +121,24 @@ def test_load_save_load_is_the_same_file(tmp_path):
     file.update(copy.deepcopy(loaded["tests"]))
     assert file.load() == loaded
     assert file.path.read_bytes() == SHIPPED.read_bytes()  # sorted and indented as the repository keeps it
+
+
+def test_two_recordings_made_against_one_entry_both_keep_their_run(tmp_path):
+    """Two recordings judged against the entry of one run (two updaters at once): each made an
+    entry of two runs; written one after the other, the file keeps all three, and the one
+    written first is stored exactly as it was made."""
+    path = baseline_file(tmp_path, NODEID)
+    trace = load_kineto(TRACE)
+    judge = Judge(tmp_path, "torch", Rules(), update=True, baseline_runs=5)
+
+    def stored_over(entry):
+        return update_all(tmp_path, {path: {NODEID: {GPU: entry}}}, lambda e, now: recorded_over(e, now, 5))[path]
+
+    assert stored_over(judge.judge(NODEID, {}, lambda: {0: (trace, None)}).entry) == ["first run recorded"]
+    first, second = (judge.judge(NODEID, {}, lambda: {0: (trace, None)}).entry for _ in range(2))
+    assert len(first["runs"]) == len(second["runs"]) == 2
+    assert stored_over(first) == ["run 2 of at most 5 recorded"]
+    assert BaselineFile(path).entry(NODEID, GPU) == first
+    assert stored_over(second) == ["run 3 of at most 5 recorded"]
+    stored = BaselineFile(path).entry(NODEID, GPU)
+    assert stored["runs"] == [first["runs"][0], first["runs"][1], second["runs"][1]]

@@ -287,7 +287,7 @@ def test_a_recording_session_stores_the_counters_ncu_read_with_the_tests_entry(t
     result = TestResult("t.py::t", recorded=True, gpu="H100",
                         metrics={"step_count": 2, "kernels": {GEMM: {"time_us": 9.0}}},
                         baseline_file=tmp_path / "t.json")
-    outcomes.add_entry(str(result.baseline_file), "t.py::t", "H100", {"metrics": {}}, "first run recorded")
+    outcomes.add_entry(str(result.baseline_file), "t.py::t", "H100", {"metrics": {}})
     monkeypatch.setattr(steps, "find_ncu", lambda path, option: Path("/usr/bin/ncu"))
     monkeypatch.setattr(steps, "profile_kernels", lambda *args: counters())
     lines = []

@@ -222,7 +222,10 @@ def test_a_change_let_through_is_said_with_its_p_value_and_level(replayed, nodei
     section = html_section((out / "report.html").read_text(), nodeid)
     window = section.split('data-metric="window_us"')[1].split("</tr>")[0]
     assert re.findall(r'<span class="vd (v-[a-z-]+)">(.*?)</span>', window) == [("v-let-through", html.escape(said))]
-    assert ("noted", "1 change(s) beyond the tolerance let through", [line]) in html_lists(section)
+    (let_through,) = [items for kind, head, items in html_lists(section)
+                      if kind == "noted" and head == f"{len(items)} change(s) beyond the tolerance let through"]
+    assert line in let_through  # beside it, in the weight-streaming replay, a GEMM 9.9% faster within the
+    # prediction interval of one recorded run on a card it cannot name (±10.4%: 2.5% and 1.1% between cards)
 
 
 def threshold_verdict(text: str, current: float) -> Verdict:

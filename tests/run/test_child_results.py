@@ -1,7 +1,7 @@
 """What fresh processes hand back is judged in compare, and read by one function.
 
 ``compare.confirmation.upheld`` and ``compare.pairs.upheld_by_pairs`` return new verdicts and
-leave the ones given as they were; ``run.fresh.child_results`` turns a missing or damaged
+leave the ones given as they were; ``run.child_results.child_results`` turns a missing or damaged
 results document into an error naming the child and the file."""
 
 import json
@@ -14,7 +14,7 @@ from pytest_gpuprof.compare.pairs import NOT_SURE, SAME, WORSE, Decision, upheld
 from pytest_gpuprof.compare.status import State, Status
 from pytest_gpuprof.compare.verdict import Verdict
 from pytest_gpuprof.errors import GpuprofError
-from pytest_gpuprof.run.fresh import child_results
+from pytest_gpuprof.run.child_results import child_results
 
 
 def regressed(metric="kernel_time_us"):
