@@ -8,6 +8,8 @@ standard library is imported: pytest loads this module in every run.
 
 from __future__ import annotations
 
+import argparse
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +181,30 @@ def add_rule_options(add: Callable[..., Any], prefix: str = "--") -> None:
     """Declare the rule options through an argparse-like ``add(flag, **kwargs)``, as
     ``PREFIX + NAME`` (``gpuprof diff``: ``--kernel-time-tolerance``)."""
     for option in RULE_OPTIONS:
-        add(prefix + option.name, type=float, default=option.default, metavar="FLOAT", help=option.described)
+        add(prefix + option.name, type=finite_number, default=option.default, metavar="FLOAT", help=option.described)
+
+
+def finite_number(text: Any) -> float:
+    """A float option's value, which must be a finite number: NaN compares false with every
+    bound and would let any change pass, infinity overflows what is computed from it."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def count(text: Any) -> int:
+    """An option's value that counts something: an integer, 0 or more."""
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
 
 
 def reference() -> str:

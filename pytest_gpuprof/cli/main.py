@@ -13,7 +13,7 @@ from ..errors import ConfigError, GpuprofError
 from ..metrics.counters import ncu_counters, needs_lines, not_computed
 from ..metrics.skew import rank_skew
 from ..numbers import format_number
-from ..options import REPORT_OPTIONS, RULE_OPTIONS, add_report_options, add_rule_options
+from ..options import REPORT_OPTIONS, RULE_OPTIONS, add_report_options, add_rule_options, count
 from ..report.escaping import terminal_text
 from ..report.names import function_name
 from ..report.terminal import analysis_lines, counter_lines
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     add_rule_options(diff.add_argument)
     diff.add_argument("--threshold", action="append", default=[], metavar="EXPR",
                       help="absolute requirement on B such as 'sync_count == 0'; repeatable")
-    diff.add_argument("--top", type=int, default=20, metavar="N",
+    diff.add_argument("--top", type=count, default=20, metavar="N",
                       help="kernel rows shown per comparison (default: 20; 0: all)")
     diff.add_argument("--test", metavar="NODEID", help="compare only this test of the results file(s)")
     diff.add_argument("--range", metavar="NAME",

@@ -77,6 +77,12 @@ def parse_threshold(text: str, origin: str) -> Threshold:
         raise ConfigError(f"{origin}: the kernel pattern {pattern!r} in threshold {text!r} is no regular "
                           f"expression: {exc}") from None
     value = float(m["value"]) / (100 if m["pct"] and spec.unit != "%" else 1)
+    if not math.isfinite(value):
+        raise ConfigError(f"{origin}: threshold {text!r}: its number must be finite")
+    if spec.kind == "ratio" and not 0 <= value <= 1 and not counter and metric not in TEST_METRICS:  # (skew: >1)
+        raise ConfigError(f"{origin}: threshold {text!r}: {metric} is a ratio from 0 to 1, which this threshold "
+                          f"always passes or always fails; in percent, write '{metric} {m['op']} {m['value']}%' "
+                          f"(the same as '{metric} {m['op']} {format_number(value / 100)}')")
     return Threshold(metric, m["op"], value, f"{metric} {m['op']} {format_number(value)}")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from typing import Any
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#!~|])")
@@ -23,6 +24,21 @@ def visible(text: Any) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def shown_lines(text: str) -> str:
+    """``text`` with its control and format characters (an ESC or a NUL in a kernel name, a
+    bidirectional override) and line separators but tab and line feed written as ``visible``
+    writes them: what a page shows of it, which no report holds raw."""
+    if text.replace("\n", "").replace("\t", "").isprintable():
+        return text
+    return "".join(c.encode("unicode_escape").decode("ascii") if c not in "\n\t" and
+                   unicodedata.category(c) in _UNSHOWN else c for c in text)
+
+
+#: Unicode categories a page writes as escapes: control, format, surrogate, private use,
+#: unassigned, line and paragraph separators.
+_UNSHOWN = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 def terminal_text(text: Any) -> str:

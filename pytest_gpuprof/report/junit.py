@@ -12,6 +12,7 @@ from typing import Any
 from ..compare.evaluate import TestResult
 from ..metrics.specs import METRICS
 from ..numbers import format_number
+from .escaping import visible
 from .names import full_name, in_metric
 from .values import shown_values
 from .words import broken_metrics, ncu_lines, verdict_words
@@ -20,13 +21,13 @@ from .words import broken_metrics, ncu_lines, verdict_words
 PREFIX = "gpuprof."
 
 
-def junit_properties(result: TestResult) -> list[tuple[str, Any]]:
+def junit_properties(result: TestResult) -> list[tuple[str, str]]:
     """A profiled test's JUnit XML properties (``item.user_properties``): status, GPU,
     every scalar metric as its verdict judged it (``values.shown_values``) with the
     baseline's beside it, each rank's of a distributed test (``gpuprof.rankN.METRIC``),
     and each broken metric in the words of the failure message, one property each."""
     test = result.to_json()
-    props: list[tuple[str, Any]] = [(f"{PREFIX}status", result.status.value)]  # plain str: xdist relays them
+    props: list[tuple[str, Any]] = [(f"{PREFIX}status", result.status)]
     if result.gpu:
         props.append((f"{PREFIX}gpu", result.gpu))
     if result.message:
@@ -41,7 +42,9 @@ def junit_properties(result: TestResult) -> list[tuple[str, Any]]:
         props.append((f"{PREFIX}ncu", "; ".join(ncu)))
     props += [(f"{PREFIX}broken.{_broken_name(vs[0])}", "; ".join(map(verdict_words, vs)))
               for vs in broken_metrics(test["verdicts"]).values()]
-    return props
+    # XML 1.0 holds no control character, not even escaped: each is written visibly (a kernel's
+    # name can carry any), and pytest writes both as attributes
+    return [(visible(name), visible(value)) for name, value in props]
 
 
 def _metric_properties(prefix: str, test: Mapping[str, Any]) -> list[tuple[str, str]]:

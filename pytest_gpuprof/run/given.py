@@ -6,6 +6,7 @@ it loads nothing heavy."""
 from __future__ import annotations
 
 import inspect
+from argparse import ArgumentTypeError
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from _pytest.config.findpaths import determine_setup  # how pytest chooses the rootdir: no public API says
 
 from ..capture.profiler import StepPlan
-from ..options import BY_NAME, OPTIONS, Option
+from ..options import BY_NAME, OPTIONS, Option, finite_number
 
 
 def option_value(config: pytest.Config, o: Option) -> Any:
@@ -32,9 +33,11 @@ def option_value(config: pytest.Config, o: Option) -> Any:
         if o.kind == "int":
             return int(value)
         if o.kind == "float":
-            return float(value)
+            return finite_number(value)
     except ValueError:
         raise pytest.UsageError(f"{origin}: expected {o.kind}, got {value!r}") from None
+    except ArgumentTypeError as exc:
+        raise pytest.UsageError(f"{origin}: {exc}") from None
     return Path(base, value) if o.kind == "path" else value
 
 

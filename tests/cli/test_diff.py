@@ -285,3 +285,13 @@ def test_a_results_file_that_is_not_json_is_refused_from_its_first_bytes(tmp_pat
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--kernel-time-tolerance", "nan"], "argument --kernel-time-tolerance: expected a finite number, got 'nan'"),
+    (["--ratio-tolerance", "inf"], "argument --ratio-tolerance: expected a finite number, got 'inf'"),
+    (["--top", "-1"], "argument --top: must not be negative, got -1"),
+])
+def test_a_rule_option_out_of_range_is_a_usage_error(args, said):
+    out = diff(str(ITEM), str(ITEM), *args)
+    assert out.returncode == 2 and out.stderr.splitlines()[-1] == f"gpuprof diff: error: {said}"

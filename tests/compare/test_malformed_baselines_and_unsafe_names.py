@@ -12,6 +12,7 @@ import json
 import math
 import re
 import shutil
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -457,17 +458,17 @@ def test_html_text_escapes_markup_and_quotes():
     assert html_text(None) == ""
 
 
-def hostile_trace(nodeid, gpu=True, kernel=True):
-    """The real trace of ``nodeid`` with its GPU and its first kernel renamed HOSTILE_NAME."""
+def hostile_trace(nodeid, gpu=True, kernel=True, name=HOSTILE_NAME):
+    """The real trace of ``nodeid`` with its GPU and its first kernel renamed ``name``."""
     doc = json.loads(gzip.decompress(trace_of(nodeid).read_bytes()))
     if gpu:
         for device in doc.get("deviceProperties", []):
-            device["name"] = HOSTILE_NAME
-        doc["gpuprof"]["environment"]["gpu"] = HOSTILE_NAME
+            device["name"] = name
+        doc["gpuprof"]["environment"]["gpu"] = name
     first = next(e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel")
     for event in doc["traceEvents"]:
         if kernel and event.get("name") == first:
-            event["name"] = HOSTILE_NAME
+            event["name"] = name
     return gzip.compress(json.dumps(doc).encode())
 
 
@@ -533,3 +534,30 @@ def test_a_kernel_name_from_a_trace_reaches_no_terminal_markdown_or_html_raw(pyt
     assert markdown_code(f"kernels[{HOSTILE_NAME}].count") in summary
     assert [line for line in plain if line.startswith("#")] == ["## gpuprof: 1 failed", "### Failures"]
     assert f"<summary>❌ <code>{html.escape(nodeid)}</code></summary>" in summary  # its fold, named once
+
+
+#: Every C0 control character and DEL, which XML 1.0 cannot hold even escaped (but tab and
+#: line breaks), in a kernel's name.
+CONTROL_NAME = "k" + "".join(map(chr, range(32))) + "\x7f\x85 end"
+
+
+def test_names_of_control_characters_leave_every_report_well_formed(pytester):
+    """JUnit XML parses (its properties name the kernel visibly), and no report holds a control
+    character raw: the page shows each as its escape."""
+    nodeid, _ = stored(MOE)
+    replay = minimal_suite(pytester, MOE, trace=hostile_trace(nodeid, gpu=False, name=CONTROL_NAME))
+    (pytester.path / "baselines" / "example_suite").mkdir(parents=True)
+    shutil.copyfile(BASELINES / "test_moe.json", pytester.path / "baselines" / "example_suite" / "test_moe.json")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={replay}", "--junitxml=j.xml",
+                                *REPORTS)
+    result.assert_outcomes(failed=1)
+    properties = {p.get("name"): p.get("value") for p in ET.parse(pytester.path / "j.xml").iter("property")}
+    shown = terminal_text(CONTROL_NAME)
+    assert f"gpuprof.broken.kernels[{shown}].count" in properties
+    raw = re.compile("[\x00-\x08\x0b-\x1f\x7f\x85]")
+    for report in ("s.md", "r.html", "j.xml"):
+        text = (pytester.path / report).read_text()
+        assert not raw.findall(text), (report, sorted(set(raw.findall(text))))
+    page = (pytester.path / "r.html").read_text()  # the name shown, its tab and line feed as white space
+    escapes = {c: f"\\x{c:02x}" for c in [*range(9), 11, 12, *range(14, 32), 0x7f, 0x85]} | {13: "\\r"}
+    assert html.escape(CONTROL_NAME.translate(escapes)) in page

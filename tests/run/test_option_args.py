@@ -26,3 +26,34 @@ def test_pytest_reads_back_what_was_written(pytester):
     for option in OPTIONS:
         got = config.getoption(option.ini)
         assert got == values[option.name] or str(got) == str(values[option.name]), option.flag
+
+
+FLOATS = [o for o in OPTIONS if o.kind == "float"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e400"])
+@pytest.mark.parametrize("option", FLOATS, ids=[o.flag for o in FLOATS])
+def test_a_float_option_that_is_no_finite_number_is_a_usage_error_naming_it(pytester, option, value):
+    """NaN passes every comparison and hid a regression (--gpuprof-ratio-tolerance=nan); infinity
+    overflowed: both are refused before any test runs, on the command line and in the ini file."""
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"{option.flag}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: {option.flag}: expected a finite number, got '{value}'" in result.stderr.lines
+    if value == "nan":
+        pytester.makeini(f"[pytest]\n{option.ini} = nan\n")
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof")
+        assert f"ERROR: ini key {option.ini}: expected a finite number, got 'nan'" in result.stderr.lines
+
+
+@pytest.mark.parametrize("threshold, words", [
+    ("gpu_utilization >= 85", "gpu_utilization is a ratio from 0 to 1, which this threshold always passes or "
+                              "always fails; in percent, write 'gpu_utilization >= 85%' (the same as "
+                              "'gpu_utilization >= 0.85')"),
+    ("kernel_time_us <= 1e400", "its number must be finite"),
+])
+def test_a_threshold_that_decides_nothing_is_a_usage_error(pytester, threshold, words):
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof", f"--gpuprof-threshold={threshold}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any(line.endswith(f"threshold {threshold!r}: {words}") for line in result.stderr.lines), result.stderr.lines

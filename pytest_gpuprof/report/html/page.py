@@ -40,6 +40,7 @@ from ...metrics import timeline
 from ...metrics.measure import is_comm_kernel, is_launch_call, is_sync_call
 from ...metrics.specs import METRICS, kernel_counter
 from ...numbers import format_count, format_number, format_quantity, format_time_us
+from ..escaping import shown_lines
 from ..names import full_name, function_name, kernel_metric, short_name
 from ..values import Shown, per_step_text, rank_sections, shown_values
 from ..words import (
@@ -142,10 +143,20 @@ def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-                             finalize=lambda value: "" if value is None else value)
+                             finalize=_shown)
     env.filters.update(number=format_number, short=short_name, full=full_name, breakable=breakable)
     env.globals["asset"] = lambda name: (Path(__file__).parent / "templates" / name).read_text(encoding="utf-8")
     return env
+
+
+def _shown(value: Any) -> Any:
+    """What every expression of the page writes: None as nothing, text with its control
+    characters written visibly (``escaping.shown_lines``; escaped HTML stays escaped)."""
+    if value is None:
+        return ""
+    if isinstance(value, Markup):
+        return Markup(shown_lines(str(value)))
+    return shown_lines(value) if isinstance(value, str) else value
 
 
 def breakable(nodeid: str) -> Markup:
