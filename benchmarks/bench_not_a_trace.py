@@ -13,11 +13,16 @@ is measured with ``PYTHONPATH=that/revision``; the module file loaded is printed
     python benchmarks/bench_not_a_trace.py [--sizes 64M,512M,1G] [--sparse 2G] [--timeout 120] [--folder DIR]
     python benchmarks/bench_not_a_trace.py --smoke
         a 1 MB file and a 16 MB sparse one, in seconds (CI runs it).
+    python benchmarks/bench_not_a_trace.py --sizes '' --sparse '' --json 2G
+        valid JSON that is no trace, gzipped, of 2 GiB each once gunzipped (issue 43, item 5):
+        a top-level member that is one long array, an events array of numbers, and an array of
+        one long array; each must be refused in memory that does not follow its size.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import re
 import subprocess
@@ -68,6 +73,28 @@ def zeros(path: Path, size: int, sparse: bool) -> Path:
     return path
 
 
+#: Valid JSON that is no trace, by its shape: the text before and after a long run of "0,".
+JSON_SHAPES = {
+    "a long member": (b'{"otherData": [', b"0]}"),
+    "an events array of numbers": (b'{"traceEvents": [', b"0]}"),
+    "an array of one long array": (b"[[", b"0]]"),
+}
+
+
+def json_not_a_trace(path: Path, size: int, shape: str) -> Path:
+    """A gzipped file of valid JSON, SIZE bytes once gunzipped, of the SHAPE given."""
+    head, tail = JSON_SHAPES[shape]
+    block = b"0," * (4 << 20)
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        fh.write(head)
+        left = size - len(head) - len(tail)
+        while left > 0:
+            fh.write(block[:left - left % 2] if left < len(block) else block)
+            left -= len(block)
+        fh.write(tail)
+    return path
+
+
 def load_once(path: Path, timeout: float) -> tuple[float, float | None, int | None, int | None, str]:
     """Load PATH in a fresh subprocess: its wall seconds, the load's own seconds, the peak RSS
     in bytes before the load and over the whole process (None when it was killed), and the
@@ -101,25 +128,31 @@ def load_once(path: Path, timeout: float) -> tuple[float, float | None, int | No
         return wall, float(lines[2]), int(lines[1]) * 1024, peak, lines[3]
 
 
-def bench(folder: Path, sizes: list[int], sparse: list[int], timeout: float) -> int:
+def bench(folder: Path, sizes: list[int], sparse: list[int], timeout: float, json_sizes: list[int] = ()) -> int:
     """Write each file, time its load, delete it; 1 when a file was not refused naming it."""
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
           f"{'/usr/bin/time -v' if TIME.exists() else 'wait4'}; timeout {timeout:.0f} s")
     failed = 0
-    for size, is_sparse in [(s, False) for s in sizes] + [(s, True) for s in sparse]:
-        path = zeros(folder / f"zeros_{size >> 20}MiB{'_sparse' if is_sparse else ''}.pt.trace.json.gz",
-                     size, is_sparse)
+    files = [(f"{size:,} bytes of zeros ({size >> 20} MiB{', sparse' if is_sparse else ''})",
+              lambda size=size, is_sparse=is_sparse: zeros(
+                  folder / f"zeros_{size >> 20}MiB{'_sparse' if is_sparse else ''}.pt.trace.json.gz", size, is_sparse))
+             for size, is_sparse in [(s, False) for s in sizes] + [(s, True) for s in sparse]]
+    files += [(f"valid JSON, {shape}, {size >> 20} MiB gunzipped",
+               lambda size=size, n=n, shape=shape: json_not_a_trace(folder / f"json_{n}.pt.trace.json.gz", size, shape))
+              for size in json_sizes for n, shape in enumerate(JSON_SHAPES)]
+    for what, write in files:
+        path = write()
+        what += f", {path.stat().st_size / 2**20:.1f} MiB on disk" if "JSON" in what else ""
         try:
             wall, load, before, peak, said = load_once(path, timeout)
         finally:
             path.unlink()
-        what = f"{size:,} bytes of zeros ({size >> 20} MiB{', sparse' if is_sparse else ''})"
         if peak is None:
             print(f"{what}: {wall:.2f} s: {said}")
         else:
             print(f"{what}: load {load:.3g} s (process {wall:.2f} s), peak RSS {peak / 2**20:.0f} MiB "
                   f"({before / 2**20:.0f} MiB before the load): {said}")
-        if not said.startswith(f"{path} {REFUSED}"):
+        if not said.startswith(f"{path} {REFUSED}" if "zeros" in what else f"{path}"):
             failed += 1
     print(f"{'all' if not failed else 'not all'} refused naming the file" + (f" ({failed} not)" if failed else ""))
     return 1 if failed else 0
@@ -131,12 +164,15 @@ def main() -> int:
     parser.add_argument("--sparse", default="2G", help="sizes of the sparse files (default 2G)")
     parser.add_argument("--timeout", type=float, default=120, help="seconds a load may take before it is killed")
     parser.add_argument("--folder", type=Path, help="where the files are written (default: a temporary folder)")
+    parser.add_argument("--json", default="", help="sizes (gunzipped) of the gzipped files of valid JSON that is "
+                        "no trace, one of each shape (default: none)")
     parser.add_argument("--smoke", action="store_true", help="a 1 MB file and a 16 MB sparse one")
     args = parser.parse_args()
     sizes, sparse = ("1M", "16M") if args.smoke else (args.sizes, args.sparse)
     with tempfile.TemporaryDirectory(dir=args.folder) as tmp:
         return bench(Path(tmp), [size_of(s) for s in sizes.split(",") if s],
-                     [size_of(s) for s in sparse.split(",") if s], args.timeout)
+                     [size_of(s) for s in sparse.split(",") if s], args.timeout,
+                     [size_of(s) for s in args.json.split(",") if s])
 
 
 if __name__ == "__main__":

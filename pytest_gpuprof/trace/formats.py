@@ -60,7 +60,7 @@ def is_chrome_trace(head: bytes) -> bool:
 JSON_HEAD = 1 << 16
 #: An error of ``json`` this close to the end of the head may be the cut's own (a number,
 #: literal or escape cut short), not the file's: the whole file's reading judges it.
-_CUT_SLACK = 64
+CUT_SLACK = 64
 
 
 def check_json_head(head: bytes) -> None:
@@ -76,5 +76,5 @@ def check_json_head(head: bytes) -> None:
     try:
         json.loads(text)
     except json.JSONDecodeError as exc:  # a string cut at the end is unterminated wherever it started
-        if exc.pos < len(text) - _CUT_SLACK and not exc.msg.startswith("Unterminated string"):
+        if exc.pos < len(text) - CUT_SLACK and not exc.msg.startswith("Unterminated string"):
             raise

@@ -693,3 +693,42 @@ def test_the_benchmark_of_files_of_zeros_runs_and_each_is_refused():
     rows = re.findall(r"\((1 MiB|16 MiB, sparse)\): load [\d.e-]+ s \(process [\d.]+ s\), peak RSS \d+ MiB "
                       r"\(\d+ MiB before the load\): \S+ is not a Chrome-trace JSON file", done.stdout)
     assert len(rows) == 2 and done.stdout.endswith("all refused naming the file\n"), done.stdout
+
+
+@pytest.mark.parametrize("head, tail, words", [
+    (b'{"otherData": [', b"0]}", 'its member "otherData" runs past 16 MiB of JSON, which no trace\'s does'),
+    (b'{"traceEvents": [', b"0]}", "traceEvents[0] is 0, not an event (an object)"),
+    (b"[[", b"0]]", "the events array[0] runs past 16 MiB of JSON, which no trace's does"),
+], ids=["a long member", "events that are numbers", "an array of one long array"])
+def test_valid_json_that_is_no_trace_is_refused_before_it_is_read_whole(tmp_path, monkeypatch, head, tail, words):
+    """256 MiB of valid JSON (1 MiB gzipped) that no trace can be: the generic parser, which
+    once parsed such a file whole (2 GiB: MemoryError after minutes), refuses it having read
+    no more than the longest value it decodes (kineto._VALUE_CAP) and a few chunks
+    (benchmarks/bench_not_a_trace.py --json 2G measures time and memory)."""
+    path = tmp_path / "t.pt.trace.json.gz"
+    with gzip.open(path, "wb", compresslevel=1) as fh:
+        fh.write(head)
+        for _ in range(64):
+            fh.write(b"0," * (2 << 20))
+        fh.write(tail)
+    opened = []
+    real = kineto.open_content
+    monkeypatch.setattr(kineto, "open_content", lambda p: opened.append(CountedReads(real(p))) or opened[-1])
+    with pytest.raises(TraceError) as err:
+        load_kineto(path)
+    assert str(err.value) == f"{path}: {words}"
+    assert max(f.read_bytes for f in opened) <= kineto._VALUE_CAP + 2 * kineto._CHUNK
+
+
+@pytest.mark.parametrize("content", [b'{"traceEvents": [{"name": "abc', b'{"traceEvents": [{"name": "a"}, {"args": {"x": [1'],
+                         ids=["in a string", "in an array"])
+def test_a_file_cut_inside_an_event_is_refused(tmp_path, content):
+    """The generic parser's stream ends inside an event: json's error for the whole text."""
+    path = tmp_path / "t.pt.trace.json"
+    path.write_bytes(content + b" " * (1 << 17))  # past the first bytes json judges on their own
+    with fuzz.generic_only(), pytest.raises(TraceError) as err:
+        load_kineto(path)
+    assert str(err.value).startswith(f"{path} is not a Chrome-trace JSON file: ")
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(path.read_bytes())
+    assert str(err.value).endswith(str(expected.value)), (str(err.value), str(expected.value))
