@@ -47,6 +47,20 @@ def _write_temp(path: Path, text: str) -> Path:
     return Path(tmp)
 
 
+class NotJson(ValueError):
+    """A value that strict JSON cannot hold: a number that is not finite."""
+
+
+def json_text(value: object, indent: int | None = None, sort_keys: bool = False) -> str:
+    """``value`` as JSON that every reader takes (``json.dumps``): a number
+    that is not finite (NaN, Infinity), which Python writes and no strict reader reads, is a
+    NotJson error, never written."""
+    try:
+        return json.dumps(value, indent=indent, sort_keys=sort_keys, allow_nan=False)
+    except ValueError:
+        raise NotJson("it holds a number that is not finite (NaN or Infinity), which JSON cannot hold") from None
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write through a temporary file renamed into place: readers never see half a file."""
     tmp = _write_temp(path, text)

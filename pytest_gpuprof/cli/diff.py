@@ -76,7 +76,7 @@ def load_side(path: str, test_range: str | None = None, nsys: str | None = None)
     if not nsys_input:
         doc = read_results(p)
         if doc is not None:
-            return Side(path, "results", _runs(path, doc))
+            return Side(path, "results", _runs(doc))
     if nsys_input and not test_range:
         processes = measure_processes(path, nsys)
         if len(processes) > 1:
@@ -97,22 +97,15 @@ def _ranks(path: str, ranks: dict[int, tuple[str, Measurement]], backend: str) -
     return Side(path, "ranks", runs)
 
 
-def _runs(path: str, doc: dict[str, Any]) -> dict[str | None, TestResult]:
-    """Each test of a results document; a distributed test's ranks, each as a test of its own
-    (``NODEID [rank N]``), compared rank by rank."""
+def _runs(doc: dict[str, Any]) -> dict[str | None, TestResult]:
+    """Each test of a results document (checked as it was read: ``inputs.read_results``); a
+    distributed test's ranks, each as a test of its own (``NODEID [rank N]``), compared rank by
+    rank."""
     runs: dict[str | None, TestResult] = {}
-    for i, t in enumerate(doc["tests"]):
-        if not isinstance(t, dict) or not isinstance(t.get("nodeid"), str):
-            raise GpuprofError(f"{path}: tests[{i}] has no 'nodeid'")
+    for t in doc["tests"]:
         if t.get("ranks") is not None:
-            if not (isinstance(t["ranks"], dict) and all(str(n).isdigit() for n in t["ranks"])):
-                raise GpuprofError(f"{path}: tests[{i}] ({t['nodeid']}) has 'ranks' that are not an object "
-                                   "keyed by rank (0, 1, ...)")
-            runs |= _runs(path, {**doc, "tests": rank_sections(t)[1:]})  # the ranks, as the reports show them
+            runs |= _runs({**doc, "tests": rank_sections(t)[1:]})  # the ranks, as the reports show them
             continue
-        metrics = t.get("metrics")
-        if metrics is not None and not (isinstance(metrics, dict) and "step_count" in metrics):
-            raise GpuprofError(f"{path}: tests[{i}] ({t['nodeid']}) has a 'metrics' member without step_count")
         runs[t["nodeid"]] = TestResult.from_json(t, doc.get("backend"))
     return runs
 

@@ -16,9 +16,9 @@ import pandas as pd
 
 from ..capture.nsight_compute import export_csv, find_ncu
 from ..capture.nsys import export_sqlite, find_nsys
+from ..compare.results_doc import checked
 from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
-from ..report.document import SCHEMA_VERSION
 from ..trace.formats import (
     JSON_HEAD,
     check_json_head,
@@ -161,7 +161,8 @@ def measure_ranks(folder: str) -> dict[int, tuple[str, Measurement]]:
 
 
 def read_results(p: Path) -> dict[str, Any] | None:
-    """The file's content when it is a results document; None when it looks like a trace.
+    """The file's content when it is a results document, checked (``compare.results_doc.checked``:
+    a problem is an error naming the file and the member); None when it looks like a trace.
     What is not JSON is refused from its first bytes (``check_json_head``), not read whole."""
     try:
         with open_content(p) as fh:
@@ -182,7 +183,4 @@ def read_results(p: Path) -> dict[str, Any] | None:
     if not (isinstance(doc, dict) and isinstance(doc.get("tests"), list) and "schema_version" in doc):
         raise GpuprofError(f"{p} is neither a results file (--gpuprof-json: 'schema_version' and a 'tests' "
                            f"list) nor a trace ('traceEvents')")
-    if doc["schema_version"] != SCHEMA_VERSION:
-        raise GpuprofError(f"{p} is a results file of schema_version {doc['schema_version']!r}; "
-                           f"this gpuprof reads {SCHEMA_VERSION}")
-    return doc
+    return checked(doc, p)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..compare.status import FAILED_STATUSES, STATUSES
+from ..compare.status import FAILED_STATUSES
 from ..errors import GpuprofError
 from ..report.document import document_of
 from .inputs import read_results
@@ -22,23 +22,19 @@ def merged(paths: list[str]) -> dict[str, Any]:
     backends: list[str] = []
     baseline_dirs: list[str] = []
     for path in paths:
-        doc = read_results(Path(path)) if Path(path).is_file() else None
+        doc = read_results(Path(path)) if Path(path).is_file() else None  # checked: inputs.read_results
         if doc is None:
             raise GpuprofError(f"{path}: not a results file (--gpuprof-json)" if Path(path).is_file()
                                else f"{path}: no such file")
-        for i, test in enumerate(doc["tests"]):
-            if (not isinstance(test, dict) or not isinstance(test.get("nodeid"), str)
-                    or test.get("status") not in STATUSES):
-                raise GpuprofError(f"{path}: tests[{i}] has no 'nodeid' or no known 'status'")
-            key = (test["nodeid"], test.get("gpu"))
+        for test in doc["tests"]:
+            key = (test["nodeid"], test["gpu"])
             if key in owner:
-                raise GpuprofError(f"{test['nodeid']} ({test.get('gpu') or 'no GPU'}) is in both {owner[key]} and "
+                raise GpuprofError(f"{test['nodeid']} ({test['gpu'] or 'no GPU'}) is in both {owner[key]} and "
                                    f"{path}: the shards overlap")
             owner[key] = path
             tests.append(test)
         for entry in doc.get("skipped") or []:
-            if isinstance(entry, dict) and isinstance(entry.get("nodeid"), str):
-                skipped.setdefault(entry["nodeid"], str(entry.get("reason", "")))
+            skipped.setdefault(entry["nodeid"], entry.get("reason", ""))
         for seen, value in ((backends, doc.get("backend")), (baseline_dirs, doc.get("baseline_dir"))):
             if isinstance(value, str) and value not in seen:
                 seen.append(value)

@@ -1,8 +1,9 @@
 """A baseline entry: what a test is judged against on one GPU model (docs/results.md,
 "Baseline files").  Its typed shapes (``Entry``, a distributed test's ``DistributedEntry``, the
 ``RecordedRun`` each keeps), how an entry of an older form is read in today's (``migrated``),
-and what an entry must hold to be trusted (``check_entry``).  ``baseline.BaselineFile``
-reads them from their file; ``recording.new_baseline_entry`` makes the one a recording stores.
+and what an entry must hold to be trusted (``check_entry``; its checks of a run's parts also
+check a results document's, ``results_doc``).  ``baseline.BaselineFile`` reads them from their
+file; ``recording.new_baseline_entry`` makes the one a recording stores.
 """
 
 from __future__ import annotations
@@ -157,12 +158,16 @@ def check_entry(entry: Mapping[str, Any]) -> None:
 
 def _check_counters(counters: Any) -> None:
     """Nsight Compute's counters (``metrics.counters``): per kernel every counter of
-    ``COUNTER_SPECS`` as its launches' median, min and max, and the test's
-    ``memory_bandwidth_utilization`` (a number, or null)."""
+    ``COUNTER_SPECS`` as its launches' median, min and max (all three null where a launch could
+    not give it), the test's ``memory_bandwidth_utilization`` (a number, or null), and why each
+    null figure is null (``no_value``, absent from counters stored before it was kept)."""
     _need(isinstance(counters, dict), "counters", "an object", counters)
     bandwidth = counters.get("memory_bandwidth_utilization")
     _need(bandwidth is None or _number(bandwidth), "counters.memory_bandwidth_utilization", f"{_NUMBER} or null",
           bandwidth)
+    no_value = counters.get("no_value", {})
+    _need(isinstance(no_value, dict) and all(isinstance(why, str) for why in no_value.values()), "counters.no_value",
+          "an object of why each null figure is null", no_value)
     kernels = counters.get("kernels")
     _need(isinstance(kernels, dict), "counters.kernels", "an object of kernel name to counters", kernels)
     for name, row in kernels.items():
@@ -174,6 +179,8 @@ def _check_counters(counters: Any) -> None:
         for counter in COUNTER_SPECS:
             stats = row.get(counter)
             _need(isinstance(stats, dict), f"{where}.{counter}", "an object (median, min, max)", stats)
+            if [stats.get(key, 0) for key in ("min", "median", "max")] == [None] * 3:
+                continue  # no launch could give it (``no_value`` says why)
             for key in ("min", "median", "max"):
                 _need(_number(stats.get(key)), f"{where}.{counter}.{key}", _NUMBER, stats.get(key))
             ordered = [stats[k] for k in ("min", "median", "max")]
@@ -243,23 +250,24 @@ def _check_metrics(metrics: Any) -> None:
               f"{_INTEGER} or null", row.get("bytes"), missing="bytes" not in row)
 
 
-def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False) -> None:
+def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False,
+                   partial: bool = False) -> None:
     """A run's ``per_step``: a list per judged series, ``stalled`` and each kernel name, all
     of one length with the other lists (which an update pools), values >= 0 (ratios at most
     1, nulls only in ratios); and its ``distribution``, with a summary of every series that
     has usable steps when ``complete`` (a recorded run's: its medians bound the next run's,
-    and one left out would widen that bound)."""
+    and one left out would widen that bound).  ``partial``: a results document's, which may
+    lack the series kept since it was written (before 2026-11-23: the times and counts alone)."""
     _need(isinstance(per_step, dict), f"{prefix}per_step", "an object", per_step)
     kernels = per_step.get("kernels")
     _need(isinstance(kernels, dict), f"{prefix}per_step.kernels", "an object of kernel names", kernels,
           missing=kernels is None)
     series = [name for name, spec in METRICS.items() if judged_series(spec)]
     lengths = set()
-    for name, values in [*((n, per_step.get(n)) for n in [*series, "stalled"]),
-                         *((f"kernels[{k}]", v) for k, v in kernels.items())]:
+    # a series absent (not null) was kept before it existed
+    kept = [n for n in [*series, "stalled"] if n in per_step or not (partial or n in RECORDED_SINCE)]
+    for name, values in [*((n, per_step.get(n)) for n in kept), *((f"kernels[{k}]", v) for k, v in kernels.items())]:
         where = f"{prefix}per_step.{name}"
-        if name not in per_step and name in RECORDED_SINCE:  # recorded before it existed; a null is no list
-            continue
         _need(isinstance(values, list), where, "a list of per-step values", values, missing=values is None)
         check, words = _bound(name)
         for i, value in enumerate(values):
@@ -273,7 +281,7 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
     for i, value in enumerate(per_step.get("launch_call_us") or ()):
         _need(value is None or check(value), f"{prefix}per_step.launch_call_us[{i}]", f"{words} or null", value)
     _need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
-    for i, value in enumerate(per_step["stalled"]):
+    for i, value in enumerate(per_step.get("stalled") or ()):
         _need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)
     for name, (words, told_by, empty) in _NULL_WHEN.items():
         values = per_step.get(name) or () if name in series else ()

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from ..files import write_atomic
+from ..files import json_text, write_atomic
 from ..metrics.specs import METRICS
 from ..numbers import format_number
 from .values import rank_sections, shown_values
@@ -52,4 +51,4 @@ BENCHMARK_CONTEXT = ("gpu_utilization", "overlap_efficiency", "pcie_utilization"
 
 
 def write_benchmark(doc: dict[str, Any], path: Path) -> None:
-    write_atomic(path, json.dumps(benchmark_entries(doc), indent=2) + "\n")
+    write_atomic(path, json_text(benchmark_entries(doc), indent=2) + "\n")

@@ -1,7 +1,8 @@
 """The results document: the one structure every report renders (docs/results.md).
 
 The JSON file (``--gpuprof-json``) is this document as it is; the terminal, the
-Markdown summary, the HTML page, the benchmark file and ``gpuprof diff`` read it.
+Markdown summary, the HTML page, the benchmark file and ``gpuprof diff`` read it (a file
+read back is checked first: ``compare.results_doc``, which owns ``SCHEMA_VERSION``).
 Tests are ordered regressions first (``compare.evaluate.STATUSES``).
 """
 
@@ -13,9 +14,8 @@ from typing import Any
 
 from .. import __version__
 from ..compare.evaluate import TestResult
+from ..compare.results_doc import SCHEMA_VERSION
 from ..compare.status import STATUSES
-
-SCHEMA_VERSION = 1
 
 
 def results_document(results: Iterable[TestResult], skipped: Mapping[str, str], backend: str, baseline_dir: Path,

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..files import write_atomic
+from ..files import NotJson, json_text, write_atomic
 from .benchmark_json import write_benchmark
 from .html import write_html
 from .markdown import write_summary
 
 
 def write_json(doc: dict[str, Any], path: Path) -> None:
-    write_atomic(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    """The results document, strict JSON (``files.json_text``: nothing that is not finite)."""
+    write_atomic(path, json_text(doc, indent=2, sort_keys=True) + "\n")
 
 
 #: Report files: the option's name (after --gpuprof-) -> function writing the document
@@ -55,8 +55,9 @@ def write_reports(doc: dict[str, Any], reports: dict[str, Path | None]) -> tuple
                 REPORTS[kind](doc, path, append=True)
             else:
                 REPORTS[kind](doc, path)
-        except OSError as exc:
-            lines.append(f"{kind} report not written: {path}: {exc.strerror or exc}: {NOT_WRITTEN_FAILS}")
+        except (OSError, NotJson) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            lines.append(f"{kind} report not written: {path}: {why}: {NOT_WRITTEN_FAILS}")
             written = False
             continue
         lines.append(f"{kind} report: {'appended to ' if append else ''}{path}")

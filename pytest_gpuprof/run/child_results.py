@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..compare.evaluate import TestResult
+from ..compare.results_doc import checked
 from ..errors import GpuprofError
 from .fresh import read_results
 
@@ -16,11 +17,11 @@ from .fresh import read_results
 def child_results(path: Path, child: str, ended: str = "") -> dict[str, TestResult]:
     """The tests of the results document ``child`` wrote to ``path`` (``--gpuprof-json``), by
     node id: the one way a fresh pytest process's results come back.  An error naming the child
-    and the file when there is none (``ended``: how it ended), or when it or a test in it
-    cannot be read."""
+    and the file when there is none (``ended``: how it ended), or when it cannot be read or is
+    no results document (``compare.results_doc.checked``, as ``gpuprof diff`` reads one)."""
     doc = read_results(path, child, ended)
     try:
-        return {t["nodeid"]: TestResult.from_json(t, doc.get("backend")) for t in doc["tests"]}
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise GpuprofError(f"{child}'s results cannot be read: {path}: not a results document "
-                           f"({type(exc).__name__}: {exc})") from None
+        checked(doc, path)
+    except GpuprofError as exc:
+        raise GpuprofError(f"{child}'s results cannot be read: {exc}") from None
+    return {t["nodeid"]: TestResult.from_json(t, doc.get("backend")) for t in doc["tests"]}

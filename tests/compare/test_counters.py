@@ -228,6 +228,17 @@ def test_the_baseline_keeps_the_counters_of_the_first_recording_process_and_chec
     kernel(stored["counters"], GEMM)["registers_per_thread"]["min"] = 300
     with pytest.raises(ValueError, match=r"registers_per_thread must be ordered min <= median <= max"):
         check_entry(stored)
+    # a counter no launch could give is stored as ncu_counters writes it: three nulls, and why
+    stored = shipped_entry() | {"counters": counters()}
+    kernel(stored["counters"], GEMM)["tensor_pipe_pct"] = {"median": None, "min": None, "max": None}
+    stored["counters"]["no_value"] = {f"kernels[{GEMM}].tensor_pipe_pct": "needs sm__pipe_tensor_cycles_active"}
+    check_entry(stored)
+    kernel(stored["counters"], GEMM)["tensor_pipe_pct"] = {"median": None, "min": 1, "max": None}
+    with pytest.raises(ValueError, match=r"tensor_pipe_pct.median must be a finite number in \[0, 2\*\*63\), got No"):
+        check_entry(stored)
+    stored["counters"]["no_value"] = ["why"]
+    with pytest.raises(ValueError, match=r"^counters.no_value must be an object of why each null figure is null"):
+        check_entry(stored)
 
 
 def shipped_entry() -> dict:

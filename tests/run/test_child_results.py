@@ -56,10 +56,16 @@ def test_a_childs_results_are_read_by_node_id(tmp_path):
     (None, "the re-run measured nothing (no results document): {path}; exit 2"),
     ("{torn", "the re-run's results cannot be read: {path}: Expecting property name"),
     ("[]", "the re-run's results cannot be read: {path}: not a JSON object"),
-    ('{"tests": [{"status": "passed"}]}', "the re-run's results cannot be read: {path}: not a results document "
-                                          "(KeyError: 'nodeid')"),
-    ('{"tests": [{"nodeid": "t", "verdicts": [{"metric": "kernel_time_us", "status": "fine"}]}]}',
-     "the re-run's results cannot be read: {path}: not a results document (ValueError: 'fine' is not a valid State)"),
+    ('{"tests": []}', "the re-run's results cannot be read: results file {path} has schema_version None; this "
+                      "gpuprof reads 1"),
+    ('{"schema_version": 1, "tests": [{"status": "passed"}]}',
+     "the re-run's results cannot be read: results file {path}: tests[0].nodeid is missing"),
+    ('{"schema_version": 1, "tests": [{"nodeid": "t", "status": "failed", "message": "", "gpu": null, "metrics": null, '
+     '"baseline_metrics": null, "verdicts": [{"metric": "kernel_time_us", "status": "fine", "baseline": 1, '
+     '"current": 2, "change": "+100%", "rule": ""}]}]}',
+     "the re-run's results cannot be read: results file {path}: tests[0].verdicts[0].status must be one of 'ok', "),
+    ('{"schema_version": 1, "tests": [], "skipped": [{"nodeid": "t", "reason": NaN}]}',
+     "the re-run's results cannot be read: results file {path}: skipped[0].reason must be a finite number, got nan"),
 ])
 def test_a_missing_or_damaged_results_document_is_an_error_naming_it(tmp_path, content, why):
     path = tmp_path / "results.json"
