@@ -13,7 +13,9 @@ that gives a name twice in one object, a test or an entry that is not an object,
 The entry a test is judged against is checked where it is read (``BaselineFile.entry``,
 ``entry.check_entry``): one that cannot be trusted (a metric of the wrong type, negative
 or NaN; a ratio over 1; a missing part; an unknown backend) is an error naming the file
-and the test, never a weaker gate.  A file that cannot be read is never written: an update
+and the test, never a weaker gate.  A session reads each file once (``Baselines``, the
+judge's): a module of hundreds of tests parses its file once, not once a test.  A file that
+cannot be read is never written: an update
 re-reads every file under an exclusive lock on the baseline directory just before it
 writes, and writes all its files as one step (``files.write_all_atomic``): every file new,
 or none, even when the process is killed.
@@ -22,6 +24,7 @@ or none, even when the process is killed.
 from __future__ import annotations
 
 import contextlib
+import copy
 import fcntl
 import json
 import os
@@ -119,6 +122,43 @@ class BaselineFile:
     def update(self, entries: Entries) -> None:
         """Set ``entries[nodeid][gpu]`` in the file as given, keeping every other entry (``update_all``)."""
         update_all(self.path.parent, {self.path: entries})
+
+
+class Baselines:
+    """The baseline files of one session, each read (parsed, refused or migrated:
+    ``BaselineFile.load``) once, then kept by path: what the judge reads each test's entry
+    from (``Judge.baselines``), so that judging a module's tests costs the same per test
+    however many share its file.  Each entry is checked (``check_entry``) every time it is
+    asked for, and is the caller's own copy; a file that cannot be read is the same error,
+    naming it, for each of its tests.  A file this process writes through ``update_all`` is
+    read again when next asked for; one another process changes meanwhile is judged as it
+    was read (an update reads every file again under the directory's lock: ``update_all``)."""
+
+    def __init__(self) -> None:
+        self._read: dict[Path, dict[str, Any] | str] = {}  # path -> its tests, or why it cannot be read
+
+    def entry(self, path: Path, nodeid: str, gpu: str) -> StoredEntry | None:
+        """The entry this test is judged against on this GPU model in the file at ``path``, if
+        any, checked as ``BaselineFile.entry`` checks it."""
+        tests = self._read.get(path)
+        if tests is None:
+            try:
+                tests = self._read[path] = BaselineFile(path).load()["tests"]
+            except BaselineError as exc:
+                tests = self._read[path] = str(exc)
+        if isinstance(tests, str):
+            raise BaselineError(tests)
+        return BaselineFile(path)._trusted(nodeid, gpu, copy.deepcopy(tests.get(nodeid, {}).get(gpu)))
+
+    def update_all(self, baseline_dir: Path, changes: dict[Path, Entries],
+                   recorder: Recorder | None = None) -> dict[Path, list[str]]:
+        """``update_all``, the files it was given read again when next asked for (also when
+        it wrote none of them: it may have failed midway)."""
+        try:
+            return update_all(baseline_dir, changes, recorder)
+        finally:
+            for path in changes:
+                self._read.pop(path, None)
 
 
 class _Twice(ValueError):

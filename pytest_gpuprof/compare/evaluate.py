@@ -33,7 +33,7 @@ from .machine import (
     on_recorded_card,
 )
 from .rules import Rules, Threshold
-from .samples import distribution, stored_samples
+from .samples import distribution, medians, stored_samples
 from .status import BROKEN, FAILED_STATUSES, STATUSES, State, Status
 from .verdict import Verdict
 from .verdicts import judge
@@ -239,7 +239,9 @@ class TestResult:
 
     def to_json(self) -> dict[str, Any]:
         """This test in the results document (docs/results.md); with both runs' per-step
-        samples and distributions, so that its time verdicts can be judged again from it."""
+        samples and distributions, so that its time verdicts can be judged again from it, and
+        of each of the baseline's recorded runs what judges it (``_run_kept``): each run a
+        baseline keeps adds one median per series, not its steps."""
         entry = self.baseline_entry or {}
         stored = entry.get("per_step")
         return {
@@ -261,8 +263,7 @@ class TestResult:
             "distribution": self.distribution,
             "baseline_per_step": stored,
             "baseline_distribution": distribution(stored, entry.get("distribution")) if stored else None,
-            "baseline_runs": [{k: r.get(k) for k in ("distribution", "machine", "environment")}
-                              | {"per_step": host.kept(r.get("per_step"))} for r in entry.get("runs", [])] or None,
+            "baseline_runs": [_run_kept(r, stored) for r in entry.get("runs", [])] or None,
             "verdicts": [v.to_json() for v in self.verdicts],
             "unstable": self.unstable,
             "health": self.health,
@@ -308,6 +309,15 @@ class TestResult:
                                                          for r, t in doc["ranks"].items()},
             counters=doc.get("counters"), **(doc.get("facts") or migrated_facts(doc)),
         )
+
+
+def _run_kept(run: Mapping[str, Any], baseline_steps: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What a results document keeps of one of the baseline's recorded runs: what judging
+    reads of it, its summaries' medians (``samples.medians``), its probes, its environment
+    and its host series' medians at the baseline host's speed (``host.at_reference``), not
+    its steps.  A run kept so is kept the same again (a document read back and written)."""
+    return {"distribution": medians(run.get("distribution")), "machine": run.get("machine"),
+            "environment": run.get("environment"), host.AT_BASELINE_SPEED: host.at_reference(run, baseline_steps)}
 
 
 def migrated_facts(doc: Mapping[str, Any]) -> dict[str, bool]:

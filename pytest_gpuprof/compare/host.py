@@ -19,7 +19,8 @@ from typing import Any
 
 from ..metrics.specs import METRICS
 from ..numbers import format_time_us
-from .stats import Prior
+from .samples import usable
+from .stats import Prior, summarize
 
 #: The judged ratios over the window: the host's pace moves them through it.
 WINDOW_RATIOS = ("gpu_utilization", "sync_wait_fraction", "pcie_utilization")
@@ -81,12 +82,33 @@ def converted(per_step: Mapping[str, Any], reference: float) -> dict[str, Any]:
     return out | {"stalled": per_step.get("stalled") or []}
 
 
-def kept(per_step: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """What a results document keeps of a recorded run's steps: the host series, the
-    readings and the stall flags, enough to judge them again at the baseline host's speed."""
-    if not per_step:
-        return None
-    return {name: per_step[name] for name in (*HOST_SERIES, READING, "stalled") if name in per_step}
+#: A recorded run's host-series medians at the baseline host's speed, as a results document
+#: keeps them in place of the run's steps (``run_medians``).
+AT_BASELINE_SPEED = "at_baseline_speed"
+
+
+def run_medians(run: Mapping[str, Any], reference: float) -> dict[str, float]:
+    """The median of each host series of a baseline's recorded run over its usable steps,
+    each step put at the baseline host's speed (``reference``, ``converted``): what bounds
+    a run's host series at that speed.  A results document's run holds them
+    (``AT_BASELINE_SPEED``, ``at_reference``); a stored run is converted from its steps;
+    empty for a run without host-speed readings."""
+    if AT_BASELINE_SPEED in run:
+        return dict(run[AT_BASELINE_SPEED] or {})
+    per_step = run.get("per_step")
+    if not speed(per_step):
+        return {}
+    steps = converted(per_step or {}, reference)
+    return {name: summarize(u)["median"] for name in HOST_SERIES if (u := usable(steps, steps.get(name) or []))}
+
+
+def at_reference(run: Mapping[str, Any], baseline_steps: Mapping[str, Any] | None) -> dict[str, float] | None:
+    """What a results document keeps of a recorded run's steps (``AT_BASELINE_SPEED``): its
+    ``run_medians`` at the speed of the baseline's pooled steps (``baseline_steps``), the
+    reference every judgment of it uses; None where the baseline or the run read no speed."""
+    reference = speed(baseline_steps)
+    medians = run_medians(run, reference) if reference else {}
+    return medians or None
 
 
 def slower(now: float, before: float) -> str:

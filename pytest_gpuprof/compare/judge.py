@@ -10,7 +10,7 @@ read again) comes in as functions.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -18,7 +18,7 @@ from ..errors import GpuprofError
 from ..metrics.measure import Measurement, measure
 from ..metrics.skew import rank_skew
 from ..trace.model import Trace
-from .baseline import BaselineFile, baseline_file
+from .baseline import Baselines, baseline_file
 from .counter_verdicts import asks_ncu, judge_counters, unprofiled_notes
 from .distributed import as_one, combine, entry_for, rank_entry, rank_rules
 from .entry import Entry, StoredEntry
@@ -51,7 +51,8 @@ class Judged(NamedTuple):
 
 @dataclass(frozen=True)
 class Judge:
-    """How this run judges (its options), the same for every test."""
+    """How this run judges (its options), the same for every test, and the baseline files it
+    read (``baselines``: each file read once a session, whatever the number of its tests)."""
 
     baseline_dir: Path
     backend: str  # "torch" or "nsys": what measured
@@ -65,6 +66,7 @@ class Judge:
     keep_counters: bool = False  # a recording's later process: the first one's counters stay
     replay: bool = False  # the traces are kept ones replayed (--gpuprof-replay): no kernel ran here
     ncu: bool = False  # --gpuprof-ncu: every test asks for Nsight Compute unless its marker says ncu=False
+    baselines: Baselines = field(default_factory=Baselines, compare=False, repr=False)
 
     def rules_for(self, arguments: Mapping[str, Any]) -> Rules:
         """The run's rules with a test's marker (``arguments``) on top (``Rules.with_marker``)."""
@@ -106,7 +108,7 @@ class Judge:
         first = runs[min(runs)]
         file = baseline_file(self.baseline_dir, nodeid)
         rules = self.rules_for(arguments)
-        stored = None if self.base_only else BaselineFile(file).entry(nodeid, first.gpu)
+        stored = None if self.base_only else self.baselines.entry(file, nodeid, first.gpu)
         entry, mismatch = entry_for(stored, len(runs) if distributed else 1)
         own: Entry | None = None
         alongside = None

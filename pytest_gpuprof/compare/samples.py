@@ -75,6 +75,17 @@ def distribution(per_step: Mapping[str, Any], stored: Mapping[str, Any] | None =
     return out
 
 
+def medians(summaries: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A ``distribution`` with each summary cut to its ``median``, kernels' too: what a
+    results document keeps of a baseline's recorded run (``paired_series`` reads no more)."""
+    if summaries is None:
+        return None
+    out: dict[str, Any] = {name: {"median": s["median"]} for name, s in summaries.items()
+                           if name != "kernels" and isinstance(s, Mapping) and "median" in s}
+    return out | {"kernels": {name: {"median": s["median"]} for name, s in (summaries.get("kernels") or {}).items()
+                              if isinstance(s, Mapping) and "median" in s}}
+
+
 def decimals(name: str) -> int:
     """Decimals a series' summaries keep: 3 for microseconds (1 ns), 6 for ratios and rates."""
     return 3 if METRICS[name].kind == "time" else 6

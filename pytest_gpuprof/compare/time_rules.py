@@ -328,18 +328,19 @@ def _at_baseline_speed(samples: Sides | None, runs: Sequence[Mapping[str, Any]],
                        speeds: tuple[float, float] | None) -> dict[str, tuple[Series, Series]]:
     """(baseline, current) of each host series (``host.HOST_SERIES``) at the baseline host's
     speed: both runs' steps scaled by their readings against the baseline's, and the
-    medians of the baseline's recorded runs likewise (runs that kept no readings left out).
+    medians of the baseline's recorded runs likewise (``host.run_medians``; runs that kept
+    no readings left out).
     Empty without both runs' steps and host-speed readings (``_speeds``)."""
     if not speeds or not samples or not samples[0] or not samples[1]:
         return {}
     now, before = host.converted(samples[0], speeds[1]), host.converted(samples[1], speeds[1])
-    kept = [host.converted(r["per_step"], speeds[1]) for r in runs if host.speed(r.get("per_step"))]
+    kept = [host.run_medians(r, speeds[1]) for r in runs]
     out = {}
     for name in host.HOST_SERIES:
         b, c = usable(before, before.get(name) or []), usable(now, now.get(name) or [])
         if not b or not c:
             continue
-        medians = tuple(summarize(u)["median"] for u in (usable(r, r.get(name) or []) for r in kept) if u)
+        medians = tuple(m[name] for m in kept if name in m)
         out[name] = (Series(b, summarize(b, decimals(name)), medians), Series(c, summarize(c, decimals(name))))
     return out
 

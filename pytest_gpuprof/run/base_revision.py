@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ..capture.marker import is_profiled
-from ..compare.baseline import BaselineFile, baseline_file
+from ..compare.baseline import baseline_file
 from ..compare.entry import Entry
 from ..compare.evaluate import TestResult
 from ..compare.judge import Judge
@@ -111,6 +111,7 @@ class BaseRevision:
 
     def _has_baseline(self, nodeid: str, gpu: str) -> bool:
         try:
-            return BaselineFile(baseline_file(self.judge.baseline_dir, nodeid)).entry(nodeid, gpu) is not None
+            file = baseline_file(self.judge.baseline_dir, nodeid)
+            return self.judge.baselines.entry(file, nodeid, gpu) is not None
         except GpuprofError:
             return True  # judged as today: its own judgment says what is wrong with the file

@@ -194,7 +194,8 @@ def run_outer(settings: Settings, args: list[str], cwd: Path) -> tuple[int, Outc
         kept = keep_or_delete(report, settings.keep_traces)
     backend = NsysReportBackend(report, trace, kept, {t["nodeid"]: t.get("unfinished") for t in inner["tests"]
                                                       if not t["completed"]}, ranks)
-    outcomes, judge = Outcomes(settings, backend.kept_traces), settings.judge()
+    judge = settings.judge()
+    outcomes = Outcomes(settings, backend.kept_traces, baselines=judge.baselines)
     outcomes.skipped.update(inner["skipped"])
     for test in inner["tests"]:  # the passed ones (a failed test is not judged)
         nodeid = test["nodeid"]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..compare.baseline import Entries, update_all
+from ..compare.baseline import Baselines, Entries
 from ..compare.entry import StoredEntry
 from ..compare.evaluate import TestResult
 from ..compare.judge import Judged
@@ -45,8 +45,11 @@ def kept_here(event: str, arguments: Callable[[], dict[str, object]]) -> None:
 class Outcomes:
     """The run's results, tests not measured, entries to store, and lines about what it wrote."""
 
-    def __init__(self, settings: Settings, kept_traces: Path | None, relay: Relay = kept_here) -> None:
+    def __init__(self, settings: Settings, kept_traces: Path | None, relay: Relay = kept_here,
+                 baselines: Baselines | None = None) -> None:
         self.settings = settings
+        # the files the judge read: what this run writes there is read again (``Judge.baselines``)
+        self.baseline_files = baselines or Baselines()
         self.kept_traces = kept_traces  # where the backend keeps the traces results name, if it does
         self._relay = relay  # a pytest-xdist worker's: each part goes to the controller
         self.results: list[TestResult] = []
@@ -109,8 +112,8 @@ class Outcomes:
         recorded_runs: dict[Path, list[str]] = {}
         try:
             if self._pending:
-                recorded_runs = update_all(s.baseline_dir, self._pending,
-                                           lambda entry, now: recorded_over(entry, now, s.baseline_runs))
+                recorded_runs = self.baseline_files.update_all(
+                    s.baseline_dir, self._pending, lambda entry, now: recorded_over(entry, now, s.baseline_runs))
         except (GpuprofError, OSError) as exc:
             self.baselines["refused"] = str(exc)
             self.written.append(refused_line(str(exc)))

@@ -150,7 +150,7 @@ class GpuprofSession:
         self.backend = backend = backend or backend_of(settings)
         self.judge = judge or s.judge(alongside=s.base is not None and backend.in_process)
         self.against_base = against_base
-        self.outcomes = Outcomes(settings, backend.kept_traces, relay or kept_here)
+        self.outcomes = Outcomes(settings, backend.kept_traces, relay or kept_here, self.judge.baselines)
         self.ending = self._ending() if relay is None else Relays()
         self.probes = Probes(gpu) if backend.needs_gpu and not process.measures_for_another else Unprobed(gpu)
         # Nsight Compute's counters are judged with the test unless it may run after it, here

@@ -129,13 +129,16 @@ def test_two_recordings_made_against_one_entry_both_keep_their_run(tmp_path):
     written first is stored exactly as it was made."""
     path = baseline_file(tmp_path, NODEID)
     trace = load_kineto(TRACE)
-    judge = Judge(tmp_path, "torch", Rules(), update=True, baseline_runs=5)
+
+    def recorded():  # by a process of its own: its judge reads the file as it is now
+        return Judge(tmp_path, "torch", Rules(), update=True, baseline_runs=5).judge(
+            NODEID, {}, lambda: {0: (trace, None)}).entry
 
     def stored_over(entry):
         return update_all(tmp_path, {path: {NODEID: {GPU: entry}}}, lambda e, now: recorded_over(e, now, 5))[path]
 
-    assert stored_over(judge.judge(NODEID, {}, lambda: {0: (trace, None)}).entry) == ["first run recorded"]
-    first, second = (judge.judge(NODEID, {}, lambda: {0: (trace, None)}).entry for _ in range(2))
+    assert stored_over(recorded()) == ["first run recorded"]
+    first, second = recorded(), recorded()
     assert len(first["runs"]) == len(second["runs"]) == 2
     assert stored_over(first) == ["run 2 of at most 5 recorded"]
     assert BaselineFile(path).entry(NODEID, GPU) == first

@@ -61,8 +61,8 @@ def record(tmp_path: Path, traces) -> Path:
     """A baseline of these traces, one recorded run each, as --gpuprof-update-baseline keeps them."""
     from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
 
-    judge = Judge(tmp_path, "torch", RULES, update=True, baseline_runs=len(traces))
-    for t in traces:
+    for t in traces:  # each in a process of its own, whose judge reads the file as the last one left it
+        judge = Judge(tmp_path, "torch", RULES, update=True, baseline_runs=len(traces))
         judged = judge.judge(NODE, {}, lambda t=t: {0: (t, TRACE)})
         BaselineFile(baseline_file(tmp_path, NODE)).update({NODE: {judged.result.gpu: judged.entry}})
     return tmp_path

@@ -143,6 +143,47 @@ def test_json_document_carries_both_runs_samples_and_distributions(run, planted_
     assert any("Mann-Whitney U p=" in v["evidence"] for v in moe["verdicts"])
 
 
+def stored_entry(nodeid):
+    module = nodeid.split("::")[0].removeprefix("example_suite/").removesuffix(".py")
+    return json.loads((ROOT / "baselines" / "example_suite" / f"{module}.json").read_text())["tests"][nodeid][
+        "NVIDIA H200"]
+
+
+def test_json_document_keeps_of_each_recorded_run_what_judges_it_not_its_steps(run):
+    """A baseline's recorded runs, the history its entry keeps (3 runs each here, 5 by
+    default), cost a test's document a few numbers a run: each summary's median, the probes,
+    the environment and its host series' medians at the baseline host's speed; not the runs'
+    steps, nor their summaries' quartiles.  Judged again from the runs so kept, or from the
+    runs as stored (a document of before 2026-11-28 kept their steps), every test of one
+    process gets the same verdicts."""
+    out, _ = run
+    doc = json.loads((out / "results.json").read_text())
+    host_medians = 0
+    for t in doc["tests"]:
+        if t["ranks"] is not None:
+            continue
+        entry = stored_entry(t["nodeid"])
+        assert len(t["baseline_runs"]) == len(entry["runs"]) == 3
+        for kept, stored in zip(t["baseline_runs"], entry["runs"]):
+            assert set(kept) == {"distribution", "machine", "environment", "at_baseline_speed"}
+            assert kept["environment"] == stored["environment"] and kept["machine"] == stored.get("machine")
+            summaries = {**{k: v for k, v in stored["distribution"].items() if k != "kernels"},
+                         **stored["distribution"]["kernels"]}
+            assert {**{k: v for k, v in kept["distribution"].items() if k != "kernels"},
+                    **kept["distribution"]["kernels"]} == {k: {"median": v["median"]} for k, v in summaries.items()}
+            assert len(json.dumps(kept)) < len(json.dumps(stored)) / 2
+            host_medians += kept["at_baseline_speed"] is not None
+        rules = Rules()
+        again = {}
+        for form, runs in (("kept", t["baseline_runs"]), ("stored", entry["runs"])):
+            again[form] = [v.to_json() for v in judge(
+                t["metrics"], t["baseline_metrics"], rules, True, (t["per_step"], t["baseline_per_step"]),
+                (t["distribution"], t["baseline_distribution"]), runs,
+                other_card=not on_recorded_card(t["environment"], runs))]
+        assert again["kept"] == again["stored"], t["nodeid"]
+    assert host_medians  # some test's runs judged at the baseline host's speed
+
+
 def test_every_member_of_the_document_is_documented(run):
     out, _ = run
     doc = json.loads((out / "results.json").read_text())
