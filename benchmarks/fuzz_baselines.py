@@ -363,23 +363,23 @@ def read_independently(data: bytes) -> tuple[Any, str | None]:
         return None, f"not JSON: {str(exc)[:60]}"
 
 
-def _integer(v: Any, least: int = 0) -> bool:
+def integer(v: Any, least: int = 0) -> bool:
     return type(v) is int and least <= v < LIMIT
 
 
-def _number(v: Any) -> bool:
+def number(v: Any) -> bool:
     return type(v) in (int, float) and 0 <= v < LIMIT  # (NaN and infinities fail the comparison)
 
 
 def _ratio(v: Any) -> bool:
-    return _number(v) and v <= 1
+    return number(v) and v <= 1
 
 
 def refusal(doc: Any, src: Source) -> str | None:
     """Why the file must be refused when SRC's test is judged, or None."""
     if not isinstance(doc, dict) or not isinstance(doc.get("tests"), dict):
         return "no tests object"
-    if not (_integer(doc.get("schema_version")) and doc["schema_version"] == 1):
+    if not (integer(doc.get("schema_version")) and doc["schema_version"] == 1):
         return "schema_version is not 1"
     if not all(isinstance(by_gpu, dict) and all(isinstance(e, dict) for e in by_gpu.values())
                for by_gpu in doc["tests"].values()):
@@ -389,23 +389,23 @@ def refusal(doc: Any, src: Source) -> str | None:
 
 
 def _positive(v: Any) -> bool:
-    return _number(v) and v > 0
+    return number(v) and v > 0
 
 
 #: Metrics an entry may lack (recorded only since 2026-11-25), and the check of a value of one:
 #: the host-speed reading and the copy bandwidths above 0, the PCIe utilization any number
 #: (past 1 where the link is faster than NVML said).
-OPTIONAL_METRICS = {"launch_call_us": _positive, "pcie_utilization": _number,
+OPTIONAL_METRICS = {"launch_call_us": _positive, "pcie_utilization": number,
                     **{f"memcpy_{kind}_gbps": _positive for kind in COPY_KINDS},
-                    "comm_kernel_count": _integer, "comm_time_us": _number, "comm_compute_overlap": _ratio,
-                    "exposed_comm_us": _number}
+                    "comm_kernel_count": integer, "comm_time_us": number, "comm_compute_overlap": _ratio,
+                    "exposed_comm_us": number}
 
 
 def check_of(name: str):
     """How a value of the metric or series NAME is checked."""
     if name in OPTIONAL_METRICS:
         return OPTIONAL_METRICS[name]
-    return _ratio if METRICS[name].kind == "ratio" else _number
+    return _ratio if METRICS[name].kind == "ratio" else number
 
 
 def null_allowed(per_step: dict, name: str, i: int) -> bool:
@@ -440,20 +440,20 @@ def entry_refusal(e: dict) -> str | None:
         if name in OPTIONAL_METRICS:  # absent before 2026-11-25, null where nothing was measured
             ok = v is None or OPTIONAL_METRICS[name](v)
         elif name == "step_count":
-            ok = _integer(v, least=1)
+            ok = integer(v, least=1)
         elif name == "peak_memory_allocated_bytes":  # null: not recorded in the trace
-            ok = v is None or _integer(v)
+            ok = v is None or integer(v)
         elif spec.kind in ("count", "bytes"):
-            ok = _integer(v)
+            ok = integer(v)
         elif spec.kind == "ratio":  # null: nothing to divide by
             ok = _ratio(v) or (v is None and name == "overlap_efficiency" and no_copies)
         else:
-            ok = _number(v)
+            ok = number(v)
         if not ok:
             return f"metrics.{name}"
     kernels = m.get("kernels")
     if not isinstance(kernels, dict) or (m["kernel_count"] and not kernels) or not all(
-            isinstance(k, dict) and _integer(k.get("count")) and _number(k.get("time_us")) for k in kernels.values()):
+            isinstance(k, dict) and integer(k.get("count")) and number(k.get("time_us")) for k in kernels.values()):
         return "metrics.kernels"
     runs = e.get("runs")
     if "per_step" not in e and isinstance(runs, list) and runs and all(isinstance(r, dict) and "per_step" not in r
@@ -473,7 +473,7 @@ def entry_refusal(e: dict) -> str | None:
         if why:
             return f"a run's {why}"
         machine = r.get("machine", {})
-        if not isinstance(machine, dict) or not all(v is None or _number(v) for v in machine.values()):
+        if not isinstance(machine, dict) or not all(v is None or number(v) for v in machine.values()):
             return "a run's machine"
     return None
 
@@ -493,7 +493,7 @@ def samples_refusal(per_step: Any, summaries: Any, complete: bool) -> str | None
     if not all(v in (0, 1) and type(v) is int for v in per_step["stalled"]):
         return "stalled"
     readings = per_step.get("launch_call_us")
-    if isinstance(readings, list) and not all(v is None or _number(v) and v > 0 for v in readings):
+    if isinstance(readings, list) and not all(v is None or number(v) and v > 0 for v in readings):
         return "per_step.launch_call_us"
     for name in judged:
         for i, v in enumerate(per_step[name]):
@@ -502,14 +502,14 @@ def samples_refusal(per_step: Any, summaries: Any, complete: bool) -> str | None
                     return f"per_step.{name}[{i}]"
             elif not null_allowed(per_step, name, i):
                 return f"per_step.{name}[{i}] null"
-    if not all(_number(v) for values in per_step["kernels"].values() for v in values):
+    if not all(number(v) for values in per_step["kernels"].values() for v in values):
         return "per_step.kernels"
     if not isinstance(summaries, dict) or not isinstance(summaries.get("kernels", {}), dict):
         return "distribution"
     stalled = per_step["stalled"]
     for name, values, summary, check in [
             *((n, per_step[n], summaries.get(n), check_of(n)) for n in judged),
-            *((k, v, summaries.get("kernels", {}).get(k), _number) for k, v in per_step["kernels"].items())]:
+            *((k, v, summaries.get("kernels", {}).get(k), number) for k, v in per_step["kernels"].items())]:
         has_steps = any(v is not None and not stalled[i] for i, v in enumerate(values))
         if summary is None and complete and has_steps:
             return f"distribution.{name} missing"
@@ -535,7 +535,7 @@ def in_todays_form(entry: Any) -> Any:
 
 
 def summary_ok(summary: Any, check) -> bool:
-    if not isinstance(summary, dict) or not _integer(summary.get("n"), least=1):
+    if not isinstance(summary, dict) or not integer(summary.get("n"), least=1):
         return False
     values = [summary.get(k) for k in ("min", "q1", "median", "q3", "max")]
     return all(check(v) for v in values) and values == sorted(values)

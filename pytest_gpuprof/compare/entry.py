@@ -117,74 +117,74 @@ def check_entry(entry: Mapping[str, Any]) -> None:
     if "ranks" in entry:
         _check_distributed(entry)
         return
-    _need("metrics" in entry, "metrics", "", None, missing=True)
+    need("metrics" in entry, "metrics", "", None, missing=True)
     backend = entry.get("backend", BACKENDS[0])
-    _need(backend in BACKENDS, "backend", f"one of {', '.join(map(repr, BACKENDS))}", backend)
-    _check_metrics(entry["metrics"])
+    need(backend in BACKENDS, "backend", f"one of {', '.join(map(repr, BACKENDS))}", backend)
+    check_metrics(entry["metrics"])
     runs: Any = entry.get("runs")
     sampled = "per_step" in entry or isinstance(runs, list) and any(isinstance(r, dict) and "per_step" in r
                                                                      for r in runs)
     if sampled:
         for key in ("per_step", "runs"):
-            _need(key in entry, key, "", None, missing=True)
-        _check_samples(entry["per_step"], entry.get("distribution", {}), "")
-        _need(entry["per_step"]["kernels"] or not entry["metrics"]["kernels"], "per_step.kernels",
+            need(key in entry, key, "", None, missing=True)
+        check_samples(entry["per_step"], entry.get("distribution", {}), "")
+        need(entry["per_step"]["kernels"] or not entry["metrics"]["kernels"], "per_step.kernels",
               "the per-step times of the heaviest kernels", {})
     elif "distribution" in entry:
-        _check_summaries(entry["distribution"], "distribution")
+        check_summaries(entry["distribution"], "distribution")
     for key in ("environment", "timeline"):
-        _need(isinstance(entry.get(key, {}), dict), key, "an object", entry.get(key))
-    _need(isinstance(entry.get("step_source", ""), str), "step_source", "a string", entry.get("step_source"))
-    _need("runs" in entry, "runs", "", None, missing=True)
-    _need(isinstance(runs, list) and runs, "runs", "a non-empty list", runs)
+        need(isinstance(entry.get(key, {}), dict), key, "an object", entry.get(key))
+    need(isinstance(entry.get("step_source", ""), str), "step_source", "a string", entry.get("step_source"))
+    need("runs" in entry, "runs", "", None, missing=True)
+    need(isinstance(runs, list) and runs, "runs", "a non-empty list", runs)
     for i, run in enumerate(runs):
         where = f"runs[{i}]"
-        _need(isinstance(run, dict), where, "an object", run)
+        need(isinstance(run, dict), where, "an object", run)
         if sampled:
             for key in ("per_step", "distribution"):
-                _need(key in run, f"{where}.{key}", "", None, missing=True)
-            _check_samples(run["per_step"], run["distribution"], f"{where}.", complete=True)
+                need(key in run, f"{where}.{key}", "", None, missing=True)
+            check_samples(run["per_step"], run["distribution"], f"{where}.", complete=True)
         elif "distribution" in run:
-            _check_summaries(run["distribution"], f"{where}.distribution")
+            check_summaries(run["distribution"], f"{where}.distribution")
         for key in ("environment", "machine"):
-            _need(isinstance(run.get(key, {}), dict), f"{where}.{key}", "an object", run.get(key))
+            need(isinstance(run.get(key, {}), dict), f"{where}.{key}", "an object", run.get(key))
         for probe, value in (run.get("machine") or {}).items():
-            _need(value is None or _number(value), f"{where}.machine.{probe}", f"{_NUMBER} or null", value)
+            need(value is None or number(value), f"{where}.machine.{probe}", f"{_NUMBER} or null", value)
     if entry.get("timeline"):
-        _check_timeline(entry["timeline"])
+        check_timeline(entry["timeline"])
     if "counters" in entry:
-        _check_counters(entry["counters"])
+        check_counters(entry["counters"])
 
 
-def _check_counters(counters: Any) -> None:
+def check_counters(counters: Any) -> None:
     """Nsight Compute's counters (``metrics.counters``): per kernel every counter of
     ``COUNTER_SPECS`` as its launches' median, min and max (all three null where a launch could
     not give it), the test's ``memory_bandwidth_utilization`` (a number, or null), and why each
     null figure is null (``no_value``, absent from counters stored before it was kept)."""
-    _need(isinstance(counters, dict), "counters", "an object", counters)
+    need(isinstance(counters, dict), "counters", "an object", counters)
     bandwidth = counters.get("memory_bandwidth_utilization")
-    _need(bandwidth is None or _number(bandwidth), "counters.memory_bandwidth_utilization", f"{_NUMBER} or null",
+    need(bandwidth is None or number(bandwidth), "counters.memory_bandwidth_utilization", f"{_NUMBER} or null",
           bandwidth)
     no_value = counters.get("no_value", {})
-    _need(isinstance(no_value, dict) and all(isinstance(why, str) for why in no_value.values()), "counters.no_value",
+    need(isinstance(no_value, dict) and all(isinstance(why, str) for why in no_value.values()), "counters.no_value",
           "an object of why each null figure is null", no_value)
     kernels = counters.get("kernels")
-    _need(isinstance(kernels, dict), "counters.kernels", "an object of kernel name to counters", kernels)
+    need(isinstance(kernels, dict), "counters.kernels", "an object of kernel name to counters", kernels)
     for name, row in kernels.items():
         where = f"counters.kernels[{name}]"
-        _need(isinstance(row, dict), where, "an object", row)
-        _need(_integer(row.get("launches")) and row["launches"] > 0, f"{where}.launches", "a positive integer",
+        need(isinstance(row, dict), where, "an object", row)
+        need(integer(row.get("launches")) and row["launches"] > 0, f"{where}.launches", "a positive integer",
               row.get("launches"))
-        _need(isinstance(row.get("function", ""), str), f"{where}.function", "a string", row.get("function"))
+        need(isinstance(row.get("function", ""), str), f"{where}.function", "a string", row.get("function"))
         for counter in COUNTER_SPECS:
             stats = row.get(counter)
-            _need(isinstance(stats, dict), f"{where}.{counter}", "an object (median, min, max)", stats)
+            need(isinstance(stats, dict), f"{where}.{counter}", "an object (median, min, max)", stats)
             if [stats.get(key, 0) for key in ("min", "median", "max")] == [None] * 3:
                 continue  # no launch could give it (``no_value`` says why)
             for key in ("min", "median", "max"):
-                _need(_number(stats.get(key)), f"{where}.{counter}.{key}", _NUMBER, stats.get(key))
+                need(number(stats.get(key)), f"{where}.{counter}.{key}", _NUMBER, stats.get(key))
             ordered = [stats[k] for k in ("min", "median", "max")]
-            _need(ordered == sorted(ordered), f"{where}.{counter}", "ordered min <= median <= max", ordered)
+            need(ordered == sorted(ordered), f"{where}.{counter}", "ordered min <= median <= max", ordered)
 
 
 def _check_distributed(entry: Mapping[str, Any]) -> None:
@@ -192,65 +192,65 @@ def _check_distributed(entry: Mapping[str, Any]) -> None:
     test of one process has an entry of its own), and the recorded runs' ``rank_skew``, each a
     ratio or null."""
     ranks = entry["ranks"]
-    _need(isinstance(ranks, dict) and ranks and all(isinstance(r, str) and r.isdigit() for r in ranks), "ranks",
+    need(isinstance(ranks, dict) and ranks and all(isinstance(r, str) and r.isdigit() for r in ranks), "ranks",
           "an object of an entry per rank (keys 0, 1, ...)", ranks)
-    _need(len(ranks) > 1, "ranks", "the entries of two ranks or more (one process is judged against an entry "
+    need(len(ranks) > 1, "ranks", "the entries of two ranks or more (one process is judged against an entry "
           "of its own)", ranks)
     for rank, own in ranks.items():
-        _need(isinstance(own, dict) and "ranks" not in own, f"ranks.{rank}", "an entry", own)
+        need(isinstance(own, dict) and "ranks" not in own, f"ranks.{rank}", "an entry", own)
         try:
             check_entry(own)
         except ValueError as exc:
             raise ValueError(f"ranks.{rank}.{exc}") from None
     size = entry.get("world_size", len(ranks))
-    _need(_integer(size) and size == len(ranks), "world_size", f"the number of ranks ({len(ranks)})", size)
+    need(integer(size) and size == len(ranks), "world_size", f"the number of ranks ({len(ranks)})", size)
     skews = entry.get("rank_skew")
-    _need(isinstance(skews, list) and skews and all(v is None or (_number(v) and v >= 0) for v in skews),
+    need(isinstance(skews, list) and skews and all(v is None or (number(v) and v >= 0) for v in skews),
           "rank_skew", f"a non-empty list of {_NUMBER}s or nulls", skews)
 
 
-def _check_metrics(metrics: Any) -> None:
-    _need(isinstance(metrics, dict), "metrics", "an object", metrics)
+def check_metrics(metrics: Any) -> None:
+    need(isinstance(metrics, dict), "metrics", "an object", metrics)
     no_copies = all(metrics.get(name) == 0 for name in _COPY_TIMES)
     for name, spec in METRICS.items():
         where = f"metrics.{name}"
         if name in RECORDED_SINCE:  # older entries lack it; null where nothing was measured
             value = metrics.get(name)
-            check, words = (_integer, _INTEGER) if spec.kind in ("count", "bytes") else _bound(name)
-            _need(value is None or check(value), where, f"{words} or null", value)
+            check, words = (integer, _INTEGER) if spec.kind in ("count", "bytes") else _bound(name)
+            need(value is None or check(value), where, f"{words} or null", value)
             continue
-        _need(name in metrics, where, "present", None, missing=True)
+        need(name in metrics, where, "present", None, missing=True)
         value = metrics[name]
         check, words = _bound(name)
         if name == "step_count":
-            _need(_integer(value) and value > 0, where, "a positive integer", value)
+            need(integer(value) and value > 0, where, "a positive integer", value)
         elif name == "peak_memory_allocated_bytes":
-            _need(value is None or _integer(value), where, f"{_INTEGER} or null", value)
+            need(value is None or integer(value), where, f"{_INTEGER} or null", value)
         elif spec.kind in ("count", "bytes"):
-            _need(_integer(value), where, _INTEGER, value)
+            need(integer(value), where, _INTEGER, value)
         elif name == "overlap_efficiency" and no_copies:
-            _need(value is None or check(value), where, f"{words} or null", value)
+            need(value is None or check(value), where, f"{words} or null", value)
         else:
-            _need(check(value), where, words, value)
+            need(check(value), where, words, value)
     kernels = metrics.get("kernels")
-    _need(isinstance(kernels, dict), "metrics.kernels", "an object of kernel names", kernels)
+    need(isinstance(kernels, dict), "metrics.kernels", "an object of kernel names", kernels)
     for kernel, row in kernels.items():
         where = f"metrics.kernels[{kernel}]"
-        _need(isinstance(row, dict), where, "an object", row)
-        _need(_integer(row.get("count")), f"{where}.count", _INTEGER, row.get("count"))
-        _need(_number(row.get("time_us")), f"{where}.time_us", _NUMBER, row.get("time_us"))
-    _need(kernels or not metrics["kernel_count"], "metrics.kernels", "the counts of the kernels that ran", kernels)
+        need(isinstance(row, dict), where, "an object", row)
+        need(integer(row.get("count")), f"{where}.count", _INTEGER, row.get("count"))
+        need(number(row.get("time_us")), f"{where}.time_us", _NUMBER, row.get("time_us"))
+    need(kernels or not metrics["kernel_count"], "metrics.kernels", "the counts of the kernels that ran", kernels)
     collectives = metrics.get("collectives", {})  # absent from entries recorded before it
-    _need(isinstance(collectives, dict), "metrics.collectives", "an object of collective names", collectives)
+    need(isinstance(collectives, dict), "metrics.collectives", "an object of collective names", collectives)
     for name, row in collectives.items():
         where = f"metrics.collectives[{name}]"
-        _need(isinstance(row, dict), where, "an object", row)
-        _need(_integer(row.get("count")), f"{where}.count", _INTEGER, row.get("count"))
-        _need("bytes" in row and (row["bytes"] is None or _integer(row["bytes"])), f"{where}.bytes",
+        need(isinstance(row, dict), where, "an object", row)
+        need(integer(row.get("count")), f"{where}.count", _INTEGER, row.get("count"))
+        need("bytes" in row and (row["bytes"] is None or integer(row["bytes"])), f"{where}.bytes",
               f"{_INTEGER} or null", row.get("bytes"), missing="bytes" not in row)
 
 
-def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False,
+def check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False,
                    partial: bool = False) -> None:
     """A run's ``per_step``: a list per judged series, ``stalled`` and each kernel name, all
     of one length with the other lists (which an update pools), values >= 0 (ratios at most
@@ -258,9 +258,9 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
     has usable steps when ``complete`` (a recorded run's: its medians bound the next run's,
     and one left out would widen that bound).  ``partial``: a results document's, which may
     lack the series kept since it was written (before 2026-11-23: the times and counts alone)."""
-    _need(isinstance(per_step, dict), f"{prefix}per_step", "an object", per_step)
+    need(isinstance(per_step, dict), f"{prefix}per_step", "an object", per_step)
     kernels = per_step.get("kernels")
-    _need(isinstance(kernels, dict), f"{prefix}per_step.kernels", "an object of kernel names", kernels,
+    need(isinstance(kernels, dict), f"{prefix}per_step.kernels", "an object of kernel names", kernels,
           missing=kernels is None)
     series = [name for name, spec in METRICS.items() if judged_series(spec)]
     lengths = set()
@@ -268,45 +268,45 @@ def _check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = 
     kept = [n for n in [*series, "stalled"] if n in per_step or not (partial or n in RECORDED_SINCE)]
     for name, values in [*((n, per_step.get(n)) for n in kept), *((f"kernels[{k}]", v) for k, v in kernels.items())]:
         where = f"{prefix}per_step.{name}"
-        _need(isinstance(values, list), where, "a list of per-step values", values, missing=values is None)
+        need(isinstance(values, list), where, "a list of per-step values", values, missing=values is None)
         check, words = _bound(name)
         for i, value in enumerate(values):
-            _need(check(value) or value is None and name in _NULL_WHEN, f"{where}[{i}]", words, value)
+            need(check(value) or value is None and name in _NULL_WHEN, f"{where}[{i}]", words, value)
         lengths.add(len(values))
     for name, values in per_step.items():
         if name not in (*series, "stalled", "kernels"):
-            _need(isinstance(values, list), f"{prefix}per_step.{name}", "a list of per-step values", values)
+            need(isinstance(values, list), f"{prefix}per_step.{name}", "a list of per-step values", values)
             lengths.add(len(values))
     check, words = _bound("launch_call_us")  # not a judged series: read to put the host series at one speed
     for i, value in enumerate(per_step.get("launch_call_us") or ()):
-        _need(value is None or check(value), f"{prefix}per_step.launch_call_us[{i}]", f"{words} or null", value)
-    _need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
+        need(value is None or check(value), f"{prefix}per_step.launch_call_us[{i}]", f"{words} or null", value)
+    need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
     for i, value in enumerate(per_step.get("stalled") or ()):
-        _need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)
+        need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)
     for name, (words, told_by, empty) in _NULL_WHEN.items():
         values = per_step.get(name) or () if name in series else ()
         for told in told_by if None in values else ():  # (a list a null's step is told by: other lists may be absent)
-            _need(told in per_step, f"{prefix}per_step.{told}", "", None, missing=True)
+            need(told in per_step, f"{prefix}per_step.{told}", "", None, missing=True)
         for i, value in enumerate(values):
-            _need(value is not None or empty(per_step, i), f"{prefix}per_step.{name}[{i}]",
+            need(value is not None or empty(per_step, i), f"{prefix}per_step.{name}[{i}]",
                   f"{_bound(name)[1]} (null only in {words})", value)
-    _check_summaries(summaries, f"{prefix}distribution")
+    check_summaries(summaries, f"{prefix}distribution")
     if complete:
         expected = distribution(per_step)
         for name in expected:
             if name != "kernels":
-                _need(name in summaries, f"{prefix}distribution.{name}", "", None, missing=True)
+                need(name in summaries, f"{prefix}distribution.{name}", "", None, missing=True)
         for kernel in expected["kernels"]:
-            _need(kernel in summaries.get("kernels", {}), f"{prefix}distribution.kernels[{kernel}]", "", None,
+            need(kernel in summaries.get("kernels", {}), f"{prefix}distribution.kernels[{kernel}]", "", None,
                   missing=True)
 
 
-def _check_summaries(summaries: Any, where: str) -> None:
+def check_summaries(summaries: Any, where: str) -> None:
     """A ``distribution``: the summaries it holds (a series without one is summarized
     from its samples, ``samples.distribution``)."""
-    _need(isinstance(summaries, dict), where, "an object", summaries)
+    need(isinstance(summaries, dict), where, "an object", summaries)
     kernels = summaries.get("kernels", {})
-    _need(isinstance(kernels, dict), f"{where}.kernels", "an object of kernel names", kernels)
+    need(isinstance(kernels, dict), f"{where}.kernels", "an object of kernel names", kernels)
     for name, summary in summaries.items():
         if name in METRICS:
             _check_summary(summary, f"{where}.{name}", name)
@@ -315,43 +315,43 @@ def _check_summaries(summaries: Any, where: str) -> None:
 
 
 def _check_summary(summary: Any, where: str, name: str) -> None:
-    _need(isinstance(summary, dict), where, "a summary object (n, min, q1, median, q3, max)", summary)
-    _need(_integer(summary.get("n")) and summary["n"] > 0, f"{where}.n", "a positive integer", summary.get("n"))
+    need(isinstance(summary, dict), where, "a summary object (n, min, q1, median, q3, max)", summary)
+    need(integer(summary.get("n")) and summary["n"] > 0, f"{where}.n", "a positive integer", summary.get("n"))
     check, words = _bound(name)
     for key in ("min", "q1", "median", "q3", "max"):
-        _need(check(summary.get(key)), f"{where}.{key}", words, summary.get(key))
+        need(check(summary.get(key)), f"{where}.{key}", words, summary.get(key))
     ordered = [summary[k] for k in ("min", "q1", "median", "q3", "max")]
-    _need(ordered == sorted(ordered), where, "ordered min <= q1 <= median <= q3 <= max", ordered)
+    need(ordered == sorted(ordered), where, "ordered min <= q1 <= median <= q3 <= max", ordered)
 
 
-def _check_timeline(timeline: Mapping[str, Any]) -> None:
+def check_timeline(timeline: Mapping[str, Any]) -> None:
     """The timeline sample the HTML report draws: every event's and range's indices in range
     (a sample stored before ranges or runtime calls were kept has none)."""
     try:
         events(timeline)
         ranges(timeline)
         calls(timeline)
-        ok = (_integer(timeline["span_ns"]) and _integer(timeline["step"]) and set(timeline["kinds"]) <= set(KINDS)
-              and all(_integer(s) for s in timeline["streams"]) and all(isinstance(n, str) for n in timeline["names"])
-              and all(_integer(t) for t in timeline.get("threads", []))
+        ok = (integer(timeline["span_ns"]) and integer(timeline["step"]) and set(timeline["kinds"]) <= set(KINDS)
+              and all(integer(s) for s in timeline["streams"]) and all(isinstance(n, str) for n in timeline["names"])
+              and all(integer(t) for t in timeline.get("threads", []))
               and all(isinstance(n, str) for n in timeline.get("range_names", []))
               and all(isinstance(n, str) for n in timeline.get("call_names", []) + timeline.get("thread_names", [])))
     except (KeyError, TypeError, ValueError, IndexError, AttributeError):
         ok = False
-    _need(ok, "timeline", "a timeline sample (step, span_ns, streams, names, kinds, events)", timeline)
+    need(ok, "timeline", "a timeline sample (step, span_ns, streams, names, kinds, events)", timeline)
 
 
-#: What ``_integer``, ``_number`` and ``_ratio`` accept, in the errors' words: no value past
+#: What ``integer``, ``number`` and ``_ratio`` accept, in the errors' words: no value past
 #: what the trace tables hold (``INT64_MAX``).
 _INTEGER, _NUMBER, _RATIO = "an integer in [0, 2**63)", "a finite number in [0, 2**63)", "a finite number in [0, 1]"
 _POSITIVE = "a finite number in (0, 2**63)"
 
 
-def _integer(value: Any) -> bool:
+def integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= INT64_MAX
 
 
-def _number(value: Any) -> bool:
+def number(value: Any) -> bool:
     """In [0, 2**63), also as the float that summaries and verdicts compute with (2**63 - 1
     is 2.0**63 there); NaN and the infinities fail the comparisons, a 400-digit integer
     fails before it is converted."""
@@ -360,11 +360,11 @@ def _number(value: Any) -> bool:
 
 
 def _ratio(value: Any) -> bool:
-    return _number(value) and value <= 1
+    return number(value) and value <= 1
 
 
 def _positive(value: Any) -> bool:
-    return _number(value) and value > 0
+    return number(value) and value > 0
 
 
 def _bound(name: str) -> tuple[Callable[[Any], bool], str]:
@@ -376,10 +376,10 @@ def _bound(name: str) -> tuple[Callable[[Any], bool], str]:
         return _ratio, _RATIO
     if name == "launch_call_us" or spec is not None and spec.kind == "rate":
         return _positive, _POSITIVE
-    return _number, _NUMBER
+    return number, _NUMBER
 
 
-def _need(ok: Any, where: str, what: str, got: Any, missing: bool = False) -> None:
+def need(ok: Any, where: str, what: str, got: Any, missing: bool = False) -> None:
     if not ok:
         raise ValueError(f"{where} is missing" if missing else f"{where} must be {what}, got {shown(got)}")
 

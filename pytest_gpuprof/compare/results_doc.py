@@ -30,17 +30,17 @@ from ..errors import GpuprofError
 from ..trace.model import INT64_MAX
 from .entry import (
     BACKENDS,
-    _check_counters,
-    _check_metrics,
-    _check_samples,
-    _check_summaries,
-    _check_timeline,
-    _integer,
-    _need,
-    _number,
+    check_counters,
+    check_metrics,
+    check_samples,
+    check_summaries,
+    check_timeline,
+    integer,
+    need,
+    number,
     shown,
 )
-from .rules import _OPS
+from .rules import OPS
 from .status import STATUSES, State
 
 #: The ``schema_version`` of the results documents this gpuprof writes and reads.
@@ -76,39 +76,39 @@ def check(doc: Mapping[str, Any]) -> None:
     got ...``): a number that is not finite anywhere, then each member of the type it is
     written with, each test's (``_check_test``) and each rank's in it."""
     _check_finite(doc)
-    _need(isinstance(doc.get("tests"), list), "tests", "a list of test objects", doc.get("tests"))
+    need(isinstance(doc.get("tests"), list), "tests", "a list of test objects", doc.get("tests"))
     for key in ("backend", "baseline_dir", "replay_dir", "traces_dir", "gpuprof_version"):
-        _need(isinstance(doc.get(key, ""), str | None), key, "a string or null", doc.get(key))
+        need(isinstance(doc.get(key, ""), str | None), key, "a string or null", doc.get(key))
     counts = doc.get("counts", {})
-    _need(isinstance(counts, dict) and all(_integer(n) for n in counts.values()), "counts",
+    need(isinstance(counts, dict) and all(integer(n) for n in counts.values()), "counts",
           "an object of counts by status", counts)
     skipped = doc.get("skipped", [])
-    _need(isinstance(skipped, list), "skipped", "a list of {nodeid, reason} objects", skipped)
+    need(isinstance(skipped, list), "skipped", "a list of {nodeid, reason} objects", skipped)
     for i, entry in enumerate(skipped):
-        _need(isinstance(entry, dict) and isinstance(entry.get("nodeid"), str)
+        need(isinstance(entry, dict) and isinstance(entry.get("nodeid"), str)
               and isinstance(entry.get("reason", ""), str), f"skipped[{i}]", "a {nodeid, reason} object", entry)
-    _need(isinstance(doc.get("baselines", {}), dict | None), "baselines", "an object or null", doc.get("baselines"))
+    need(isinstance(doc.get("baselines", {}), dict | None), "baselines", "an object or null", doc.get("baselines"))
     for i, test in enumerate(doc["tests"]):
         _check_test(test, f"tests[{i}]")
 
 
 def _check_test(test: Any, where: str, rank: bool = False) -> None:
     """One test object (a rank's, with ``rank``: its own ranks null)."""
-    _need(isinstance(test, dict), where, "a test object", test)
+    need(isinstance(test, dict), where, "a test object", test)
     for key in REQUIRED:
-        _need(key in test, f"{where}.{key}", "", None, missing=True)
+        need(key in test, f"{where}.{key}", "", None, missing=True)
     for key, (ok, what) in _MEMBERS.items():
         if key in test:
-            _need(ok(test[key]), f"{where}.{key}", what, test[key])
+            need(ok(test[key]), f"{where}.{key}", what, test[key])
     for i, verdict in enumerate(test["verdicts"]):
         _check_verdict(verdict, f"{where}.verdicts[{i}]")
     facts = test.get("facts")
-    _need(facts is None or isinstance(facts, dict) and sorted(facts) == sorted(FACTS)
+    need(facts is None or isinstance(facts, dict) and sorted(facts) == sorted(FACTS)
           and all(isinstance(v, bool) for v in facts.values()), f"{where}.facts",
           f"an object of {', '.join(FACTS)}, each true or false", facts)
     ranks = test.get("ranks")
-    _need(ranks is None or not rank, f"{where}.ranks", "null in a rank's test", ranks)
-    _need(ranks is None or isinstance(ranks, dict) and ranks and all(r.isdigit() for r in ranks),
+    need(ranks is None or not rank, f"{where}.ranks", "null in a rank's test", ranks)
+    need(ranks is None or isinstance(ranks, dict) and ranks and all(r.isdigit() for r in ranks),
           f"{where}.ranks", "an object of a test per rank (keys 0, 1, ...), or null", ranks)
     try:
         _check_run(test, "", ranks is not None)
@@ -136,56 +136,56 @@ def _check_run(test: Mapping[str, Any], prefix: str, distributed: bool) -> None:
         if distributed:
             _check_skew(metrics)
         elif metrics is not None:
-            _check_metrics(metrics)
+            check_metrics(metrics)
         if per_step is not None:
-            _check_samples(per_step, {} if summaries is None else summaries, "", partial=True)
+            check_samples(per_step, {} if summaries is None else summaries, "", partial=True)
         elif summaries is not None:
-            _check_summaries(summaries, "distribution")
+            check_summaries(summaries, "distribution")
         if timeline:
-            _check_timeline(timeline)
+            check_timeline(timeline)
         if counters is not None:
-            _check_counters(counters)
+            check_counters(counters)
     except ValueError as exc:
         raise ValueError(f"{prefix}{exc}") from None
 
 
 def _check_skew(metrics: Any) -> None:
     skew = (metrics or {}).get("rank_skew")
-    _need(skew is None or _number(skew), "metrics.rank_skew", "a finite number in [0, 2**63) or null", skew)
+    need(skew is None or number(skew), "metrics.rank_skew", "a finite number in [0, 2**63) or null", skew)
 
 
 def _check_verdict(verdict: Any, where: str) -> None:
     """A verdict object (``Verdict.to_json``), as ``evaluate._verdict`` and the reports read it."""
-    _need(isinstance(verdict, dict), where, "a verdict object", verdict)
+    need(isinstance(verdict, dict), where, "a verdict object", verdict)
     for key in VERDICT_REQUIRED:
-        _need(key in verdict, f"{where}.{key}", "", None, missing=True)
-    _need(verdict["status"] in _STATES, f"{where}.status", f"one of {', '.join(map(repr, _STATES))}",
+        need(key in verdict, f"{where}.{key}", "", None, missing=True)
+    need(verdict["status"] in _STATES, f"{where}.status", f"one of {', '.join(map(repr, _STATES))}",
           verdict["status"])
     for key, (ok, what) in _VERDICT_MEMBERS.items():
         if key in verdict:
-            _need(ok(verdict[key]), f"{where}.{key}", what, verdict[key])
+            need(ok(verdict[key]), f"{where}.{key}", what, verdict[key])
     threshold = verdict.get("threshold")
     if threshold is not None:
-        _need(isinstance(threshold, dict) and threshold.get("op") in tuple(_OPS) and _finite(threshold.get("value")),
-              f"{where}.threshold", f"an object of op (one of {', '.join(_OPS)}) and a finite value", threshold)
+        need(isinstance(threshold, dict) and threshold.get("op") in tuple(OPS) and _finite(threshold.get("value")),
+              f"{where}.threshold", f"an object of op (one of {', '.join(OPS)}) and a finite value", threshold)
 
 
 def _check_alongside(alongside: Any, where: str) -> None:
     """What the base revision measured alongside showed (``run.sides``, ``pairs.judge_pairs``),
     as ``report.words.alongside_line`` reads it: its decisions with their pairs and seconds."""
-    _need(isinstance(alongside, dict), where, "an object or null", alongside)
+    need(isinstance(alongside, dict), where, "an object or null", alongside)
     for key in ("base", "against"):
-        _need(_string_or_null(alongside.get(key)), f"{where}.{key}", "a string or null", alongside.get(key))
+        need(_string_or_null(alongside.get(key)), f"{where}.{key}", "a string or null", alongside.get(key))
     for key in ("note", "problem"):
-        _need(isinstance(alongside.get(key, ""), str), f"{where}.{key}", "a string", alongside.get(key))
+        need(isinstance(alongside.get(key, ""), str), f"{where}.{key}", "a string", alongside.get(key))
     decisions = alongside.get("decisions")
     if decisions is None:
         return
-    _need(isinstance(decisions, list), f"{where}.decisions", "a list of decision objects, or null", decisions)
-    for key, ok, what in (("pairs", _integer, "an integer in [0, 2**63)"), ("seconds", _finite, "a finite number")):
-        _need(ok(alongside.get(key)), f"{where}.{key}", what, alongside.get(key), missing=key not in alongside)
+    need(isinstance(decisions, list), f"{where}.decisions", "a list of decision objects, or null", decisions)
+    for key, ok, what in (("pairs", integer, "an integer in [0, 2**63)"), ("seconds", _finite, "a finite number")):
+        need(ok(alongside.get(key)), f"{where}.{key}", what, alongside.get(key), missing=key not in alongside)
     for i, d in enumerate(decisions):
-        _need(isinstance(d, dict) and isinstance(d.get("metric"), str) and isinstance(d.get("outcome"), str)
+        need(isinstance(d, dict) and isinstance(d.get("metric"), str) and isinstance(d.get("outcome"), str)
               and all(_finite_or_null(d.get(k)) for k in ("base", "head", "mean", "low", "high")),
               f"{where}.decisions[{i}]", "a decision object (metric, outcome, base, head, pairs, ...)", d)
 
@@ -193,16 +193,16 @@ def _check_alongside(alongside: Any, where: str) -> None:
 def _check_baseline_run(run: Any, where: str) -> None:
     """One of the baseline's recorded runs as a test keeps it (``TestResult.to_json``'s
     ``baseline_runs``): its summaries, probes, environment, and a few of its per-step lists."""
-    _need(isinstance(run, dict), where, "an object", run)
+    need(isinstance(run, dict), where, "an object", run)
     if run.get("distribution") is not None:
-        _check_summaries(run["distribution"], f"{where}.distribution")
-    _need(_object_or_null(run.get("environment")), f"{where}.environment", "an object or null", run.get("environment"))
-    _need(_probes(run.get("machine")), f"{where}.machine", "an object of numbers or nulls, or null", run.get("machine"))
+        check_summaries(run["distribution"], f"{where}.distribution")
+    need(_object_or_null(run.get("environment")), f"{where}.environment", "an object or null", run.get("environment"))
+    need(_probes(run.get("machine")), f"{where}.machine", "an object of numbers or nulls, or null", run.get("machine"))
     per_step = run.get("per_step")
-    _need(per_step is None or isinstance(per_step, dict), f"{where}.per_step", "an object of per-step lists, or null",
+    need(per_step is None or isinstance(per_step, dict), f"{where}.per_step", "an object of per-step lists, or null",
           per_step)
     for name, values in (per_step or {}).items():
-        _need(isinstance(values, list) and all(map(_finite_or_null, values)), f"{where}.per_step.{name}",
+        need(isinstance(values, list) and all(map(_finite_or_null, values)), f"{where}.per_step.{name}",
               "a list of finite numbers or nulls", values)
 
 
@@ -228,7 +228,7 @@ def _check_finite(doc: Any) -> None:
         elif isinstance(node, list):
             paths += [(v, f"{where}[{i}]") for i, v in enumerate(node)]
         else:
-            _need(not isinstance(node, float) or math.isfinite(node), where, "a finite number", node)
+            need(not isinstance(node, float) or math.isfinite(node), where, "a finite number", node)
 
 
 def _member(key: str, where: str) -> str:
@@ -295,5 +295,5 @@ _VERDICT_MEMBERS: dict[str, tuple[Callable[[Any], bool], str]] = {
        for key in ("metric", "change", "rule", "evidence", "let_through", "margin_source")},
     **{key: (_finite_or_null, "a finite number or null")
        for key in ("baseline", "current", "p_value", "p_level", "margin", "detectable")},
-    "rank": (_integer, "an integer in [0, 2**63)"),
+    "rank": (integer, "an integer in [0, 2**63)"),
 }

@@ -30,7 +30,7 @@ from ..metrics.specs import (
 from ..numbers import format_number
 from ..options import RULE_OPTIONS, default
 
-_OPS: dict[str, Callable[[float, float], bool]] = {
+OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
 }
 _THRESHOLD = re.compile(
@@ -48,7 +48,7 @@ class Threshold:
     text: str
 
     def holds(self, current: float) -> bool:
-        return _OPS[self.op](current, self.value)
+        return OPS[self.op](current, self.value)
 
 
 def parse_threshold(text: str, origin: str) -> Threshold:
@@ -61,7 +61,7 @@ def parse_threshold(text: str, origin: str) -> Threshold:
     if not m:
         raise ConfigError(
             f"{origin}: cannot parse threshold {text!r}; expected METRIC OP NUMBER, "
-            f"e.g. 'gpu_utilization >= 0.85' or 'kernels[gemm].dram_throughput_pct >= 80' (OP one of {', '.join(_OPS)})"
+            f"e.g. 'gpu_utilization >= 0.85' or 'kernels[gemm].dram_throughput_pct >= 80' (OP one of {', '.join(OPS)})"
         )
     metric = m["metric"]
     spec = metric_spec(metric) or counter_spec(metric)

@@ -33,6 +33,7 @@ def option_value(config: pytest.Config, o: Option) -> Any:
         if o.kind == "int":
             return int(value)
         if o.kind == "float":
+            float(value)  # (not a number: "expected float", as for int)
             return finite_number(value)
     except ValueError:
         raise pytest.UsageError(f"{origin}: expected {o.kind}, got {value!r}") from None

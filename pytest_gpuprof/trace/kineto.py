@@ -634,8 +634,8 @@ class _Rows:
         given = ev.get("args", {})
         if not isinstance(given, dict):
             raise _Invalid(f"{what}: args is {_shown(given)}, not an object")
-        values = [_ns(ev, "ts", what), _ns(ev, "dur", what), _integer(ev.get("tid", _MISSING), f"{what}: tid"),
-                  *(_integer(given[key], f"{what}: args.{key}") if key in given else -1 for key in _CAT_ARGS[cat]),
+        values = [_ns(ev, "ts", what), _ns(ev, "dur", what), integer(ev.get("tid", _MISSING), f"{what}: tid"),
+                  *(integer(given[key], f"{what}: args.{key}") if key in given else -1 for key in _CAT_ARGS[cat]),
                   self._columns.code(json.dumps(name)[1:-1].encode())]
         for key, value in zip(("start", "dur", "tid", *_CAT_ARGS[cat], "name"), values):
             col[key].append(value)
@@ -714,7 +714,7 @@ def _ns(ev: dict, key: str, what: str) -> int:
 _MISSING = object()
 
 
-def _integer(value: Any, what: str) -> int:
+def integer(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise _Invalid(f"{what} is {_shown(value)}, not an integer")
     if not INT64_MIN <= value <= INT64_MAX:

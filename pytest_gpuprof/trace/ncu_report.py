@@ -132,14 +132,14 @@ def read_ncu_csv(source: str | Path, named: str | None = None) -> pd.DataFrame:
             raise TraceError(f"{name}, line {line}: {len(row)} fields, the header has {len(header)}")
         values = {key: math.nan if chosen is None else _csv_value(row, *chosen, name, line)
                   for key, chosen in held.items()}
-        launches.append({"id": int(_number(row[at["ID"]], name, line, "ID")), "kernel": row[at["Kernel Name"]],
+        launches.append({"id": int(number(row[at["ID"]], name, line, "ID")), "kernel": row[at["Kernel Name"]],
                          "step": _step(row[nvtx]) if nvtx is not None else "", **values})
     return _table(launches, name)
 
 
 def _csv_value(row: list[str], way: Way, columns: list[int], name: str, line: int) -> float:
     """A counter of one launch of a CSV page, by the way chosen for the page (its columns)."""
-    return way.scale * sum(_number(row[i], name, line, m) for m, i in zip(way.metrics, columns))
+    return way.scale * sum(number(row[i], name, line, m) for m, i in zip(way.metrics, columns))
 
 
 def read_ncu_report(path: str | Path) -> pd.DataFrame:
@@ -221,7 +221,7 @@ def _table(launches: list[dict], name: str) -> pd.DataFrame:
     return table
 
 
-def _number(text: str, name: str, line: int, metric: str) -> float:
+def number(text: str, name: str, line: int, metric: str) -> float:
     """A CSV cell's number (thousands separators and all)."""
     try:
         value = float(text.replace(",", ""))

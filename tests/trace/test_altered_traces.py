@@ -720,7 +720,8 @@ def test_valid_json_that_is_no_trace_is_refused_before_it_is_read_whole(tmp_path
     assert max(f.read_bytes for f in opened) <= kineto._VALUE_CAP + 2 * kineto._CHUNK
 
 
-@pytest.mark.parametrize("content", [b'{"traceEvents": [{"name": "abc', b'{"traceEvents": [{"name": "a"}, {"args": {"x": [1'],
+@pytest.mark.parametrize("content", [b'{"traceEvents": [{"name": "abc',
+                                     b'{"traceEvents": [{"name": "a"}, {"args": {"x": [1'],
                          ids=["in a string", "in an array"])
 def test_a_file_cut_inside_an_event_is_refused(tmp_path, content):
     """The generic parser's stream ends inside an event: json's error for the whole text."""
