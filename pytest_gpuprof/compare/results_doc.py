@@ -40,6 +40,7 @@ from .entry import (
     number,
     shown,
 )
+from .host import AT_BASELINE_SPEED
 from .rules import OPS
 from .status import STATUSES, State
 
@@ -195,7 +196,10 @@ def _check_baseline_run(run: Any, where: str) -> None:
     ``baseline_runs``): its summaries, probes, environment, and a few of its per-step lists."""
     need(isinstance(run, dict), where, "an object", run)
     if run.get("distribution") is not None:
-        check_summaries(run["distribution"], f"{where}.distribution")
+        _check_run_summaries(run["distribution"], f"{where}.distribution")
+    kept = run.get(AT_BASELINE_SPEED)
+    need(kept is None or isinstance(kept, dict) and all(map(_finite_or_null, kept.values())),
+         f"{where}.{AT_BASELINE_SPEED}", "an object of finite numbers, or null", kept)
     need(_object_or_null(run.get("environment")), f"{where}.environment", "an object or null", run.get("environment"))
     need(_probes(run.get("machine")), f"{where}.machine", "an object of numbers or nulls, or null", run.get("machine"))
     per_step = run.get("per_step")
@@ -204,6 +208,21 @@ def _check_baseline_run(run: Any, where: str) -> None:
     for name, values in (per_step or {}).items():
         need(isinstance(values, list) and all(map(_finite_or_null, values)), f"{where}.per_step.{name}",
               "a list of finite numbers or nulls", values)
+
+
+def _check_run_summaries(summaries: Any, where: str) -> None:
+    """A recorded run's summaries as a results document keeps them: each cut to its median
+    (``samples.medians``, since 2026-11-28), or whole (before)."""
+    if not isinstance(summaries, dict) or all(isinstance(s, dict) and set(s) != {"median"}
+                                              for name, s in summaries.items() if name != "kernels"):
+        check_summaries(summaries, where)
+        return
+    kernels = summaries.get("kernels", {})
+    need(isinstance(kernels, dict), f"{where}.kernels", "an object of kernel names", kernels)
+    for name, summary in [*((n, s) for n, s in summaries.items() if n != "kernels"),
+                          *((f"kernels[{k}]", s) for k, s in kernels.items())]:
+        need(isinstance(summary, dict) and set(summary) == {"median"} and _finite(summary["median"])
+             and summary["median"] >= 0, f"{where}.{name}", "an object of its median (a number >= 0)", summary)
 
 
 def _check_finite(doc: Any) -> None:
