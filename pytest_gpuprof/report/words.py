@@ -106,6 +106,14 @@ def skipped_line(skipped: Iterable[Mapping[str, str]]) -> str:
     return f"{len(skipped)} profiled test(s) skipped: {'; '.join(sorted({s['reason'] for s in skipped}))}"
 
 
+def unrecorded_line(count: int) -> str:
+    """What a recording says of the profiled tests it could not measure: no baseline, and the
+    two ways to record one."""
+    return (f"no baseline recorded for the {count} profiled test(s) not measured: record on a machine with a CUDA "
+            f"GPU, or from traces kept there ({BY_NAME['keep-traces'].flag}) without one: "
+            f"{BY_NAME['update-baseline'].flag} {BY_NAME['replay'].flag}=DIR")
+
+
 #: What refreshes a baseline, as every next step and improvement says it.
 REFRESH = f"refresh the baseline with {BY_NAME['update-baseline'].flag}"
 #: What to do after each kind of failure (``failure_kind``): (the kind, in words; the step).

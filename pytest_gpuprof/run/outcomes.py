@@ -23,7 +23,7 @@ from ..errors import GpuprofError
 from ..report.document import results_document
 from ..report.escaping import terminal_text
 from ..report.terminal import session_lines
-from ..report.words import refused_line, updated_line
+from ..report.words import refused_line, unrecorded_line, updated_line
 from ..report.writers import write_reports
 from .record import record_again, replay_recorded
 
@@ -129,6 +129,8 @@ class Outcomes:
                 self.written.append(updated_line(update))
             if recorded and s.replay_dir is not None:
                 self.written.append(replay_recorded(s.replay_dir, s.record_processes))
+        if s.update_baseline and self.skipped:
+            self.written.append(unrecorded_line(len(self.skipped)))
         self._pending.clear()
         if recorded and not refused and config is not None and records_again:
             problems = record_again(list(config.invocation_params.args), config.invocation_params.dir,

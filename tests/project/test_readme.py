@@ -170,6 +170,14 @@ def test_a_machine_without_a_gpu_records_nothing(tmp_path, wheel):
     out = run_ok(repo.sh("pytest --gpuprof-update-baseline -rs"))
     assert "1 skipped" in out and "no CUDA GPU available" in out, out
     assert not (repo.path / "baselines").exists()
+    # it says so, and the other way the README gives (kept traces) records there
+    assert ("no baseline recorded for the 1 profiled test(s) not measured: record on a machine with a CUDA GPU, "
+            "or from traces kept there (--gpuprof-keep-traces) without one: --gpuprof-update-baseline "
+            "--gpuprof-replay=DIR") in out, out
+    (command,) = re.findall(r"`(pytest --gpuprof-update-baseline --gpuprof-replay=\S+)`", README)
+    repo.keep_trace(CLEAN)
+    out = run_ok(repo.sh(command))
+    assert "tests/test_model.py::test_forward  updated" in out, out
 
 
 def test_reading_a_failure_shows_the_message_gpuprof_prints():
