@@ -108,3 +108,23 @@ def _no_github_step_summary():
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
         yield
+
+
+#: What every pytest process a test starts is given (PYTEST_ADDOPTS): no Hypothesis plugin, whose
+#: import of all of Hypothesis took 1.3 of a child's 2.3 s of start-up (the tests start hundreds).
+CHILD_ADDOPTS = "-p no:hypothesispytest"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _children_start_without_hypothesis():
+    """For the child processes tests start themselves (``subprocess``, gpuprof's own)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {CHILD_ADDOPTS}".strip())
+        yield
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytester's, which clears PYTEST_ADDOPTS, with the children's options set again."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_ADDOPTS)
+    return pytester
