@@ -108,9 +108,11 @@ class BaselineFile:
     def entry(self, nodeid: str, gpu: str) -> StoredEntry | None:
         """The entry this test is judged against on this GPU model, if any, checked
         (``check_entry``): one that cannot be trusted is an error naming the file and the test."""
-        return self._trusted(nodeid, gpu, self.load()["tests"].get(nodeid, {}).get(gpu))
+        return self.checked(nodeid, gpu, self.load()["tests"].get(nodeid, {}).get(gpu))
 
-    def _trusted(self, nodeid: str, gpu: str, found: dict[str, Any] | None) -> StoredEntry | None:
+    def checked(self, nodeid: str, gpu: str, found: dict[str, Any] | None) -> StoredEntry | None:
+        """``found``, an entry of this file as read (migrated), checked: the one check of an entry
+        before it is judged against or recorded over (the session's copy, the file under the lock)."""
         if found is None:
             return None
         try:
@@ -148,7 +150,7 @@ class Baselines:
                 tests = self._read[path] = str(exc)
         if isinstance(tests, str):
             raise BaselineError(tests)
-        return BaselineFile(path)._trusted(nodeid, gpu, copy.deepcopy(tests.get(nodeid, {}).get(gpu)))
+        return BaselineFile(path).checked(nodeid, gpu, copy.deepcopy(tests.get(nodeid, {}).get(gpu)))
 
     def update_all(self, baseline_dir: Path, changes: dict[Path, Entries],
                    recorder: Recorder | None = None) -> dict[Path, list[str]]:
@@ -210,7 +212,7 @@ def update_all(baseline_dir: Path, changes: dict[Path, Entries],
                         stored[gpu] = entry
                         continue
                     found = stored.get(gpu)
-                    now = file._trusted(nodeid, gpu, None if found is None else migrated(found))
+                    now = file.checked(nodeid, gpu, None if found is None else migrated(found))
                     stored[gpu], how = recorder(entry, now)
                     hows.setdefault(path, []).append(how)
             texts[path] = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
