@@ -1,7 +1,7 @@
 """The code's shape, as its linter and type checker see it: with the settings of
-pyproject.toml, ``ruff check`` (``[tool.ruff]``) finds nothing in pytest_gpuprof, tests and
-benchmarks, and ``mypy`` (``[tool.mypy]``) nothing in pytest_gpuprof.  Both come with the
-test extras; CI runs them through this file.
+pyproject.toml, ``ruff check`` (``[tool.ruff]``) finds nothing in pytest_gpuprof, tests,
+benchmarks and the GitHub Action's Python (action/), and ``mypy`` (``[tool.mypy]``)
+nothing in pytest_gpuprof.  Both come with the test extras; CI runs them through this file.
 
 mypy checks the package against the types of torch, numpy and pytest as installed; from
 cold it takes about 40 s on two CPUs, then a few seconds from its cache (.mypy_cache)."""
@@ -27,8 +27,8 @@ def assert_finds_nothing(tool: str, *args: str) -> None:
         pytest.fail(f"{tool} {' '.join(args)} (exit {run.returncode}):\n{run.stdout}{run.stderr}", pytrace=False)
 
 
-def test_ruff_finds_nothing_in_the_package_tests_and_benchmarks():
-    assert_finds_nothing("ruff", "check", "--no-fix", PACKAGE, "tests", "benchmarks")
+def test_ruff_finds_nothing_in_the_package_tests_benchmarks_and_the_action():
+    assert_finds_nothing("ruff", "check", "--no-fix", PACKAGE, "tests", "benchmarks", "action")
 
 
 def test_mypy_finds_nothing_in_the_package():

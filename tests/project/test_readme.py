@@ -17,7 +17,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
+from pytest_gpuprof import __version__ as VERSION
 from pytest_gpuprof.compare.status import FAILED_STATUSES, STATUSES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,24 +44,6 @@ def test_the_readme_is_read_in_five_minutes():
     assert len(README.split()) <= 1500
     for heading in ("Quick start", "Use it in your repository", "Reading a failure", "Documentation"):
         assert f"\n## {heading}\n" in README
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    """The wheel of this checkout, as step 1 builds it (``pip wheel --no-deps .``), from a copy
-    of the files the build reads: built in the checkout, it would leave its
-    pytest_gpuprof.egg-info there, and a pytest started later with the checkout on sys.path
-    (PYTHONPATH) would find the plugin's entry point there first, loading the plugins in
-    another order (``-n auto`` then no longer starts a worker per GPU)."""
-    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source)
-    shutil.copytree(ROOT / "pytest_gpuprof", source / "pytest_gpuprof", ignore=shutil.ignore_patterns("__pycache__"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
-                           capture_output=True, text=True)
-    assert built.returncode == 0, built.stdout + built.stderr
-    (found,) = out.glob("pytest_gpuprof-*.whl")
-    return found
 
 
 class Repository:
@@ -109,8 +93,8 @@ def run_ok(result: subprocess.CompletedProcess, code: int = 0) -> str:
 def test_use_it_in_your_repository_step_by_step(tmp_path, wheel):
     steps = blocks(section("Use it in your repository"))
     languages = [language for language, _ in steps]
-    assert languages == ["bash", "python", "bash", "bash", "bash", "bash", "bash"], languages
-    install, test_file, record, commit, gate, cpu_ci, replay = (body.strip() for _, body in steps)
+    assert languages == ["bash", "python", "bash", "bash", "bash", "yaml", "bash", "bash"], languages
+    install, test_file, record, commit, gate, _, cpu_ci, replay = (body.strip() for _, body in steps)
 
     # 1. install: from the repository's URL, or the wheel, which is what is tried here
     from_git, from_wheel = [line for line in install.splitlines() if not line.startswith("#")]
@@ -156,6 +140,25 @@ def test_use_it_in_your_repository_step_by_step(tmp_path, wheel):
     (repo.path / "tests" / "test_plain.py").write_text("def test_plain():\n    pass\n")
     out = run_ok(repo.sh(cpu_ci))
     assert "1 passed, 1 deselected" in out, out
+
+
+def test_the_gate_workflow_is_a_dozen_lines_that_use_the_released_action():
+    """Step 5's workflow: the action at the tag release.yml moves to each release of this major
+    version, given inputs action.yml declares, its required ones among them, on the GPU runner,
+    with the permission its comment needs."""
+    (workflow,) = [body for language, body in blocks(section("Use it in your repository")) if language == "yaml"]
+    assert len(workflow.splitlines()) <= 15
+    doc = yaml.safe_load(workflow)
+    (job,) = doc["jobs"].values()
+    assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
+    assert doc["permissions"] == {"contents": "read", "pull-requests": "write"}
+    checkout, action = job["steps"]
+    assert checkout == {"uses": "actions/checkout@v4"}
+    assert action["uses"] == f"pytest-gpuprof/pytest-gpuprof@v{VERSION.split('.')[0]}"
+    assert 'major="${GITHUB_REF_NAME%%.*}"' in (ROOT / ".github" / "workflows" / "release.yml").read_text()
+    declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]
+    required = {name for name, spec in declared.items() if spec.get("required")}
+    assert required <= set(action["with"]) <= set(declared)
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="says what a machine without a GPU does")

@@ -1,4 +1,4 @@
-"""The GitHub Actions workflows in .github/workflows.
+"""The GitHub Actions workflows in .github/workflows, and the action (action.yml) the GPU ones use.
 
 actionlint (from the test extras: the ``actionlint`` executable next to sys.executable,
 else on PATH; it runs shellcheck over the ``run:`` scripts when shellcheck is there too)
@@ -7,8 +7,11 @@ on a self-hosted GPU runner") describes: the GPU gate, the baseline refresh and 
 the CPU tests (.ci/run) also build the documentation site strictly and build and check the
 sdist and wheel, and release.yml publishes a tagged version to PyPI by trusted publishing.
 
-The structural checks read the workflows with PyYAML (a test extra). Each check is also
-run on a deliberately broken copy of a workflow to show that it fails.
+The structural checks read the workflows with PyYAML (a test extra). A GPU workflow's
+``uses: ./`` step is read as the steps of action.yml that its inputs run, each script of
+action/ a step calls read into the step (``expanded``). Each check is also run on a
+deliberately broken copy of a workflow, of action.yml or of a script to show that it fails.
+What the action's steps do when run: tests/project/test_action.py.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from helpers.action_runner import action_steps
 from pytest_gpuprof import __version__ as VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +37,8 @@ GATE = WORKFLOWS / "gpu-perf.yml"
 REFRESH = WORKFLOWS / "refresh-gpu-baselines.yml"
 CPU = WORKFLOWS / "ci.yml"
 RELEASE = WORKFLOWS / "release.yml"
+ACTION = ROOT / "action.yml"
+SCRIPTS = ROOT / "action"
 CI_SCRIPT = ROOT / ".ci" / "run"
 MKDOCS = ROOT / "mkdocs.yml"
 
@@ -86,8 +92,11 @@ def _is_always(step: dict) -> bool:
     return str(step.get("if", "")).replace(" ", "") in ("always()", "${{always()}}")
 
 
+PYTEST = re.compile(r"-m pytest\b")
+
+
 def _pytest_steps(job: dict) -> list[dict]:
-    return [s for s in _steps(job) if re.search(r"\bpytest\b", str(s.get("run", "")))]
+    return [s for s in _steps(job) if PYTEST.search(str(s.get("run", "")))]
 
 
 def _uploads(job: dict) -> list[dict]:
@@ -116,7 +125,7 @@ def _artifact_problems(job: dict) -> list[str]:
         if not _is_always(step):
             problems.append(f"upload {step.get('name')!r} lacks 'if: always()'")
     runs = [str(s.get("run", "")) for s in _steps(job)]
-    pytest_run = next((r for r in runs if re.search(r"\bpytest\b", r)), "")
+    pytest_run = next((r for r in runs if PYTEST.search(r)), "")
     for option in ("--gpuprof-keep-traces", "--gpuprof-html", "--gpuprof-json"):
         if option not in pytest_run:
             problems.append(f"pytest runs without {option}")
@@ -132,7 +141,7 @@ def _artifact_problems(job: dict) -> list[str]:
     if not any("GITHUB_STEP_SUMMARY" in s.get("run", "") and _is_always(s) for s in _steps(job)):
         problems.append("no 'if: always()' step writes $GITHUB_STEP_SUMMARY")
     state = [i for i, r in enumerate(runs) if "nvidia-smi" in r]
-    first_pytest = next((i for i, r in enumerate(runs) if re.search(r"\bpytest\b", r)), None)
+    first_pytest = next((i for i, r in enumerate(runs) if PYTEST.search(r)), None)
     if not state or first_pytest is None or state[0] > first_pytest:
         problems.append("no step prints nvidia-smi's state before pytest runs")
     return problems
@@ -167,8 +176,12 @@ def gate_problems(wf: dict) -> list[str]:
         if step.get("continue-on-error") or step.get("if") is not None or "|| true" in run:
             problems.append("a failing pytest does not fail the gate")
     problems += _artifact_problems(job)
-    if wf.get("permissions") != {"contents": "read"}:
-        problems.append(f"permissions {wf.get('permissions')!r}, expected contents: read")
+    if wf.get("permissions") != {"contents": "read", "pull-requests": "write"}:
+        problems.append(f"permissions {wf.get('permissions')!r}, expected contents: read, pull-requests: write "
+                        "(the comment)")
+    comments = [s for s in _steps(job) if "action/comment.py" in str(s.get("run", ""))]
+    if len(comments) != 1 or "cancelled()" not in str(comments[0].get("if", "")):
+        problems.append("no step keeps the pull request's comment, also when the check failed")
     if not (wf.get("concurrency") or job.get("concurrency")):
         problems.append("no concurrency group")
     return problems
@@ -329,7 +342,8 @@ def common_problems(wf: dict, text: str) -> list[str]:
     secrets = set(re.findall(r"secrets\.([A-Za-z_][A-Za-z0-9_]*)", text)) - {"GITHUB_TOKEN"}
     if secrets:
         problems.append(f"secrets beyond GITHUB_TOKEN: {sorted(secrets)}")
-    setter = NVIDIA_SMI_SETTERS.search(text)
+    runs = "\n".join(str(s.get("run", "")) for job in (wf.get("jobs") or {}).values() for s in _steps(job))
+    setter = NVIDIA_SMI_SETTERS.search(f"{text}\n{runs}")
     if setter:
         problems.append(f"changes the GPU's settings: {setter.group(0).strip()!r}")
     return problems
@@ -338,9 +352,31 @@ def common_problems(wf: dict, text: str) -> list[str]:
 CHECKS = {GATE: gate_problems, REFRESH: refresh_problems, CPU: cpu_problems, RELEASE: release_problems}
 
 
-def problems_of(path: Path, text: str | None = None) -> list[str]:
-    text = path.read_text() if text is None else text
+#: The event each GPU workflow's action steps are read for: a pull request (a labeled one for the refresh)
+EVENTS = {GATE: "pull_request", REFRESH: "pull_request"}
+def expanded(wf: dict, texts: dict[Path, str], event: str) -> dict:
+    """The workflow with each ``uses: ./`` step replaced by the steps of action.yml that run
+    with its inputs on ``event`` (``action_steps``), reading ``texts`` in place of the files they name."""
+    action = yaml.safe_load(texts.get(ACTION) or ACTION.read_text())
+    github = {"event_name": event, "event": {"label": {"name": REFRESH_LABEL}}}
+
+    def read(path: str) -> str:
+        return texts.get(ROOT / path) or (ROOT / path).read_text()
+
+    jobs = {name: {**job, "steps": [inner for step in _steps(job)
+                                    for inner in (action_steps(action, step.get("with") or {}, github, read)
+                                                  if step.get("uses") == "./" else [step])]}
+            for name, job in (wf.get("jobs") or {}).items()}
+    return {**wf, "jobs": jobs}
+
+
+def problems_of(path: Path, texts: dict[Path, str] | None = None) -> list[str]:
+    """The problems of the workflow at ``path``, reading ``texts`` in place of the files they name."""
+    texts = texts or {}
+    text = texts.get(path) or path.read_text()
     wf = load(text)
+    if path in EVENTS:
+        wf = expanded(wf, texts, EVENTS[path])
     return CHECKS[path](wf) + common_problems(wf, text)
 
 
@@ -353,6 +389,8 @@ def _tool(name: str) -> str | None:
 
 
 def actionlint(root: Path) -> subprocess.CompletedProcess:
+    """actionlint over the workflows of ``root``, a git repository (there it also reads the
+    local action action.yml that ``uses: ./`` names, and checks the inputs given to it)."""
     exe = _tool("actionlint")
     if exe is None:
         pytest.fail("actionlint not found next to sys.executable or on PATH: "
@@ -373,12 +411,18 @@ def test_actionlint_finds_nothing():
 
 @pytest.mark.parametrize("path, old, new, expected", [
     (GATE, "runs-on: [self-hosted, linux, gpu]", "runs-on: [self-hosted, linux, gpux]", 'label "gpux" is unknown'),
-    (REFRESH, 'HEAD:refs/heads/$branch"', 'HEAD:refs/heads/${{ github.head_ref }}"', "potentially untrusted"),
+    (REFRESH, "ref: ${{ github.head_ref || github.ref }}", "ref: ${{ github.head_ref || github.reff }}",
+     'property "reff" is not defined'),
     (CPU, "actions/setup-python@v5", "actions/setup-python@v5\n        with: {python-version: 3.11}",
      'key "with" is duplicated'),
-], ids=["unknown runner label", "untrusted input in a script", "duplicated key"])
+    (GATE, "          tests: example_suite", "          test: example_suite", 'input "test" is not defined'),
+    (REFRESH, "          tests: example_suite\n", "", 'missing input "tests"'),
+], ids=["unknown runner label", "unknown property", "duplicated key", "unknown input of the action",
+        "required input of the action missing"])
 def test_actionlint_fails_on_a_broken_copy(tmp_path, path, old, new, expected):
     shutil.copytree(ROOT / ".github", tmp_path / ".github")
+    shutil.copy(ACTION, tmp_path / ACTION.name)
+    subprocess.run(["git", "init", "--quiet", str(tmp_path)], check=True)
     copy = tmp_path / path.relative_to(ROOT)
     text = copy.read_text()
     assert old in text
@@ -404,46 +448,76 @@ def test_workflow_has_its_shape(path):
     assert problems_of(path) == []
 
 
+def _action_step(path: Path) -> dict:
+    """The GPU workflow's one job's step that uses the action."""
+    (job,) = _gpu_jobs(load(path.read_text())).values()
+    (step,) = [s for s in _steps(job) if s.get("uses") == "./"]
+    return step
+
+
+def test_the_gpu_workflows_are_thin_users_of_the_action():
+    """Each checks out the repository and hands the rest to the action: every input it gives
+    is one action.yml declares, and every required one is given."""
+    declared = yaml.safe_load(ACTION.read_text())["inputs"]
+    required = {name for name, spec in declared.items() if spec.get("required")}
+    for path, mode in ((GATE, "gate"), (REFRESH, "refresh")):
+        (job,) = _gpu_jobs(load(path.read_text())).values()
+        assert [str(s.get("uses")).partition("@")[0] for s in _steps(job)] == ["actions/checkout", "./"]
+        given = _action_step(path)["with"]
+        assert set(given) <= set(declared) and required <= set(given), (path.name, given)
+        assert given.get("mode", declared["mode"]["default"]) == mode
+
+
 def test_gate_runs_the_suite_under_gpuprof_on_pull_requests():
-    wf = load(GATE.read_text())
+    wf = expanded(load(GATE.read_text()), {}, "pull_request")
     assert "pull_request" in _triggers(wf)
     (job,) = _gpu_jobs(wf).values()
     assert job["name"] == GATE_CHECK and job["runs-on"] == GPU_LABELS
     (step,) = _pytest_steps(job)
     assert re.search(r"--gpuprof\s", step["run"]) and "--gpuprof-keep-traces" in step["run"]
+    assert "--gpuprof-strict" in step["run"] and '"${tests[@]}"' in step["run"]
     assert [s["if"] for s in _uploads(job)] == ["always()"]
 
 
 def test_the_gate_owning_one_gpu_leaves_out_the_tests_that_need_more():
     """Its --gpuprof-strict run would fail on them, skipped (seen on H100s: 5 passed, 2
     skipped, exit 1); every example file holding a distributed test is left out, by name."""
-    wf = load(GATE.read_text())
-    (job,) = _gpu_jobs(wf).values()
-    (step,) = _pytest_steps(job)
-    assert '"${extra[@]}"' in step["run"] and 'read -ra extra <<<"$GPUPROF_PYTEST_ARGS"' in step["run"]
+    (step,) = _pytest_steps(_gpu_jobs(expanded(load(GATE.read_text()), {}, "pull_request"))["gpu-perf"])
+    assert '"${extra[@]}"' in step["run"] and 'read -ra extra <<<"$INPUT_PYTEST_ARGS"' in step["run"]
     distributed = sorted(f"--ignore={p.relative_to(ROOT)}" for p in (ROOT / "example_suite").glob("test_*.py")
                          if "world_size=" in p.read_text())
-    assert distributed and sorted(wf["env"]["GPUPROF_PYTEST_ARGS"].split()) == distributed
+    assert distributed and sorted(_action_step(GATE)["with"]["pytest-args"].split()) == distributed
 
 
 def test_refresh_records_baselines_on_dispatch_and_label():
     wf = load(REFRESH.read_text())
     on = _triggers(wf)
     assert "workflow_dispatch" in on and on["pull_request"]["types"] == ["labeled"]
-    (job,) = _gpu_jobs(wf).values()
+    (job,) = _gpu_jobs(expanded(wf, {}, "pull_request")).values()
     assert any("--gpuprof-update-baseline" in s["run"] for s in _pytest_steps(job))
     assert job["permissions"] == {"contents": "write", "pull-requests": "write", "actions": "write"}
     # the label is only looked at on this one job; its name matches docs/guide/ci.md's
-    assert f"'{REFRESH_LABEL}'" in job["if"] and wf["env"]["REFRESH_LABEL"] == REFRESH_LABEL
+    assert f"'{REFRESH_LABEL}'" in job["if"]
+    # the input select reaches pytest's -k
+    assert _action_step(REFRESH)["with"]["select"] == "${{ inputs.select }}"
 
 
 def test_refresh_dispatches_the_checks_it_cannot_trigger():
-    """A push made with GITHUB_TOKEN starts no workflow: the job starts the gate and the
-    CPU tests on the proposed commit itself, so the required checks run on it."""
-    text = REFRESH.read_text()
+    """A push made with GITHUB_TOKEN starts no workflow: the action starts the gate and the
+    CPU tests on the proposed commit itself (its input dispatch), so the required checks run on it."""
+    dispatch = yaml.safe_load(ACTION.read_text())["inputs"]["dispatch"]["default"]
+    assert dispatch.split() == [GATE.name, CPU.name]
+    assert 'gh workflow run "$workflow" --ref "$branch"' in (SCRIPTS / "propose").read_text()
     for workflow in (GATE, CPU):
-        assert f"gh workflow run {workflow.name} --ref" in text
         assert "workflow_dispatch" in _triggers(load(workflow.read_text()))
+
+
+def test_the_action_puts_no_expression_in_a_script():
+    """actionlint reads workflows, not action.yml: there, each value reaches a script through
+    env: (an input or a branch name inside a run: script would be code run as written)."""
+    steps = yaml.safe_load(ACTION.read_text())["runs"]["steps"]
+    assert [s["name"] for s in steps if "${{" in s.get("run", "")] == []
+    assert all(s.get("shell") == "bash" for s in steps if "run" in s)
 
 
 def test_cpu_tests_run_ci_script_on_github_hosted_runner():
@@ -458,35 +532,43 @@ MUTATIONS = [
     (GATE, "  pull_request:\n", "  pull_request_target:\n", "not triggered on pull_request"),
     (GATE, "runs-on: [self-hosted, linux, gpu]", "runs-on: [self-hosted, linux]", "expected one job on"),
     (GATE, "    name: gpu-perf\n", "    name: GPU perf\n", "not the required check"),
-    (GATE, "--gpuprof --gpuprof-strict", "--gpuprof-strict", "pytest runs without --gpuprof"),
-    (GATE, "--gpuprof-keep-traces --gpuprof-output-dir", "--gpuprof-output-dir",
+    (SCRIPTS / "gate", "--gpuprof --gpuprof-strict", "--gpuprof-strict", "pytest runs without --gpuprof"),
+    (SCRIPTS / "gate", "--gpuprof-keep-traces --gpuprof-output-dir", "--gpuprof-output-dir",
      "pytest runs without --gpuprof-keep-traces"),
-    (GATE, "      - name: Upload the HTML report, JSON results and traces\n        if: always()\n",
-     "      - name: Upload the HTML report, JSON results and traces\n", "lacks 'if: always()'"),
-    (GATE, "            .gpuprof/pytest.log\n            .gpuprof/traces/\n",
-     "            .gpuprof/pytest.log\n      - name: Upload the traces\n        if: always()\n"
-     "        uses: actions/upload-artifact@v4\n        with:\n          name: traces\n"
-     "          path: .gpuprof/traces/\n",
+    (ACTION, "    - name: Upload the HTML report, JSON results and traces\n      if: always()\n",
+     "    - name: Upload the HTML report, JSON results and traces\n", "lacks 'if: always()'"),
+    (ACTION, "          .gpuprof/pytest.log\n          .gpuprof/traces/\n",
+     "          .gpuprof/pytest.log\n    - name: Upload the traces\n      if: always()\n"
+     "      uses: actions/upload-artifact@v4\n      with:\n        name: traces\n"
+     "        path: .gpuprof/traces/\n",
      "need one artifact"),
-    (GATE, "            .gpuprof/traces/\n", "            .gpuprof/nsys/\n", "the artifact lacks the traces"),
-    (GATE, "--gpuprof-html .gpuprof/report.html", "--gpuprof-html report.html",
+    (ACTION, "          .gpuprof/traces/\n", "          .gpuprof/nsys/\n", "the artifact lacks the traces"),
+    (SCRIPTS / "gate", "--gpuprof-html .gpuprof/report.html", "--gpuprof-html report.html",
      "not written in --gpuprof-output-dir"),
-    (REFRESH, "            .gpuprof/report.html\n", "", "the artifact lacks the HTML report"),
-    (GATE, "      - name: Job summary\n        if: always()\n", "      - name: Job summary\n",
-     "$GITHUB_STEP_SUMMARY"),
-    (GATE, "2>&1 | tee .gpuprof/pytest.log\n", "2>&1 | tee .gpuprof/pytest.log || true\n",
+    (ACTION, "          .gpuprof/report.html\n", "", "the artifact lacks the HTML report"),
+    (ACTION, "    - name: Job summary\n      if: always()\n", "    - name: Job summary\n", "$GITHUB_STEP_SUMMARY"),
+    (SCRIPTS / "gate", "2>&1 | tee .gpuprof/pytest.log\n", "2>&1 | tee .gpuprof/pytest.log || true\n",
      "a failing pytest does not fail the gate"),
-    (GATE, "permissions:\n  contents: read", "permissions:\n  contents: write", "expected contents: read"),
+    (GATE, "  contents: read\n", "  contents: write\n", "expected contents: read"),
+    (GATE, "  pull-requests: write", "  pull-requests: read", "expected contents: read, pull-requests: write"),
+    (ACTION, "if: \"!cancelled() && inputs.mode == 'gate'", "if: \"inputs.mode == 'gate'",
+     "no step keeps the pull request's comment"),
     (GATE, "uses: actions/checkout@v4", "uses: actions/checkout@main", "uses actions/checkout@main"),
-    (GATE, "          nvidia-smi\n", "          sudo nvidia-smi -lgc 1980\n", "changes the GPU's settings"),
+    (ACTION, "uses: actions/upload-artifact@v4", "uses: actions/upload-artifact@main",
+     "uses actions/upload-artifact@main"),
+    (SCRIPTS / "gpu-check", "nvidia-smi\n", "sudo nvidia-smi -lgc 1980\n", "changes the GPU's settings"),
+    (ACTION, "      id: gpu\n", "      id: gpu\n      if: inputs.mode == 'none'\n",
+     "no step prints nvidia-smi's state before pytest runs"),
     (REFRESH, "  workflow_dispatch:\n", "  workflow_call:\n", "not triggered on workflow_dispatch"),
     (REFRESH, "types: [labeled]", "types: [opened]", "not triggered when a pull request is labeled"),
-    (REFRESH, "--gpuprof-update-baseline --gpuprof-baseline-dir", "--gpuprof --gpuprof-baseline-dir",
+    (SCRIPTS / "record", "--gpuprof-update-baseline --gpuprof-baseline-dir", "--gpuprof --gpuprof-baseline-dir",
      "without --gpuprof-update-baseline"),
+    (SCRIPTS / "propose", "  gh pr create --base", "  gh pr view --base", "no step runs 'gh pr create'"),
     (REFRESH, "      pull-requests: write", "      pull-requests: read", "lacks pull-requests: write"),
     (REFRESH, "      actions: write", "      actions: write\n      packages: write", "permissions beyond"),
-    (REFRESH, "GH_TOKEN: ${{ github.token }}\n          GH_REPO",
-     "GH_TOKEN: ${{ secrets.RELEASE_PAT }}\n          GH_REPO", "secrets beyond GITHUB_TOKEN"),
+    (REFRESH, "          select: ${{ inputs.select }}\n",
+     "          select: ${{ inputs.select }}\n          token: ${{ secrets.RELEASE_PAT }}\n",
+     "secrets beyond GITHUB_TOKEN"),
     (CPU, "run: bash .ci/run", "run: python -m pytest", "runs .ci/run"),
     (CPU, "runs-on: ubuntu-latest", "runs-on: ubuntu-22.04", "not ubuntu-latest"),
     (CPU, "actions/setup-python@v5", "actions/setup-python@v4", "uses actions/setup-python@v4"),
@@ -523,9 +605,12 @@ MUTATIONS = [
 @pytest.mark.parametrize("path, old, new, expected",
                          [pytest.param(*m, id=f"{m[0].name}: {m[3]}") for m in MUTATIONS])
 def test_shape_checks_fail_on_a_broken_copy(path, old, new, expected):
+    """A broken workflow fails its own checks; a broken action.yml or action/ script those
+    of the GPU workflows that use it."""
     text = path.read_text()
     assert old in text, f"mutation no longer applies to {path.name}: {old!r}"
-    problems = problems_of(path, text.replace(old, new, 1))
+    texts = {path: text.replace(old, new, 1)}
+    problems = [p for workflow in ([path] if path in CHECKS else list(EVENTS)) for p in problems_of(workflow, texts)]
     assert any(expected in p for p in problems), problems
 
 
@@ -654,20 +739,34 @@ def test_ci_page_names_the_check_and_the_label():
         assert word in page, word
 
 
-def test_a_copy_in_another_repository_installs_the_plugin_its_venvs_need():
-    """Copied into a user's repository (README, "Use it in your repository"; docs/guide/ci.md),
-    the GPU workflows install the checkout and GPUPROF_PLUGIN in every venv that runs pytest,
-    the base revision's too; the refresh starts ci.yml only where there is one."""
-    for path, venvs in ((GATE, 2), (REFRESH, 1)):
-        doc = load(path.read_text())
-        assert doc["env"]["GPUPROF_PLUGIN"] == ""  # this repository's checkout is the plugin
-        installs = [line.strip() for job in doc["jobs"].values() for step in job["steps"]
-                    for line in step.get("run", "").splitlines() if "pip install" in line]
-        assert len(installs) == venvs and all(line.endswith('${GPUPROF_PLUGIN:+"$GPUPROF_PLUGIN"}')
-                                              for line in installs), installs
-    refresh = REFRESH.read_text()
-    dispatch = refresh.index('gh workflow run ci.yml')
-    assert "if [ -f .github/workflows/ci.yml ]; then" in refresh[dispatch - 80:dispatch]
-    page = (ROOT / "docs" / "guide" / "ci.md").read_text()
-    assert all(name in page
-               for name in ("GPUPROF_PLUGIN", "GPUPROF_TESTS", "GPUPROF_PYTEST_ARGS", "GPUPROF_BASELINE_DIR"))
+def test_ci_page_describes_every_input_of_the_action():
+    page = CI_PAGE.read_text()
+    for name in yaml.safe_load(ACTION.read_text())["inputs"]:
+        assert f"| `{name}` |" in page, name
+
+
+def test_release_moves_the_major_tag_to_the_release(tmp_path):
+    """The action's users name ``@v<major>``: after publishing, the release moves that tag in
+    the origin to the released commit (run here in a clone of a bare repository)."""
+    job = load(RELEASE.read_text())["jobs"]["action-tag"]
+    assert _needs(job) == ["publish"] and job["permissions"] == {"contents": "write"}
+    step = _step(job, "Move v<major>")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.com",
+           "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@example.com"}
+
+    def git(*args: str, cwd: Path = tmp_path) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "--quiet", "--bare", "origin.git")
+    git("clone", "--quiet", "origin.git", "clone")
+    clone = tmp_path / "clone"
+    git("commit", "--quiet", "--allow-empty", "-m", "0.1.0", cwd=clone)
+    git("tag", "v0", cwd=clone)
+    git("commit", "--quiet", "--allow-empty", "-m", "0.2.0", cwd=clone)
+    git("push", "--quiet", "origin", "HEAD:main", "v0", cwd=clone)
+    released = git("rev-parse", "HEAD", cwd=clone)
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=clone, capture_output=True, text=True,
+                          env={**env, "GITHUB_REF_NAME": "v0.2.0", "GITHUB_SHA": released})
+    assert done.returncode == 0, done.stderr
+    assert git("rev-parse", "v0^{commit}", cwd=tmp_path / "origin.git") == released

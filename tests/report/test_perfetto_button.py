@@ -1,6 +1,6 @@
 """The report's "Open trace in Perfetto" button where CI leaves it: the GPU gate's artifact,
-made here as .github/workflows/gpu-perf.yml makes it (its pytest options, its upload's
-paths), keeps every button's trace beside the report; opened from disk the button says at
+made here as .github/workflows/gpu-perf.yml makes it through the action (its pytest
+options, its upload's paths), keeps every button's trace beside the report; opened from disk the button says at
 once what to do and opens no window; served over HTTP it says how far it got."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.action_runner import action_steps
 from helpers.browser import BROWSERS, CHROMIUM, Browser
 from pytest_gpuprof.run.backends import TorchBackend, trace_name, unique_trace_name
 
@@ -30,9 +31,14 @@ TESTS = ("example_suite/test_moe.py::test_moe_forward", "example_suite/test_cnn.
 NO_BROWSER = f"no Chromium on PATH ({', '.join(BROWSERS)}; .ci/run installs Debian's chromium)"
 
 
-def _gate_job() -> dict:
+def _gate_steps() -> list[dict]:
+    """The gate's steps on a pull request: the workflow's, the action's in place of ``uses: ./``."""
     (job,) = yaml.safe_load(GATE.read_text())["jobs"].values()
-    return job
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    return [inner for step in job["steps"]
+            for inner in (action_steps(action, step["with"], {"event_name": "pull_request"},
+                                       lambda path: (ROOT / path).read_text())
+                          if step.get("uses") == "./" else [step])]
 
 
 def _option(run: str, option: str) -> str:
@@ -60,8 +66,8 @@ def artifact(tmp_path_factory) -> Path:
     --gpuprof-output-dir), judged against the shipped baselines with the gate's report
     options, then each upload step's paths stored as upload-artifact stores them."""
     tmp = tmp_path_factory.mktemp("ci")
-    checkout, job = tmp / "checkout", _gate_job()
-    (run,) = [s["run"] for s in job["steps"] if re.search(r"\bpytest\b", s.get("run", ""))]
+    checkout, steps = tmp / "checkout", _gate_steps()
+    (run,) = [s["run"] for s in steps if re.search(r"-m pytest\b", s.get("run", ""))]
     out = _option(run, "--gpuprof-output-dir")
     kept = TorchBackend(checkout / out, keep_traces=True).folder
     kept.mkdir(parents=True)
@@ -75,7 +81,7 @@ def artifact(tmp_path_factory) -> Path:
                           env={k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html_name = Path(_option(run, "--gpuprof-html")).name
-    for i, step in enumerate(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")):
+    for i, step in enumerate(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact")):
         upload(checkout, step["with"]["path"].split(), tmp / f"artifact-{i}")
     (report,) = tmp.glob(f"artifact-*/{html_name}")
     return report
