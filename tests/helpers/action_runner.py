@@ -16,7 +16,9 @@ The expressions understood are those action.yml uses: property paths, string lit
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -214,3 +216,16 @@ def action_steps(action: dict, given: Mapping[str, str], github: Mapping[str, An
             step["run"] = "\n".join([step["run"], *map(read, LOCAL_SCRIPT.findall(step["run"]))])
         steps.append(step)
     return steps
+
+
+def upload_artifact(checkout: Path, paths: list[str], artifact: Path) -> None:
+    """What actions/upload-artifact stores of ``paths``: every file under the least common
+    ancestor of its search paths (a file's is its folder), at its path below it."""
+    found = [checkout / p.rstrip("/") for p in paths]
+    root = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in found if p.exists()]))
+    for path in found:
+        if path.is_dir():
+            shutil.copytree(path, artifact / path.relative_to(root), dirs_exist_ok=True)
+        elif path.exists():
+            (artifact / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, artifact / path.relative_to(root))

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from helpers.action_runner import ActionRun, run_action
+from helpers.action_runner import ActionRun, run_action, upload_artifact
 from pytest_gpuprof import __version__ as VERSION
 from pytest_gpuprof.run.backends import trace_name
 
@@ -128,7 +128,7 @@ class Job:
     (``work``, a clone of the bare ``origin.git``), its environment, and the action run in it."""
 
     def __init__(self, root: Path, api: FakeGitHub):
-        self.root, self.api = root, api
+        self.root = root
         self.work = root / "work"
         bin_dir = root / "bin"
         bin_dir.mkdir()
@@ -167,15 +167,8 @@ class Job:
             git(self.work, "worktree", "add", "--detach", "--force", step["with"]["path"], step["with"]["ref"])
             return {}
 
-        def upload(step, env):  # actions/upload-artifact: the paths below their common folder, .gpuprof
-            name = step["with"]["name"]
-            for listed in step["with"]["path"].split():
-                source = self.work / listed
-                if source.is_dir():
-                    shutil.copytree(source, artifacts / name / source.relative_to(self.work / ".gpuprof"))
-                elif source.is_file():
-                    (artifacts / name).mkdir(parents=True, exist_ok=True)
-                    shutil.copy(source, artifacts / name / source.name)
+        def upload(step, env):  # actions/upload-artifact: the files it would store, in artifacts/NAME
+            upload_artifact(self.work, step["with"]["path"].split(), artifacts / step["with"]["name"])
             return {}
 
         def gpu(step, env):  # needs nvidia-smi and a CUDA torch: says the GPU of the replayed trace
@@ -195,8 +188,9 @@ def artifact_files(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
 
 
-def artifact_line(run_attempt: str = "1") -> str:
-    return (f"Report, JSON results and traces: artifact `gpuprof-{run_attempt}` of "
+def artifact_line() -> str:
+    """The job summary's last line, where the artifact is."""
+    return (f"Report, JSON results and traces: artifact `{ARTIFACT}` of "
             f"[this run](https://github.com/{REPOSITORY}/actions/runs/{RUN_ID}). Its report's Perfetto buttons read "
             "the traces beside it: unzip it, run `python -m http.server` in its folder and open "
             "http://localhost:8000/report.html.\n")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.action_runner import action_steps
+from helpers.action_runner import action_steps, upload_artifact
 from helpers.browser import BROWSERS, CHROMIUM, Browser
 from pytest_gpuprof.run.backends import TorchBackend, trace_name, unique_trace_name
 
@@ -46,19 +46,6 @@ def _option(run: str, option: str) -> str:
     return re.search(rf"{option}[ =](\S+)", run).group(1)
 
 
-def upload(checkout: Path, paths: list[str], artifact: Path) -> None:
-    """What actions/upload-artifact stores of ``paths``: every file under the least common
-    ancestor of its search paths (a file's is its folder), at its path below it."""
-    found = [checkout / p.rstrip("/") for p in paths]
-    root = Path(os.path.commonpath([p if p.is_dir() else p.parent for p in found if p.exists()]))
-    for path in found:
-        if path.is_dir():
-            shutil.copytree(path, artifact / path.relative_to(root), dirs_exist_ok=True)
-        elif path.exists():
-            (artifact / path.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(path, artifact / path.relative_to(root))
-
-
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory) -> Path:
     """The gate's artifact holding the report, unzipped: the shipped traces where
@@ -82,7 +69,7 @@ def artifact(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html_name = Path(_option(run, "--gpuprof-html")).name
     for i, step in enumerate(s for s in steps if str(s.get("uses", "")).startswith("actions/upload-artifact")):
-        upload(checkout, step["with"]["path"].split(), tmp / f"artifact-{i}")
+        upload_artifact(checkout, step["with"]["path"].split(), tmp / f"artifact-{i}")
     (report,) = tmp.glob(f"artifact-*/{html_name}")
     return report
 
