@@ -147,13 +147,13 @@ def test_the_gate_workflow_is_a_dozen_lines_that_use_the_released_action():
     version, given inputs action.yml declares, its required ones among them, on the GPU runner,
     with the permission its comment needs."""
     (workflow,) = [body for language, body in blocks(section("Use it in your repository")) if language == "yaml"]
-    assert len(workflow.splitlines()) <= 15
+    assert len(workflow.splitlines()) <= 16
     doc = yaml.safe_load(workflow)
     (job,) = doc["jobs"].values()
     assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
     assert doc["permissions"] == {"contents": "read", "pull-requests": "write"}
     checkout, action = job["steps"]
-    assert checkout == {"uses": "actions/checkout@v4"}
+    assert checkout == {"uses": "actions/checkout@v4", "with": {"persist-credentials": False}}
     assert action["uses"] == f"pytest-gpuprof/pytest-gpuprof@v{VERSION.split('.')[0]}"
     assert 'major="${GITHUB_REF_NAME%%.*}"' in (ROOT / ".github" / "workflows" / "release.yml").read_text()
     declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]
