@@ -196,18 +196,15 @@ def artifact_line() -> str:
             "http://localhost:8000/report.html.\n")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def api():
     server = FakeGitHub()
     yield server
     server.shutdown()
 
 
-@pytest.fixture(scope="module")
-def refreshed(tmp_path_factory, api, wheel):
-    """A repository whose baselines the action's refresh recorded, by hand on main
-    (workflow_dispatch): the job, its run and the run's folder."""
-    root = tmp_path_factory.mktemp("action")
+def repository(root: Path, api: FakeGitHub) -> Job:
+    """A repository of one profiled test on main, pushed to its origin, checked out for a job."""
     job = Job(root, api)
     git(root, "init", "--quiet", "--bare", "--initial-branch=main", "origin.git")
     git(root, "clone", "--quiet", str(root / "origin.git"), "work")
@@ -222,17 +219,35 @@ def refreshed(tmp_path_factory, api, wheel):
     git(job.work, "add", ".")
     git(job.work, "commit", "--quiet", "-m", "a profiled test")
     git(job.work, "push", "--quiet", "origin", "HEAD:main")
-    clean = kept(root / "kept-clean", CLEAN)
+    return job
+
+
+def open_pull_request(job: Job) -> tuple[str, dict]:
+    """The refresh's pull request merged into main, then a pull request of one commit more
+    checked out: the base's commit and the event."""
+    git(job.work, "fetch", "--quiet", "origin")
+    git(job.work, "checkout", "--quiet", "-B", "main", f"origin/gpuprof/refresh-baselines-{RUN_ID}")
+    git(job.work, "push", "--quiet", "origin", "main")
+    base = git(job.work, "rev-parse", "HEAD")
+    git(job.work, "checkout", "--quiet", "-b", "faster")
+    path = job.work / "tests" / "test_model.py"
+    path.write_text(path.read_text().replace("x @ x", "x @ x.T"))
+    git(job.work, "commit", "--quiet", "-am", "the model reads the weights transposed")
+    return base, {"pull_request": {"number": PR, "base": {"sha": base}}}
+
+
+def test_the_refresh_proposes_baselines_then_the_gate_keeps_one_comment(tmp_path, api, wheel):
+    """One test, so that its parts, each on the state the one before left, run in one process
+    under pytest-xdist too."""
+    job = repository(tmp_path, api)
+
+    # 1. the refresh, by hand on main: records from a kept trace, commits, proposes
+    clean = kept(tmp_path / "kept-clean", CLEAN)
     # the runner's Python holds the plugin's dependencies already: pip installs the wheel alone
     job.env["PIP_NO_DEPS"] = "1"
     run, folder = job.run({"mode": "refresh", "tests": "tests", "python": sys.executable, "plugin": str(wheel),
                            "pytest-args": f"--gpuprof-replay={clean} --gpuprof-record-processes=1"},
                           "workflow_dispatch", {}, ref_name="main", ref_type="branch", ref="refs/heads/main")
-    return job, run, folder
-
-
-def test_refresh_records_the_baselines_and_proposes_them(refreshed):
-    job, run, folder = refreshed
     assert run.succeeded, run.log
     assert [s.name for s in run.steps if s.ran] == [
         "Check the mode and the tools", "Install (keeps the runner's CUDA build of torch)",
@@ -259,32 +274,14 @@ def test_refresh_records_the_baselines_and_proposes_them(refreshed):
     assert (folder / "github_step_summary").read_text() == f"{summary}\n{artifact_line()}"
     assert artifact_files(folder / "artifacts" / ARTIFACT) == REPLAY_ARTIFACT
 
-
-@pytest.fixture(scope="module")
-def pull_request(refreshed):
-    """The refresh's pull request merged into main, then a pull request of one commit more
-    checked out: the job, the base's commit and the event."""
-    job, _, _ = refreshed
-    git(job.work, "fetch", "--quiet", "origin")
-    git(job.work, "checkout", "--quiet", "-B", "main", f"origin/gpuprof/refresh-baselines-{RUN_ID}")
-    git(job.work, "push", "--quiet", "origin", "main")
-    base = git(job.work, "rev-parse", "HEAD")
-    git(job.work, "checkout", "--quiet", "-b", "faster")
-    path = job.work / "tests" / "test_model.py"
-    path.write_text(path.read_text().replace("x @ x", "x @ x.T"))
-    git(job.work, "commit", "--quiet", "-am", "the model reads the weights transposed")
-    event = {"pull_request": {"number": PR, "base": {"sha": base}}}
-    return job, base, event
-
-
-def test_the_gate_keeps_one_comment_on_the_pull_request(pull_request, api, tmp_path):
-    job, base, event = pull_request
+    base, event = open_pull_request(job)
     gate = {"tests": "tests", "python": sys.executable, "plugin": ""}
     # the plugin comes from this checkout (PYTHONPATH), as in the other tests' pytest runs
     job.env["PYTHONPATH"] = str(ROOT)
     item = kept(tmp_path / "kept-item", ITEM)
 
-    # 1. the head's trace has the planted .item() sync: the gate fails, and says why in one new comment
+    # 2. the gate: the head's trace has the planted .item() sync; the gate fails, and says why
+    #    in one new comment
     run, folder = job.run({**gate, "base": "false", "pytest-args": f"--gpuprof-replay={item}"},
                           "pull_request", event, head_ref="faster", ref="refs/pull/7/merge")
     assert not run.step("Check out the base revision").ran and not (job.work / ".gpuprof-base").exists()
@@ -301,7 +298,7 @@ def test_the_gate_keeps_one_comment_on_the_pull_request(pull_request, api, tmp_p
     assert "commented on pull request #7" in run.step("Comment on the pull request").output
     assert artifact_files(folder / "artifacts" / ARTIFACT) == REPLAY_ARTIFACT
 
-    # 2. measured against the base revision alongside: its checkout and venv are made and
+    # 3. measured against the base revision alongside: its checkout and venv are made and
     #    pytest is given them (a replay cannot measure a base, so pytest stops, saying so);
     #    the comment is edited, not added to
     api.calls.clear()
@@ -319,7 +316,7 @@ def test_the_gate_keeps_one_comment_on_the_pull_request(pull_request, api, tmp_p
                          ("PATCH", f"/repos/{REPOSITORY}/issues/comments/2")]
     assert api.comments == {1: "Looks good, but is it fast?", 2: f"{MARKER}\n{stopped}"}
 
-    # 3. a fork's pull request: its token may not write. The comment step alone, after a
+    # 4. a fork's pull request: its token may not write. The comment step alone, after a
     #    summary: it says why there is no comment, and the job goes on
     api.calls.clear()
     api.refuse = True
