@@ -12,9 +12,10 @@ metric already relies on: that a trace puts its CPU ranges and its GPU work on o
 (Kineto aligns CUPTI's GPU timestamps with its CPU events, and Nsight Systems likewise).  It
 asks nothing of the trace's epoch, which differs between the backends (Kineto's
 ``baseTimeNanoseconds`` plus ``ts``; Nsight Systems' nanoseconds since its session began),
-and it adds no synchronization to the measured steps.  On an H200 the anchors agreed with
-the trace to microseconds (docs/metrics.md, "The SM clock of each step"), far below the
-sampling period.
+and it adds no synchronization to the measured steps.  On an H200 the anchors minus their
+ranges' starts spread over 27 us, and a synchronized step's last kernel ended 26 to 77 us
+before the host's reading after the synchronize (docs/metrics.md, "The SM clock of each
+step"): far below the sampling period.
 
 A step's span is that of its own GPU work (first start to last end).  Its samples are those
 taken in the span; a step shorter than the sampling period may hold none, and then its

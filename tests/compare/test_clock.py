@@ -1,32 +1,26 @@
 """The GPU's clock in the judgment: steps run at a throttled clock are left out and said, and a
 kernel time that rose while the SM clock fell is judged in cycles (time x SM clock).
 
-Driven through the judge with the CNN's recorded trace (as ``test_margin`` is), its metadata
+Driven through the judge with the CNN's recorded trace (``helpers.cnn_judged``), its metadata
 given NVML samples: one in the middle of each step's GPU work, worked out from the trace by
 ``helpers.naive``, and each step's anchor at its ``step_N`` range's start, as the capture
 records them (``capture.nvml.NvmlSampler``)."""
 
 import copy
+import gzip
+import json
 import statistics
-from pathlib import Path
 
 import pytest
 
-from helpers.naive import Naive
-from pytest_gpuprof.compare.judge import Judge
-from pytest_gpuprof.compare.rules import Rules
+from helpers.cnn_judged import CARD, TRACE, heaviest, judged, kernel_verdict, on_card, record, slowed
+from helpers.naive import Naive, ns
 from pytest_gpuprof.compare.status import State, Status
 from pytest_gpuprof.trace.kineto import load_kineto
 
-ROOT = Path(__file__).resolve().parents[2]
-NODE = "example_suite/test_cnn.py::test_cnn_train_step"
-TRACE = ROOT / "example_suite" / "traces" / "example_suite_test_cnn.py_test_cnn_train_step.pt.trace.json.gz"
-RULES = Rules(kernel_time_tolerance=0.02)
 #: The host's wall clock minus the trace's: any offset (the anchors carry it).
 OFFSET = 1_790_000_000_000_000_000
 HARDWARE_THERMAL, POWER_CAP = 0x40, 0x4
-#: The card every run is said to measure (``environment.gpu_id``): kernel times get no spread between cards.
-CARD = "0123456789ab"
 
 
 @pytest.fixture(scope="module")
@@ -53,45 +47,11 @@ def clocked(trace, naive, mhz, reasons=None):
     ranges = trace.ranges[trace.ranges.name.astype(str).str.fullmatch(r"step_\d+")]
     starts = dict(zip(ranges.name.astype(str), ranges.start))
     anchors = [int(starts[f"step_{i}"]) + OFFSET for i in range(steps)]
-    out = copy.copy(trace)
-    out.metadata = {**trace.metadata, "environment": {**trace.metadata["environment"], "gpu_id": CARD}, "health": {
+    out = on_card(trace, CARD)
+    out.metadata = {**out.metadata, "health": {
         **trace.metadata["health"], "sm_clock_mhz": [min(mhz), max(mhz)], "samples": steps,
         "clock_samples": samples, "step_anchors_ns": anchors}}
     return out
-
-
-def heaviest(trace) -> str:
-    k = trace.kernels
-    return str((k.end - k.start).groupby(k.name).sum().idxmax())
-
-
-def slowed(trace, factor: float, name: str):
-    """The trace with every launch of kernel ``name`` ``factor`` times as long."""
-    out = copy.copy(trace)
-    k = trace.kernels.copy()
-    hit = k.name == name
-    k.loc[hit, "end"] = k.start[hit] + ((k.end[hit] - k.start[hit]) * factor).round().astype("int64")
-    out.kernels = k
-    return out
-
-
-def record(tmp_path: Path, traces) -> Path:
-    """A baseline of these traces, one recorded run each, as --gpuprof-update-baseline keeps them."""
-    from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
-
-    for t in traces:
-        judge = Judge(tmp_path, "torch", RULES, update=True, baseline_runs=len(traces))
-        judged = judge.judge(NODE, {}, lambda t=t: {0: (t, TRACE)})
-        BaselineFile(baseline_file(tmp_path, NODE)).update({NODE: {judged.result.gpu: judged.entry}})
-    return tmp_path
-
-
-def judged(baselines: Path, run):
-    return Judge(baselines, "torch", RULES).judge(NODE, {}, lambda: {0: (run, TRACE)}).result
-
-
-def kernel_verdict(result, name: str):
-    return next(v for v in result.verdicts if v.metric == f"kernels[{name}].time_us")
 
 
 # --- throttled steps ------------------------------------------------------------------
@@ -189,11 +149,6 @@ def test_a_baseline_recorded_before_the_clocks_were_kept_judges_times_alone(trac
 
 def _correlations(naive, steps):
     """The correlation ids of the runtime calls launched in ``steps`` (by their CPU start)."""
-    import gzip
-    import json
-
-    from helpers.naive import ns
-
     with gzip.open(TRACE, "rt") as fh:
         events = [e for e in json.load(fh)["traceEvents"] if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     return {e["args"]["correlation"] for e in events if naive.step_of(ns(e["ts"])) in steps}
