@@ -13,7 +13,7 @@ import statistics
 
 import pytest
 
-from helpers.cnn_judged import CARD, TRACE, heaviest, judged, kernel_verdict, on_card, record, slowed
+from helpers.cnn_judged import CARD, NODE, TRACE, heaviest, judged, kernel_verdict, on_card, record, slowed
 from helpers.naive import Naive, ns
 from pytest_gpuprof.compare.status import State, Status
 from pytest_gpuprof.trace.kineto import load_kineto
@@ -145,6 +145,27 @@ def test_a_baseline_recorded_before_the_clocks_were_kept_judges_times_alone(trac
     baselines = record(tmp_path, [old] * 3)
     result = judged(baselines, clocked(slowed(trace, 1.04, name), naive, round(1980 / 1.04)))
     assert kernel_verdict(result, name).status == State.REGRESSED and result.status == Status.FAILED
+
+
+# --- kept with the run and the baseline -----------------------------------------------
+
+def test_the_baseline_and_the_results_document_keep_each_steps_clock(trace, naive, tmp_path):
+    from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
+    from pytest_gpuprof.compare.evaluate import TestResult
+    from pytest_gpuprof.compare.results_doc import check
+    from pytest_gpuprof.report.document import results_document
+
+    baselines = record(tmp_path / "b", [clocked(trace, naive, 1980)])
+    (entry,) = BaselineFile(baseline_file(baselines, NODE)).load()["tests"][NODE].values()
+    assert entry["per_step"]["sm_clock_mhz"] == [1980.0] * 10 and entry["per_step"]["clock_events"] == [0] * 10
+    doc = json.loads(json.dumps(results_document([judged(baselines, clocked(trace, naive, 1904))], {}, "torch",
+                                                 tmp_path)))
+    check(doc)
+    assert TestResult.from_json(doc["tests"][0]).per_step["sm_clock_mhz"] == [1904.0] * 10
+    doc["tests"][0]["per_step"]["clock_events"][3] = -1
+    with pytest.raises(ValueError, match=r"per_step\.clock_events\[3\] must be an integer in \[0, 2\*\*63\) "
+                                         r"or null, got -1"):
+        check(doc)
 
 
 def _correlations(naive, steps):
