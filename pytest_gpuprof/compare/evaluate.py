@@ -387,9 +387,9 @@ def evaluate(run: Measured, m: Measurement, entry: Entry | None, rules: Rules, *
         notes += [f"unsteady measurement: {why}" for why in unsteady] + list(differences.values())
         return Judgment(tuple(verdicts), kept, baseline, notes=tuple(notes), has_baseline=entry is not None)
     shift = ClockShift.of(run.per_step, stored.get("per_step"))
-    verdicts, explaining, alike = _downgraded(verdicts, unsteady, differences, shift)
+    verdicts, explaining, shifts = _downgraded(verdicts, unsteady, differences, shift)
     slower = [differences[p] for p in differences if p in explaining] + [
-        f"{v.threshold.text} {v.evidence}" for v in verdicts if v.status == State.UNSTABLE and v.threshold] + alike
+        f"{v.threshold.text} {v.evidence}" for v in verdicts if v.status == State.UNSTABLE and v.threshold] + shifts
     notes += [differences[p] for p in differences if p not in explaining]
     return Judgment(tuple(verdicts), kept, baseline, tuple(unsteady), tuple(slower), tuple(notes),
                     has_baseline=entry is not None)
@@ -407,7 +407,7 @@ def _measurement_notes(m: Measurement, entry: Mapping[str, Any], rules: Rules) -
 
 
 def _downgraded(verdicts: list[Verdict], unsteady: list[str], differences: Mapping[str, str],
-                clock: ClockShift | None = None) -> tuple[list[Verdict], set[str], list[str]]:
+                clock: ClockShift | None) -> tuple[list[Verdict], set[str], list[str]]:
     """The verdicts with each time or ratio regression ``unstable`` that an unhealthy
     measurement (``unsteady``), a probe slower than the baseline machine's, the SM clock (a
     kernel time that did not rise in cycles: ``cycles.ClockShift``) or the test's kernels all

@@ -1,12 +1,12 @@
 """Measurement health: conditions that make a run's times meaningless.
 
-A test measured while the GPU was slowed down (NVML's thermal, hardware-slowdown or
-power-brake reasons), while another process used the GPU, or whose first measured
-step was still warming up, gets the status "unstable": its time and ratio
-regressions are reported as such, not failed (counts are still judged; they do not
-depend on clocks).  An SM clock that moved with no such reason is the GPU's own
-power management under the test's load (it lowers the clock while the SMs wait on
-copies): it is reported as a note, since the baseline's runs saw the same.
+A test measured while another process used the GPU, whose first measured step was still
+warming up, or with most of its steps stalled or throttled (below) gets the status
+"unstable": its time and ratio regressions are reported as such, not failed (counts are
+still judged; they do not depend on clocks).  An SM clock that moved with no slowdown
+reason (NVML's thermal, hardware-slowdown or power-brake reasons) is the GPU's own power
+management under the test's load (it lowers the clock while the SMs wait on copies): it
+is reported as a note, since the baseline's runs saw the same.
 
 Host stalls are judged step by step: a step that took far longer than the others
 while its GPU work was the same, the extra time being a pause of the launching
@@ -71,10 +71,10 @@ def stall_note(per_step: dict[str, Any]) -> str | None:
 
 
 def throttled_steps(per_step: Mapping[str, Any]) -> list[int] | None:
-    """Per step, 1 when it ran at a throttled clock: an NVML slowdown reason (``clock.SLOWDOWN_BITS``:
-    hardware slowdown, thermal, power brake; not idle or the application clocks) among its
-    clock samples (``per_step["clock_events"]``); None where the run does not say its steps'
-    clocks."""
+    """Per step, 1 when it ran at a throttled clock: an NVML slowdown reason
+    (``clock.SLOWDOWN_BITS``: hardware slowdown, thermal, power brake; not idle, the
+    application clocks or the power cap) among its clock samples (``per_step["clock_events"]``);
+    None where the run does not say its steps' clocks."""
     events = per_step.get("clock_events")
     if events is None:
         return None
