@@ -1,8 +1,8 @@
 """Each measured step's SM clock and clock-event reasons, from the NVML samples a trace keeps.
 
-The real trace (tests/data/clock) was recorded on an H200 by ``GpuProf(StepPlan(warmup=3,
-active=40))`` around steps of 4 to 20 bf16 8192x8192 matmuls (5 to 32 ms of GPU work a step):
-the card's power cap lowered its SM clock from 1980 to 1515 MHz within the run (NVML's
+The real trace (tests/data/clock, ``record_traces.py clock``) was recorded on an H200 by the
+plugin's capture around steps of 4 to 20 bf16 8192x8192 matmuls (5 to 32 ms of GPU work a
+step): the card's power cap lowered its SM clock from 1980 to 1515 MHz within the run (NVML's
 reason 0x4, software power cap, no slowdown).  The expected values are read from the trace
 with the stdlib (``helpers.naive``), following docs/metrics.md's definition literally."""
 
