@@ -1,13 +1,17 @@
 """The GPU's clocks, slowdown reasons and other processes, sampled through NVML while
 the measured steps run (nvidia-ml-py; none where NVML cannot be loaded).  The readings go into
-the trace's metadata (``health``), where ``metrics.health`` judges them."""
+the trace's metadata (``health``), where ``metrics.health`` judges them and ``metrics.clock``
+gives each measured step its SM clock and clock-event reasons."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import operator
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -96,8 +100,11 @@ def pcie_link(device: int) -> dict[str, int] | None:
 
 
 class NvmlSampler:
-    """Samples SM clock, slowdown reasons and other processes every ``period_s`` in a thread,
-    from the first measured step until the GPU has finished the last one (``stop_when``)."""
+    """Samples SM clock, clock-event reasons and other processes every ``period_s`` in a
+    thread, from the first measured step until the GPU has finished the last one
+    (``stop_when``).  Each sample is kept with the host's wall clock (``time.time_ns()``) at
+    its reading, and ``anchor`` keeps that clock at the start of each measured step:
+    ``metrics.clock`` puts the samples on the trace's timeline through those anchors."""
 
     def __init__(self, device_index: int, period_s: float = 0.02) -> None:
         import pynvml
@@ -108,8 +115,8 @@ class NvmlSampler:
         self._period = period_s
         self._stop = threading.Event()
         self._finished: Callable[[], bool] | None = None
-        self._clocks: list[int] = []
-        self._reasons = 0
+        self._samples: list[list[int]] = []  # [time.time_ns(), SM clock in MHz, clock-event reasons]
+        self._anchors: list[int] = []  # time.time_ns() as each measured step's range opened
         self._others: set[int] = set()
         self._ours = lineage()
         self._readings: dict[str, Any] | None = None
@@ -130,14 +137,20 @@ class NvmlSampler:
         queues the last step long before the GPU runs it)."""
         self._finished = finished
 
+    def anchor(self) -> None:
+        """Keep the host's wall clock now, just after a measured step's range opened: the
+        range's start in the trace is the same moment on the trace's clock."""
+        self._anchors.append(time.time_ns())
+
     def _run(self) -> None:
         nvml, h = self._nvml, self._handle
         while not self._stop.is_set():
             if self._finished is not None and self._finished():
                 return  # an idle GPU lowers its clock: no sample after the work
             try:
-                self._clocks.append(int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)))
-                self._reasons |= int(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))
+                at = time.time_ns()
+                clock = int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))
+                self._samples.append([at, clock, int(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))])
                 for proc in nvml.nvmlDeviceGetComputeRunningProcesses(h):
                     if proc.pid not in self._ours:
                         self._others.add(int(proc.pid))
@@ -157,10 +170,14 @@ class NvmlSampler:
                 self._nvml.nvmlShutdown()
             except self._nvml.NVMLError:
                 pass
+            clocks = [clock for _, clock, _ in self._samples]
+            reasons = functools.reduce(operator.or_, (r for _, _, r in self._samples), 0)
             self._readings = {
-                "sm_clock_mhz": [min(self._clocks), max(self._clocks)] if self._clocks else None,
-                "slowdowns": [name for bit, name in SLOWDOWNS.items() if self._reasons & bit],
+                "sm_clock_mhz": [min(clocks), max(clocks)] if clocks else None,
+                "slowdowns": [name for bit, name in SLOWDOWNS.items() if reasons & bit],
                 "other_processes": sorted(self._others),
-                "samples": len(self._clocks),
+                "samples": len(clocks),
+                "clock_samples": self._samples,  # metrics.clock: each step's clock
+                "step_anchors_ns": self._anchors,
             }
         return self._readings

@@ -184,7 +184,8 @@ class GpuProf:
     def _step_loop(self, plan: StepPlan, after_step: Callable[[int], None]) -> Generator[int, None, dict[str, Any]]:
         """The steps with their NVTX ranges; ``after_step(i)`` ends each one.  Returns the
         trace metadata: peak memory over the measured steps, environment, and the NVML
-        readings from the first measured step until the GPU finished the last one."""
+        readings from the first measured step until the GPU finished the last one, with the
+        host's clock at each measured step's start (``NvmlSampler.anchor``)."""
         import torch
 
         device = torch.cuda.current_device()
@@ -211,6 +212,8 @@ class GpuProf:
                     name = f"{STEP_RANGE_PREFIX}{i - first_measured}"
                     process_range = nvtx_process_range(name) if self._process_steps else contextlib.nullcontext()
                     with self.range(name), process_range:
+                        if sampler is not None:
+                            sampler.anchor()  # the host's clock at this range's start (metrics.clock)
                         yield i
                 else:
                     yield i

@@ -253,8 +253,9 @@ def check_metrics(metrics: Any) -> None:
 def check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = False,
                    partial: bool = False) -> None:
     """A run's ``per_step``: a list per judged series, ``stalled`` and each kernel name, all
-    of one length with the other lists (which an update pools), values >= 0 (ratios at most
-    1, nulls only in ratios); and its ``distribution``, with a summary of every series that
+    of one length with the other lists (which an update pools: ``sm_clock_mhz`` and
+    ``clock_events``, kept since 2026-11-28, above 0 and NVML's bit masks, or null), values
+    >= 0 (ratios at most 1, nulls only in ratios); and its ``distribution``, with a summary of every series that
     has usable steps when ``complete`` (a recorded run's: its medians bound the next run's,
     and one left out would widen that bound).  ``partial``: a results document's, which may
     lack the series kept since it was written (before 2026-11-23: the times and counts alone)."""
@@ -277,9 +278,11 @@ def check_samples(per_step: Any, summaries: Any, prefix: str, complete: bool = F
         if name not in (*series, "stalled", "kernels"):
             need(isinstance(values, list), f"{prefix}per_step.{name}", "a list of per-step values", values)
             lengths.add(len(values))
-    check, words = _bound("launch_call_us")  # not a judged series: read to put the host series at one speed
-    for i, value in enumerate(per_step.get("launch_call_us") or ()):
-        need(value is None or check(value), f"{prefix}per_step.launch_call_us[{i}]", f"{words} or null", value)
+    # not judged series: read to put the host series at one speed, and the kernels' at one SM clock
+    for name, (check, words) in (("launch_call_us", (_positive, _POSITIVE)), ("sm_clock_mhz", (_positive, _POSITIVE)),
+                                 ("clock_events", (integer, _INTEGER))):
+        for i, value in enumerate(per_step.get(name) or ()):
+            need(value is None or check(value), f"{prefix}per_step.{name}[{i}]", f"{words} or null", value)
     need(len(lengths) == 1, f"{prefix}per_step", "lists of one length (one value per step)", sorted(lengths))
     for i, value in enumerate(per_step.get("stalled") or ()):
         need(value in (0, 1) and not isinstance(value, float), f"{prefix}per_step.stalled[{i}]", "0 or 1", value)

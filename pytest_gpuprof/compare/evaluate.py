@@ -22,6 +22,7 @@ from ..metrics.measure import Measurement
 from ..metrics.specs import counter_spec, metric_spec
 from ..metrics.timeline import sample
 from . import host
+from .cycles import ClockShift
 from .entry import Entry
 from .machine import (
     alike_sentence,
@@ -377,49 +378,59 @@ def evaluate(run: Measured, m: Measurement, entry: Entry | None, rules: Rules, *
     verdicts = judge(run.metrics, baseline, rules, same_backend, (run.per_step, stored.get("per_step")),
                      (run.distribution, stored.get("distribution")), runs,
                      other_card=not on_recorded_card(run.environment, runs))
-    unsteady = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"), m.per_step.get("stalled"))
+    unsteady = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"), m.per_step.get("stalled"),
+                             health.throttled_steps(m.per_step))
     clock = health.clock_note(m.metadata.get("health"))
     notes += [clock] if clock else []
     differences = machine_differences(run.machine, [r.get("machine") for r in runs])
     if alongside:
         notes += [f"unsteady measurement: {why}" for why in unsteady] + list(differences.values())
         return Judgment(tuple(verdicts), kept, baseline, notes=tuple(notes), has_baseline=entry is not None)
-    verdicts, explaining, alike = _downgraded(verdicts, unsteady, differences)
+    shift = ClockShift.of(run.per_step, stored.get("per_step"))
+    verdicts, explaining, shifts = _downgraded(verdicts, unsteady, differences, shift)
     slower = [differences[p] for p in differences if p in explaining] + [
-        f"{v.threshold.text} {v.evidence}" for v in verdicts if v.status == State.UNSTABLE and v.threshold] + alike
+        f"{v.threshold.text} {v.evidence}" for v in verdicts if v.status == State.UNSTABLE and v.threshold] + shifts
     notes += [differences[p] for p in differences if p not in explaining]
     return Judgment(tuple(verdicts), kept, baseline, tuple(unsteady), tuple(slower), tuple(notes),
                     has_baseline=entry is not None)
 
 
 def _measurement_notes(m: Measurement, entry: Mapping[str, Any], rules: Rules) -> list[str]:
-    """What the measurement's health says that decides nothing: host stalls left out, a trace
-    recorded at torch's default cost, no PCIe link read where a rule or the entry needs it."""
-    stall = health.stall_note(m.per_step)
-    notes = ([stall] if stall else []) + health.recording_notes(m.metadata)
+    """What the measurement's health says that decides nothing: host stalls and throttled steps
+    left out, a trace recorded at torch's default cost, no PCIe link read where a rule or the
+    entry needs it."""
+    notes = [note for note in (health.stall_note(m.per_step), health.throttle_note(m.per_step)) if note]
+    notes += health.recording_notes(m.metadata)
     gated = any(t.metric == "pcie_utilization" for t in rules.thresholds) or entry.get(
         "metrics", {}).get("pcie_utilization") is not None
     return notes + ([health.NO_PCIE_LINK] if gated and m.metrics.get("pcie_utilization") is None else [])
 
 
-def _downgraded(verdicts: list[Verdict], unsteady: list[str],
-                differences: Mapping[str, str]) -> tuple[list[Verdict], set[str], list[str]]:
+def _downgraded(verdicts: list[Verdict], unsteady: list[str], differences: Mapping[str, str],
+                clock: ClockShift | None) -> tuple[list[Verdict], set[str], list[str]]:
     """The verdicts with each time or ratio regression ``unstable`` that an unhealthy
-    measurement (``unsteady``), a probe slower than the baseline machine's, or the test's
-    kernels all moving alike (``machine.common_shift``: the card, not the code) explains;
-    the probes that explained one, and the sentence of the kernels' shift where it did."""
-    out, explaining, alike = [], set(), False
+    measurement (``unsteady``), a probe slower than the baseline machine's, the SM clock (a
+    kernel time that did not rise in cycles: ``cycles.ClockShift``) or the test's kernels all
+    moving alike (``machine.common_shift``: the card, not the code) explains; the probes that
+    explained one, and the sentences of the clock and of the kernels' shift where they did.
+    Where the clock moved, each kernel-time regression's evidence says its change in cycles."""
+    out, explaining, by_clock, alike = [], set(), 0, False
     shift = common_shift(verdicts)
     for v in verdicts:
         if v.status == State.REGRESSED and is_timing(v.metric):
+            cycles = clock.evidence(v) if clock is not None else ""
+            clocked = bool(cycles) and clock is not None and clock.explains(v)
             by = {p for p in differences if explains(p, v.metric)}
             moved = shift is not None and moved_alike(v, shift)
-            if unsteady or by or moved:
+            v = replace(v, evidence="; ".join(part for part in (v.evidence, cycles) if part))
+            if unsteady or by or moved or clocked:
                 v = replace(v, status=State.UNSTABLE)
                 explaining |= by
+                by_clock += clocked
                 alike |= moved
         out.append(v)
-    return out, explaining, [alike_sentence(shift, verdicts)] if alike and shift is not None else []
+    sentences = [clock.sentence(by_clock)] if by_clock and clock is not None else []
+    return out, explaining, sentences + ([alike_sentence(shift, verdicts)] if alike and shift is not None else [])
 
 
 def fails_on_timing_alone(result: TestResult, statuses: Iterable[State] = (State.REGRESSED,)) -> bool:

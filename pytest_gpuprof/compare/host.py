@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from ..metrics.health import STEP_FLAGS
 from ..metrics.specs import METRICS
 from ..numbers import format_time_us
 from .samples import usable
@@ -51,12 +52,10 @@ def host_bound(utilization: float | None) -> bool:
 
 def speed(per_step: Mapping[str, Any] | None) -> float | None:
     """The host-speed reading of a run (or of a baseline's pooled runs): the median of the
-    readings of its usable steps (stalled steps left out); None without readings."""
+    readings of its usable steps (``samples.usable``); None without readings."""
     if not per_step or not per_step.get(READING):
         return None
-    stalled = per_step.get("stalled") or ()
-    readings = [v for i, v in enumerate(per_step[READING])
-                if v is not None and v > 0 and not (i < len(stalled) and stalled[i])]
+    readings = [v for v in usable(per_step, per_step[READING]) if v > 0]
     return statistics.median(readings) if readings else None
 
 
@@ -77,9 +76,9 @@ def at_speed(name: str, per_step: Mapping[str, Any], reference: float) -> list[f
 
 
 def converted(per_step: Mapping[str, Any], reference: float) -> dict[str, Any]:
-    """``per_step`` with each host series at the reference speed (the step flags kept)."""
+    """``per_step`` with each host series at the reference speed (the steps' flags kept)."""
     out = {name: at_speed(name, per_step, reference) for name in HOST_SERIES if per_step.get(name)}
-    return out | {"stalled": per_step.get("stalled") or []}
+    return out | {name: per_step[name] for name in STEP_FLAGS if name in per_step}
 
 
 #: A recorded run's host-series medians at the baseline host's speed, as a results document

@@ -1,8 +1,8 @@
 """Per-step samples, as runs keep them and as rules read them.
 
 A run keeps each series' steps cut to evenly spaced ones (``stored_samples``) and a summary
-of all of them (``distribution``); only the steps the host did not stall decide
-(``usable``).  The rules compare values per step (``compared_values``), or the median step
+of all of them (``distribution``); only the steps the host did not stall and that ran at an
+unthrottled clock decide (``usable``).  The rules compare values per step (``compared_values``), or the median step
 where a run kept samples (``judged_values``), and a series of this run beside the
 baseline's (``Series``, ``paired_series``).  No rule lives here: the baseline files and the
 results read the same summaries.
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from ..metrics.health import left_out
 from ..metrics.specs import METRICS, MetricSpec
 from .stats import evenly_spaced, summarize
 
@@ -50,10 +51,10 @@ def judged_series(spec: MetricSpec) -> bool:
 
 
 def usable(per_step: Mapping[str, Any], values: list) -> list[float]:
-    """The values of the steps that decide verdicts: steps the host stalled
-    (``per_step["stalled"]``, metrics.health) and steps without a value are left out."""
-    stalled = per_step.get("stalled") or ()
-    return [v for i, v in enumerate(values) if v is not None and not (i < len(stalled) and stalled[i])]
+    """The values of the steps that decide verdicts: steps the host stalled or that ran at a
+    throttled clock (``metrics.health.left_out``) and steps without a value are left out."""
+    out = left_out(per_step)
+    return [v for i, v in enumerate(values) if v is not None and not (i < len(out) and out[i])]
 
 
 def distribution(per_step: Mapping[str, Any], stored: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -1,16 +1,20 @@
 """Measurement health: conditions that make a run's times meaningless.
 
-A test measured while the GPU was slowed down (NVML's thermal, hardware-slowdown or
-power-brake reasons), while another process used the GPU, or whose first measured
-step was still warming up, gets the status "unstable": its time and ratio
-regressions are reported as such, not failed (counts are still judged; they do not
-depend on clocks).  An SM clock that moved with no such reason is the GPU's own
-power management under the test's load (it lowers the clock while the SMs wait on
-copies): it is reported as a note, since the baseline's runs saw the same.
+A test measured while another process used the GPU, whose first measured step was still
+warming up, or with most of its steps stalled or throttled (below) gets the status
+"unstable": its time and ratio regressions are reported as such, not failed (counts are
+still judged; they do not depend on clocks).  An SM clock that moved with no slowdown
+reason (NVML's thermal, hardware-slowdown or power-brake reasons) is the GPU's own power
+management under the test's load (it lowers the clock while the SMs wait on copies): it
+is reported as a note, since the baseline's runs saw the same.
 
 Host stalls are judged step by step: a step that took far longer than the others
 while its GPU work was the same, the extra time being a pause of the launching
-threads, is left out of the time and ratio verdicts (``stalled_steps``).
+threads, is left out of the time and ratio verdicts (``stalled_steps``).  So is a step
+that ran at a throttled clock: an NVML slowdown reason among its clock samples
+(``throttled_steps``, ``metrics.clock``).  A slowdown reason makes the whole run
+unstable only where the trace does not say its steps' clocks (recorded before they were
+kept).
 
 The clock and process readings come from the trace's metadata (``health``, written
 by ``capture.nvml``), so a saved trace reproduces the verdict.
@@ -18,9 +22,14 @@ by ``capture.nvml``), so a saved trace reproduces the verdict.
 
 from __future__ import annotations
 
+import functools
+import operator
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from .clock import SLOWDOWN_BITS, slowdown_names
 
 CLOCK_DROP = 0.85  # lowest SM clock under this fraction of the highest: the clock dropped (a note)
 WARMUP_RATIO = 1.5  # first measured step this many times the median of the others: still warming up
@@ -61,6 +70,42 @@ def stall_note(per_step: dict[str, Any]) -> str | None:
             "left out of the time and ratio verdicts")
 
 
+def throttled_steps(per_step: Mapping[str, Any]) -> list[int] | None:
+    """Per step, 1 when it ran at a throttled clock: an NVML slowdown reason
+    (``clock.SLOWDOWN_BITS``: hardware slowdown, thermal, power brake; not idle, the
+    application clocks or the power cap) among its clock samples (``per_step["clock_events"]``);
+    None where the run does not say its steps' clocks."""
+    events = per_step.get("clock_events")
+    if events is None:
+        return None
+    return [int(bool(e and e & SLOWDOWN_BITS)) for e in events]
+
+
+#: The per-step lists that say which steps are left out (``left_out``).
+STEP_FLAGS = ("stalled", "clock_events")
+
+
+def left_out(per_step: Mapping[str, Any]) -> list[bool]:
+    """Per step, whether it is left out of the time and ratio verdicts: the host stalled it
+    (``stalled``) or it ran at a throttled clock (``throttled_steps``)."""
+    flags = [list(per_step.get("stalled") or ()), throttled_steps(per_step) or []]
+    return [any(f[i] for f in flags if i < len(f)) for i in range(max(map(len, flags)))]
+
+
+def throttle_note(per_step: Mapping[str, Any]) -> str | None:
+    """``2 of 10 steps ran at a throttled clock (hardware thermal slowdown; SM clock down to
+    1410 MHz)``, or None where none did."""
+    flags = throttled_steps(per_step) or []
+    if not any(flags):
+        return None
+    events = [e for e, f in zip(per_step["clock_events"], flags) if f]
+    clocks = [c for c, f in zip(per_step.get("sm_clock_mhz") or [], flags) if f and c is not None]
+    low = f"; SM clock down to {min(clocks):g} MHz" if clocks else ""
+    return (f"{sum(flags)} of {len(flags)} steps ran at a throttled clock "
+            f"({', '.join(slowdown_names(functools.reduce(operator.or_, events)))}{low}): "
+            "left out of the time and ratio verdicts")
+
+
 def clock_note(readings: dict[str, Any] | None) -> str | None:
     """``SM clock ranged 1560-1980 MHz ...`` when it dropped under CLOCK_DROP of its
     highest with no slowdown reason (then ``assess`` says why the run is unstable)."""
@@ -74,13 +119,18 @@ def clock_note(readings: dict[str, Any] | None) -> str | None:
 
 
 def assess(kernel_time_per_step: list[float], readings: dict[str, Any] | None,
-           stalled: list[int] | None = None) -> list[str]:
-    """Why this run's times cannot be trusted; empty when nothing is wrong."""
+           stalled: list[int] | None = None, throttled: list[int] | None = None) -> list[str]:
+    """Why this run's times cannot be trusted; empty when nothing is wrong.  ``throttled``
+    (``throttled_steps``): where the steps' clocks are known, a slowdown reason leaves its
+    steps out, and only too many of them make the run unstable."""
     reasons = []
     if stalled and 2 * sum(stalled) > len(stalled):
         reasons.append(f"{sum(stalled)} of {len(stalled)} steps stalled on the host: too few steady steps to judge")
+    if throttled and 2 * sum(throttled) > len(throttled):
+        reasons.append(f"{sum(throttled)} of {len(throttled)} steps ran at a throttled clock: "
+                       "too few steady steps to judge")
     if readings:
-        if readings.get("slowdowns"):
+        if readings.get("slowdowns") and throttled is None:
             reasons.append("GPU slowed down: " + ", ".join(readings["slowdowns"]))
         if readings.get("other_processes"):
             reasons.append(f"other processes used the GPU: pid {', '.join(map(str, readings['other_processes']))}")

@@ -18,7 +18,8 @@ import pandas as pd
 
 from ..capture.ranges import L2_FLUSH_RANGE, STEP_RANGE_PREFIX
 from ..errors import TraceError
-from ..trace.model import Trace
+from ..trace.model import INT64_MAX, Trace
+from .clock import step_clocks
 from .health import stalled_steps
 from .intervals import clip, covered_length, longest_gap, merge_intervals, union_length, union_length_per_group
 from .specs import COPY_KINDS, METRICS
@@ -200,6 +201,7 @@ def measure(trace: Trace) -> Measurement:
     per_step["window_us"] = [_us(v) for v in slices]
     per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
     per_step["stalled"] = stalled_steps(per_step, COUNTS)
+    per_step |= step_clocks(trace.metadata.get("health"), trace.ranges, *_work_bounds(own_work, n)) or {}
     launches = (r_step >= 0) & _name_mask(trace.runtime["name"], is_launch_call)
     durations = _dur(trace.runtime)[launches]
     per_step["launch_call_us"] = _step_quantile_us(r_step[launches], n, durations)
@@ -374,6 +376,16 @@ def _step_busy_us(pairs: list[tuple[pd.DataFrame, np.ndarray]], n: int) -> list[
     ends = np.concatenate([t["end"].to_numpy(np.int64) for t, _ in pairs])
     steps = np.concatenate([s for _, s in pairs]).astype(np.int64)
     return [_us(b) for b in union_length_per_group(starts, ends, steps, n)]
+
+
+def _work_bounds(pairs: list[tuple[pd.DataFrame, np.ndarray]], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per step, the first start and the last end of its own GPU work; -1 for both where it has none."""
+    first, last = np.full(n, INT64_MAX, np.int64), np.full(n, -1, np.int64)
+    for table, steps in pairs:
+        if len(table):
+            np.minimum.at(first, steps, table["start"].to_numpy(np.int64))
+            np.maximum.at(last, steps, table["end"].to_numpy(np.int64))
+    return np.where(last >= 0, first, -1), last
 
 
 def _bounds(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

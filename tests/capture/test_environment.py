@@ -131,6 +131,24 @@ def test_the_sampler_reads_the_gpu_that_is_measured(uuid_source):
     assert readings["slowdowns"] == [] and readings["other_processes"] == []
 
 
+def test_the_sampler_stamps_each_sample_and_step_start_with_the_host_clock(uuid_source):
+    """What puts the samples on the trace's timeline (metrics.clock): each sample and each
+    step's anchor read time.time_ns(), in the order they were taken."""
+    before = time.time_ns()
+    sampler = nvml.NvmlSampler.start(0)
+    sampler.anchor()
+    time.sleep(0.05)
+    sampler.anchor()
+    readings = sampler.stop()
+    after = time.time_ns()
+    samples = readings["clock_samples"]
+    assert len(samples) == readings["samples"] >= 2
+    assert [t for t, _, _ in samples] == sorted(t for t, _, _ in samples)
+    assert all(before <= t <= after and (mhz, reasons) == (1980, 0) for t, mhz, reasons in samples)
+    first, second = readings["step_anchors_ns"]
+    assert before <= first and second - first >= 50_000_000 and second <= after
+
+
 def test_the_clock_probe_reads_the_gpu_that_is_measured(uuid_source):
     assert probes._sm_clock(0, lambda: None) == 1980.0
 

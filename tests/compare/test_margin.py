@@ -4,72 +4,19 @@ where they do not; each verdict says its margin and where it came from, and the 
 it could detect.  Driven through the judge with the CNN's recorded trace, one kernel's
 launches made longer (everything else as measured)."""
 
-import copy
 import math
-from pathlib import Path
 
 import pytest
 
+from helpers.cnn_judged import CARD, NODE, RULES, TRACE, heaviest, kernel_verdict, on_card, record, slowed
 from pytest_gpuprof.compare.judge import Judge
-from pytest_gpuprof.compare.rules import Rules
 from pytest_gpuprof.compare.status import State, Status
 from pytest_gpuprof.trace.kineto import load_kineto
-
-ROOT = Path(__file__).resolve().parents[1]
-while not (ROOT / "example_suite").is_dir():  # (wherever this file lies under tests/)
-    ROOT = ROOT.parent
-NODE = "example_suite/test_cnn.py::test_cnn_train_step"
-TRACE = ROOT / "example_suite" / "traces" / "example_suite_test_cnn.py_test_cnn_train_step.pt.trace.json.gz"
-
-
-#: A 2% minimum effect on kernel times (``--gpuprof-kernel-time-tolerance=0.02``; the default is 5%).
-RULES = Rules(kernel_time_tolerance=0.02)
-#: The card the traces are said to run on (``environment.gpu_id``): the recorded runs' and the
-#: judged run's alike, unless a test says otherwise.
-CARD = "0123456789ab"
 
 
 @pytest.fixture(scope="module")
 def trace():
     return on_card(load_kineto(TRACE), CARD)
-
-
-def on_card(trace, card: str):
-    """The trace as measured on the card ``card``."""
-    out = copy.copy(trace)
-    out.metadata = {**trace.metadata, "environment": {**trace.metadata["environment"], "gpu_id": card}}
-    return out
-
-
-def heaviest(trace) -> str:
-    """The kernel name with the most time in the trace, from its table."""
-    k = trace.kernels
-    return str((k.end - k.start).groupby(k.name).sum().idxmax())
-
-
-def slowed(trace, factor: float, name: str | None = None):
-    """The trace with every launch of kernel ``name`` (the heaviest) ``factor`` times as long."""
-    out = copy.copy(trace)
-    k = trace.kernels.copy()
-    hit = k.name == (name or heaviest(trace))
-    k.loc[hit, "end"] = k.start[hit] + ((k.end[hit] - k.start[hit]) * factor).round().astype("int64")
-    out.kernels = k
-    return out
-
-
-def record(tmp_path: Path, traces) -> Path:
-    """A baseline of these traces, one recorded run each, as --gpuprof-update-baseline keeps them."""
-    from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
-
-    for t in traces:  # each in a process of its own, whose judge reads the file as the last one left it
-        judge = Judge(tmp_path, "torch", RULES, update=True, baseline_runs=len(traces))
-        judged = judge.judge(NODE, {}, lambda t=t: {0: (t, TRACE)})
-        BaselineFile(baseline_file(tmp_path, NODE)).update({NODE: {judged.result.gpu: judged.entry}})
-    return tmp_path
-
-
-def kernel_verdict(result, name: str):
-    return next(v for v in result.verdicts if v.metric == f"kernels[{name}].time_us")
 
 
 def test_a_kernel_3pct_slower_fails_where_the_recorded_runs_agree(trace, tmp_path):

@@ -5,6 +5,7 @@
     python tests/data/record_traces.py --out tests/data/host --tag p0 launch   # one process per tag
     python tests/data/record_traces.py --out tests/data/host --tag busy --busy-cpu launch
     python tests/data/record_traces.py --out tests/data/host --tag overhead --host-overhead 2000 launch
+    python tests/data/record_traces.py --out tests/data/clock clock         # power_capped
     tests/data/record_nsys.sh                     # the same workloads under Nsight Systems
 
 Each workload has a structure known by construction, so the tests can check
@@ -40,6 +41,12 @@ launch    through the plugin's capture: a small-batch decode loop, 6 layers of
           host/h100_*: on one H100 machine (2026-11-25), six processes p0-p5, of which
           p5 (the slowest host: its window 1.76x p4's) is h100_slow_host and p4
           h100_fast_host, and --host-overhead 2000 is h100_host_overhead.
+clock     through the plugin's capture, with its NVML samples: power_capped, 40
+          measured steps of 4, 8, 12, 16 or 20 bf16 8192x8192 matmuls in turn (5 to
+          32 ms of GPU work a step, around the 20 ms sampling period), a device
+          synchronize closing every fourth; on an H200
+          (2026-11-28) the power cap lowered the SM clock from 1980 to 1515 MHz
+          within the run.
 """
 
 import argparse
@@ -170,6 +177,22 @@ def record_host_family(out: Path) -> None:
     record_through_plugin("slow_host", out, lambda i: work(0.002 if i >= 0 else 0), plan)
 
 
+def record_clock(out: Path) -> None:
+    """power_capped: steps of a few heavy matmuls, long enough to hold the GPU at its power cap."""
+    from pytest_gpuprof.capture.profiler import StepPlan
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def work(i: int) -> None:
+        for _ in range((i % 5 + 1) * 4 if i >= 0 else 4):
+            a @ b
+        if i % 4 == 3:  # the host reads its clock after the GPU finished (docs/metrics.md: the alignment)
+            torch.cuda.synchronize()
+
+    record_through_plugin("power_capped", out, work, StepPlan(wait=0, warmup=3, active=40))
+
+
 def record_launch(out: Path, tag: str, busy_cpu: bool, overhead: int = 0) -> None:
     """The launch-bound decode loop, in this process (pinned to one core, with a spinning
     neighbour on it when ``busy_cpu``; ``overhead`` Python iterations before each layer)."""
@@ -248,10 +271,10 @@ def main():
     parser.add_argument("--host-overhead", type=int, default=0, metavar="N",
                         help="launch: N iterations of Python work before each layer (a host-side regression)")
     parser.add_argument("only", nargs="*", metavar="WORKLOAD",
-                        help="record only these of overlap, sync, graph, nested, flush, host, launch "
+                        help="record only these of overlap, sync, graph, nested, flush, host, launch, clock "
                         "(default: overlap, sync, graph, nested, flush)")
     args = parser.parse_args()
-    unknown = set(args.only) - {"overlap", "sync", "graph", "nested", "flush", "host", "launch"}
+    unknown = set(args.only) - {"overlap", "sync", "graph", "nested", "flush", "host", "launch", "clock"}
     if unknown:
         parser.error(f"unknown workload(s): {', '.join(sorted(unknown))}")
     torch.manual_seed(0)
@@ -259,6 +282,8 @@ def main():
         record_host_family(args.out)
     if "launch" in args.only:
         record_launch(args.out, args.tag, args.busy_cpu, args.host_overhead)
+    if "clock" in args.only:
+        record_clock(args.out)
     workloads = {"overlap": (overlap_step, overlap_state), "sync": (sync_step, list),
                  "graph": (graph_step, graph_state), "nested": (nested_step, nested_state)}
     if args.nvtx:

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import pytest
 
 from helpers.naive import Naive
+from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.run.backends import unique_trace_name
 from pytest_gpuprof.trace.kineto import load_kineto
 
@@ -161,6 +162,11 @@ def test_baseline_holds_what_the_kept_trace_says(work_recorded_once):
         assert entry["metrics"]["peak_memory_allocated_bytes"] > 0
         assert entry["environment"]["gpu"] == gpu and entry["environment"]["torch"] == torch.__version__
         assert len(naive.steps) == steps  # ProfilerStep#N ranges
+        # each step's SM clock, from the NVML samples the kept trace holds: a replay gives the same
+        clocks = measure(load_kineto(trace)).per_step
+        assert entry["per_step"]["sm_clock_mhz"] == clocks["sm_clock_mhz"] and len(clocks["sm_clock_mhz"]) == steps
+        assert entry["per_step"]["clock_events"] == clocks["clock_events"]
+        assert all(0 < mhz <= 4000 for mhz in clocks["sm_clock_mhz"])
     fixture_trace = load_kineto(where / ".gpuprof" / "traces" / unique_trace_name("test_work.py::test_fixture_form"))
     ranges = fixture_trace.ranges["name"].astype(str).tolist()
     assert [f"step_{i}" for i in range(5)] == [r for r in ranges if r.startswith("step_")]
@@ -270,6 +276,7 @@ def test_nsys_backend_reruns_the_session_and_agrees_with_torch(pytester, work_re
         counts = [k for k in a["per_step"] if k.endswith(("_count", "_bytes"))]
         assert counts and all(a["per_step"][k] == b["per_step"][k] for k in counts)  # step by step
         assert b["metrics"]["peak_memory_allocated_bytes"] > 0
+        assert len(b["per_step"]["sm_clock_mhz"]) == len(a["per_step"]["sm_clock_mhz"])  # the sampler runs under nsys
         assert b["metrics"]["kernel_time_us"] == pytest.approx(a["metrics"]["kernel_time_us"], rel=0.05)
     reports = list((pytester.path / ".gpuprof" / "nsys").glob("session-*.nsys-rep"))
     assert len(reports) == 1 and reports[0].stat().st_size < 50 * 2**20
