@@ -31,7 +31,7 @@ from typing import NamedTuple
 import pytest
 
 from helpers.naive import Naive
-from pytest_gpuprof.run.backends import unique_trace_name
+from pytest_gpuprof.run.kept_traces import unique_trace_name
 from pytest_gpuprof.trace.kineto import load_kineto
 
 torch = pytest.importorskip("torch")

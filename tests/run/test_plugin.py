@@ -42,7 +42,7 @@ from pytest_gpuprof.metrics.specs import METRICS
 from pytest_gpuprof.numbers import format_number
 from pytest_gpuprof.options import OPTIONS as ALL_OPTIONS
 from pytest_gpuprof.report.names import full_name
-from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.run.kept_traces import trace_name
 
 # These two re-run the session under nsys instead of running it: tests/run/test_nsys_backend.py
 SWITCHES_BACKEND = ("gpuprof_backend", "gpuprof_nsys")
