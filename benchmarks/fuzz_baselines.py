@@ -58,7 +58,8 @@ from pytest_gpuprof.compare.samples import judged_series
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.metrics.specs import COPY_KINDS, METRICS
 from pytest_gpuprof.report.words import failure_message
-from pytest_gpuprof.run.backends import ReplayBackend, trace_name
+from pytest_gpuprof.run.backends import ReplayBackend
+from pytest_gpuprof.run.kept_traces import trace_name
 from pytest_gpuprof.run.outcomes import Outcomes
 from pytest_gpuprof.run.settings import Settings
 from pytest_gpuprof.trace.kineto import load_kineto

@@ -2,7 +2,7 @@
 
 A project of one module of N parametrized profiled tests is replayed (no GPU): each test's
 trace is one of the shipped single-process traces of ``example_suite/traces``, in turn, linked
-under the name a replay finds it by (``backends.trace_name``).  The baselines are recorded::
+under the name a replay finds it by (``kept_traces.trace_name``).  The baselines are recorded::
 
     pytest --gpuprof-update-baseline --gpuprof-replay=DIR --gpuprof-record-processes=1
 
@@ -41,7 +41,7 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pytest_gpuprof.run.backends import trace_name  # noqa: E402
+from pytest_gpuprof.run.kept_traces import trace_name  # noqa: E402
 
 TRACES = ROOT / "example_suite" / "traces"
 SHIPPED = sorted(t for t in TRACES.glob("*.pt.trace.json.gz") if "test_distributed" not in t.name)

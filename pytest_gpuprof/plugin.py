@@ -203,19 +203,26 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses the ``gpuprof`` fixture without the marker gets the marker, so that
     ``-m gpuprof`` selects every profiled test.  Each marker is checked now, in every mode:
-    its arguments, thresholds and tolerances with their metric names (``Rules.with_marker``,
-    which loads no pandas)."""
+    its arguments (``marker_of``), thresholds and tolerances with their metric names
+    (``Rules.with_marker``, which loads no pandas); every mistake found is kept, a line each."""
     from .compare.rules import Rules
 
     for item in items:
         if "gpuprof" in getattr(item, "fixturenames", ()) and item.get_closest_marker("gpuprof") is None:
             item.add_marker("gpuprof")
+        problems = []
         try:
-            spec = marker_of(item)
-            if spec.arguments:
-                Rules().with_marker(spec.arguments, marker_origin(item.nodeid))
+            marker_of(item)
         except ConfigError as exc:
-            marker_mistake(item, str(exc))
+            problems.append(str(exc))
+        marker = item.get_closest_marker("gpuprof")
+        if marker is not None and marker.kwargs:
+            try:
+                Rules().with_marker(marker.kwargs, marker_origin(item.nodeid))
+            except ConfigError as exc:
+                problems.append(str(exc))
+        if problems:
+            marker_mistake(item, "\n".join(problems))
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)  # inside pytest's own wrappers, which tear down what they set up

@@ -8,7 +8,6 @@ item's stash, and a mistake found then is kept too (the test fails its set-up wi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,50 +58,44 @@ def marker_origin(nodeid: str) -> str:
 
 
 def read_marker(item: Any) -> MarkerSpec:
-    """The test's ``@pytest.mark.gpuprof`` (none: an empty spec), each argument checked of its
-    type: the steps as ``StepPlan`` takes them, ``thresholds`` a string or a list of strings
-    (``compare.rules`` parses them and checks their metric names), ``tolerances`` a dict of
-    metric name to a finite number >= 0, ``ncu`` a bool or a dict of ``NCU_KEYS``,
-    ``world_size`` a whole number >= 1.  A mistake is a ``ConfigError`` naming the test."""
+    """The test's ``@pytest.mark.gpuprof`` (none: an empty spec), each argument the run stage
+    acts on checked of its type: the steps as ``StepPlan`` takes them, ``ncu`` a bool or a dict
+    of ``NCU_KEYS``, ``world_size`` a whole number >= 1 (``compare.rules.Rules.with_marker``
+    checks ``thresholds`` and ``tolerances``).  Its mistakes are one ``ConfigError``, a line
+    for each, naming the test."""
     marker = item.get_closest_marker("gpuprof")
     if marker is None:
         return MarkerSpec()
-    origin = marker_origin(item.nodeid)
-    if marker.args:
-        raise ConfigError(f"{origin}: takes keyword arguments only")
-    kwargs = dict(marker.kwargs)
+    problems = marker_problems(marker.args, dict(marker.kwargs))
+    if problems:
+        origin = marker_origin(item.nodeid)
+        raise ConfigError("\n".join(f"{origin}: {problem}" for problem in problems))
+    return MarkerSpec(dict(marker.kwargs))
+
+
+def marker_problems(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str]:
+    """Every mistake ``read_marker`` finds in a marker's arguments, in words."""
+    problems = ["takes keyword arguments only"] if args else []
     unknown = set(kwargs) - MARKER_KEYS
     if unknown:
-        raise ConfigError(
-            f"{origin}: unknown argument(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(MARKER_KEYS))}"
-        )
-    try:
-        StepPlan().with_overrides(**{k: kwargs.get(k) for k in PLAN_KEYS})
-    except ConfigError as exc:
-        raise ConfigError(f"{origin}: {exc}") from None
+        problems.append(f"unknown argument(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(MARKER_KEYS))}")
+    for key in PLAN_KEYS:  # each on its own: every wrong one is named
+        try:
+            StepPlan().with_overrides(**{key: kwargs.get(key)})
+        except ConfigError as exc:
+            problems.append(str(exc))
     size = kwargs.get("world_size", 1)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ConfigError(f"{origin}: world_size must be a whole number of ranks, 1 or more, got {size!r}")
-    thresholds = kwargs.get("thresholds", ())
-    if not isinstance(thresholds, str) and (not isinstance(thresholds, (list, tuple))
-                                            or not all(isinstance(t, str) for t in thresholds)):
-        raise ConfigError(f"{origin}: thresholds must be a string or a list of strings such as "
-                          f"'gpu_utilization >= 0.85', got {thresholds!r}")
+        problems.append(f"world_size must be a whole number of ranks, 1 or more, got {size!r}")
     ncu = kwargs.get("ncu", False)
     if not isinstance(ncu, (bool, dict)) or isinstance(ncu, dict) and any(
             key not in NCU_KEYS or isinstance(value, bool) or not isinstance(value, NCU_KEYS[key])
             or NCU_KEYS[key] is int and value < (0 if key == "step" else 1)
             or key == "kernels" and not value.strip() for key, value in ncu.items()):
-        raise ConfigError(f"{origin}: ncu must be True, False or a dict of top (kernels' functions, 1 or more), "
-                          "kernels (a regular expression of function names), step (0 or more) and launches "
-                          f"(1 or more), got {ncu!r}")
-    tolerances = kwargs.get("tolerances", {})
-    if not isinstance(tolerances, dict) or not all(isinstance(metric, str) for metric in tolerances):
-        raise ConfigError(f"{origin}: tolerances must be a dict of metric name to tolerance, got {tolerances!r}")
-    for metric, value in tolerances.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise ConfigError(f"{origin}: tolerances[{metric!r}] must be a finite number >= 0, got {value!r}")
-    return MarkerSpec(kwargs)
+        problems.append("ncu must be True, False or a dict of top (kernels' functions, 1 or more), kernels (a "
+                        "regular expression of function names), step (0 or more) and launches (1 or more), "
+                        f"got {ncu!r}")
+    return problems
 
 
 SPEC = pytest.StashKey[MarkerSpec]()

@@ -117,18 +117,40 @@ class Rules:
 
     def with_marker(self, marker_kwargs: Mapping[str, Any], origin: str) -> Rules:
         """These rules with a test's ``@pytest.mark.gpuprof`` thresholds and tolerances on top
-        (a marker's threshold replaces the one on its metric); an error saying what is wrong,
-        after ``origin`` (the plugin names the test: ``@pytest.mark.gpuprof on NODEID``).  Light
-        enough for the plugin to check every marker when tests are collected, in every mode."""
-        own = marker_kwargs.get("thresholds") or ()
-        mine = [parse_threshold(t, origin) for t in ((own,) if isinstance(own, str) else own)]
+        (a marker's threshold replaces the one on its metric): ``thresholds`` a string or a list
+        of strings, ``tolerances`` a dict of metric name to a finite number >= 0.  Every
+        mistake in them is one ``ConfigError``, a line each after ``origin`` (the plugin names
+        the test: ``@pytest.mark.gpuprof on NODEID``).  Light enough for the plugin to check
+        every marker when tests are collected, in every mode."""
+        problems: list[str] = []
+        given = marker_kwargs.get("thresholds", ())
+        texts = (given,) if isinstance(given, str) else given
+        mine = []
+        if not isinstance(texts, (list, tuple)) or not all(isinstance(t, str) for t in texts):
+            problems.append(f"{origin}: thresholds must be a string or a list of strings such as "
+                            f"'gpu_utilization >= 0.85', got {given!r}")
+            texts = ()
+        for text in texts:
+            try:
+                mine.append(parse_threshold(text, origin))
+            except ConfigError as exc:
+                problems.append(str(exc))
+        tolerances = dict(self.tolerances)
+        given = marker_kwargs.get("tolerances", {})
+        if not isinstance(given, dict) or not all(isinstance(metric, str) for metric in given):
+            problems.append(f"{origin}: tolerances must be a dict of metric name to tolerance, got {given!r}")
+            given = {}
+        for metric, value in given.items():
+            if metric_spec(metric) is None and metric not in TOLERATED_COUNTERS:
+                problems.append(f"{origin}: tolerances names unknown metric {metric!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                problems.append(f"{origin}: tolerances[{metric!r}] must be a finite number >= 0, got {value!r}")
+            else:
+                tolerances[metric] = float(value)
+        if problems:
+            raise ConfigError("\n".join(problems))
         overridden = {t.metric for t in mine}
         thresholds = tuple(t for t in self.thresholds if t.metric not in overridden) + tuple(mine)
-        tolerances = dict(self.tolerances)
-        for metric, value in (marker_kwargs.get("tolerances") or {}).items():
-            if metric_spec(metric) is None and metric not in TOLERATED_COUNTERS:
-                raise ConfigError(f"{origin}: tolerances names unknown metric {metric!r}")
-            tolerances[metric] = float(value)
         return replace(self, tolerances=tolerances, thresholds=thresholds)
 
     def tolerance(self, spec: MetricSpec) -> float:

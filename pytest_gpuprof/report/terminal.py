@@ -19,6 +19,7 @@ from .words import (
     SUMMARY_COLUMNS,
     capture_words,
     detects_text,
+    failed_set_up_line,
     gpu_text,
     health_lines,
     let_through_lines,
@@ -36,9 +37,10 @@ def header_line(version: str, backend: str, baseline_dir: Path, replay_dir: Path
 
 
 def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], written: Iterable[str] = (),
-                  inside_nsys: bool = False) -> list[str]:
+                  inside_nsys: bool = False, failed_set_up: int = 0) -> list[str]:
     """The gpuprof section after a run, from the results document: where things are, one
-    row per test (``tests``: the document's tests in the order they ran), what was written;
+    row per test (``tests``: the document's tests in the order they ran), the profiled tests
+    skipped and those whose set-up failed (``failed_set_up``, a count), what was written;
     every line ``terminal_text``, whatever the names in it hold."""
     tests = list(tests)
     mode = capture_words(doc["backend"], doc.get("replay_dir"))
@@ -52,7 +54,9 @@ def session_lines(doc: Mapping[str, Any], tests: Iterable[Mapping[str, Any]], wr
         lines += summary_lines(tests)
     if doc["skipped"]:
         lines.append(skipped_line(doc["skipped"]))
-    if not tests and not doc["skipped"] and not inside_nsys:
+    if failed_set_up:
+        lines.append(failed_set_up_line(failed_set_up))
+    if not tests and not doc["skipped"] and not failed_set_up and not inside_nsys:
         lines.append("no profiled tests ran (use the gpuprof fixture or @pytest.mark.gpuprof)")
     for t in tests:  # indented: not a row of the table above
         lines += [f"  {t['nodeid']}: {line}" for line in let_through_lines(t) + health_lines(t) + ncu_lines(t)]

@@ -106,6 +106,12 @@ def skipped_line(skipped: Iterable[Mapping[str, str]]) -> str:
     return f"{len(skipped)} profiled test(s) skipped: {'; '.join(sorted({s['reason'] for s in skipped}))}"
 
 
+def failed_set_up_line(count: int) -> str:
+    """What a run says of the profiled tests whose set-up failed: not measured, and why to look."""
+    return (f"{count} profiled test(s) failed their set-up and were not measured: see their errors above (a mistake "
+            "in the gpuprof marker, or a fixture that raised)")
+
+
 def unrecorded_line(count: int) -> str:
     """What a recording says of the profiled tests it could not measure: no baseline, and the
     two ways to record one."""

@@ -10,10 +10,8 @@ objects of a process are chosen once from what its backend can do (``in_process`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -28,6 +26,7 @@ from ..errors import GpuprofError
 from ..options import option_args
 from ..trace.kineto import load_kineto
 from ..trace.model import Trace
+from .kept_traces import TRACE_SUFFIX, KeptTraces, unique_trace_name
 from .rank_processes import RankOutcome, RankProfiling, rank_trace
 
 #: Why a test that passed without finishing its steps() loop is an error, under either backend.
@@ -36,29 +35,6 @@ UNFINISHED_LOOP = ("the test uses the gpuprof fixture but did not run its `for _
 
 #: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
 NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
-
-TRACE_SUFFIX = ".pt.trace.json.gz"
-READABLE_CHARS = 160  # of a trace name's node-id part: the whole name stays under 255 bytes
-
-
-def safe_name(nodeid: str) -> str:
-    """The node id with every run of unsafe characters replaced by ``_``."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid).strip("_")
-
-
-def trace_name(nodeid: str) -> str:
-    """The node id made safe for a file name: readable, but ``a/b``, ``a_b`` and ``a b``
-    share it.  Replay finds traces under it (example_suite/traces)."""
-    return safe_name(nodeid) + TRACE_SUFFIX
-
-
-def unique_trace_name(nodeid: str) -> str:
-    """File name of a test's kept trace: ``trace_name``, not hidden and cut to a length every
-    file system takes, with a digest of the node id, so that no two node ids share it."""
-    readable = safe_name(nodeid).lstrip("._")[:READABLE_CHARS]
-    digest = hashlib.sha256(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-    return f"{readable}.{digest}{TRACE_SUFFIX}".lstrip(".")
-
 
 def ranks_folder(parent: Path, nodeid: str) -> Path:
     """The folder in ``parent`` of a distributed test's ranks' files, named like its trace."""
@@ -210,32 +186,27 @@ class ReplayBackend(Backend):
 
     def __init__(self, replay_dir: Path) -> None:
         self.replay_dir = replay_dir
-        self._sharing: dict[str, list[str]] = {}  # trace_name -> the profiled tests that share it
+        self._kept = KeptTraces(replay_dir)
 
     def expect(self, nodeids: list[str]) -> None:
-        """The profiled tests of the run: a trace under a ``trace_name`` two of them share is
-        replayed for neither."""
-        self._sharing = {}
-        for nodeid in nodeids:
-            self._sharing.setdefault(trace_name(nodeid), []).append(nodeid)
+        """The run's profiled tests: a trace two of them could have is replayed for neither."""
+        self._kept.expect(nodeids)
 
     def unmeasurable(self, nodeid: str) -> str | None:
-        """Why the test cannot be replayed (no trace of it here), or None."""
-        own, shared = self.replay_dir / unique_trace_name(nodeid), self.replay_dir / trace_name(nodeid)
-        if own.exists() or shared.exists():
+        """Why the test cannot be replayed (no trace of it here), or None; a trace that could
+        be another's too fails the test when it is read (``path``)."""
+        try:
+            found = self._kept.find(nodeid)
+        except GpuprofError:
             return None
-        return f"no trace to replay: {own} does not exist (nor {shared.name})"
+        return None if found is not None else self._kept.missing(nodeid)
 
     def path(self, nodeid: str) -> Path:
-        """The test's trace: its unique name, else its ``trace_name`` unless another test shares that."""
-        own, shared = self.replay_dir / unique_trace_name(nodeid), self.replay_dir / trace_name(nodeid)
-        if own.exists() or not shared.exists():
-            return own
-        others = [n for n in self._sharing.get(shared.name, ()) if n != nodeid]
-        if others:
-            raise GpuprofError(f"trace {shared} could be the trace of {nodeid} or of {', '.join(others)}: "
-                               f"rename it {own.name}")
-        return shared
+        """The test's trace (``kept_traces.KeptTraces.find``)."""
+        found = self._kept.find(nodeid)
+        if found is None:
+            raise GpuprofError(self._kept.missing(nodeid))
+        return found
 
     def profiler(self, nodeid: str, plan: StepPlan) -> GpuProf:
         return GpuProf(plan)

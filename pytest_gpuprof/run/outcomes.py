@@ -54,6 +54,7 @@ class Outcomes:
         self._relay = relay  # a pytest-xdist worker's: each part goes to the controller
         self.results: list[TestResult] = []
         self.skipped: dict[str, str] = {}  # nodeid -> why it was not measured
+        self.failed_set_up: list[str] = []  # the profiled tests whose set-up failed: never measured
         self.written: list[str] = []  # lines about the files written at the end (baselines, reports)
         self._pending: dict[Path, Entries] = {}
         # the baselines this run wrote at its end (the results document's ``baselines``)
@@ -89,6 +90,11 @@ class Outcomes:
         self._relay("skipped", lambda: {"nodeid": nodeid, "reason": reason})
         self.skipped[nodeid] = reason
 
+    def add_failed_set_up(self, nodeid: str) -> None:
+        """A profiled test whose set-up failed (a mistake in its marker, a fixture that raised)."""
+        self._relay("failed_set_up", lambda: {"nodeid": nodeid})
+        self.failed_set_up.append(nodeid)
+
     def document(self) -> dict[str, Any]:
         """The results document of the run so far (report.document)."""
         s = self.settings
@@ -98,7 +104,7 @@ class Outcomes:
     def lines(self, inside_nsys: bool = False) -> list[str]:
         """The gpuprof section of the terminal, rendered from the results document."""
         return session_lines(self.document(), (r.to_json() for r in self.results), self.written,
-                             inside_nsys=inside_nsys)
+                             inside_nsys=inside_nsys, failed_set_up=len(self.failed_set_up))
 
     def finish(self, config: pytest.Config | None, records_again: bool, writes_reports: bool) -> bool:
         """End of run: write the pending baselines, all files or none, then record them again

@@ -260,6 +260,12 @@ class GpuprofSession:
             pytest.skip(f"gpuprof: {reason}")
         self.probes.read_once()
 
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A profiled test collected here whose set-up failed (a mistake in its marker, a
+        fixture that raised): never measured, and said so at the end."""
+        if report.when == "setup" and report.failed and report.nodeid in self._profiled:
+            self.outcomes.add_failed_set_up(report.nodeid)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
         """A steps() loop the test left unfinished stops profiling before the next test."""

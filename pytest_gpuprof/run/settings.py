@@ -126,6 +126,7 @@ def settings_from(opts: dict[str, Any], plan: StepPlan, process: Process, xdist:
     )
     if settings.replay_dir is not None and not settings.replay_dir.is_dir():
         raise ConfigError(f"--gpuprof-replay: {settings.replay_dir} is not a directory")
+    check_baseline_dir(settings.baseline_dir)
     if settings.base is not None and not settings.base.is_dir():
         raise ConfigError(f"--gpuprof-base: {settings.base} is not a directory")
     if settings.torchrun is not None and settings.backend == "nsys":
@@ -144,3 +145,13 @@ def settings_from(opts: dict[str, Any], plan: StepPlan, process: Process, xdist:
                 raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini} under --gpuprof-nsys (or "
                                   f"--gpuprof-backend=nsys): {why}, so it would do nothing; leave one of them out")
     return settings
+
+
+def check_baseline_dir(folder: Path) -> None:
+    """A baseline directory that is a file, or lies in one, is refused before any test runs:
+    on a machine without a GPU nothing reads it, and it would fail only on the GPU runner."""
+    found = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if found is not None and not found.is_dir():
+        within = "" if found == folder else f", so the baseline directory {folder} cannot be made"
+        raise ConfigError(f"{BY_NAME['baseline-dir'].flag} / ini key {BY_NAME['baseline-dir'].ini}: {found} is a "
+                          f"file, not a directory{within}")

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from ..errors import ConfigError, GpuprofError
 from ..files import write_atomic
-from .backends import TRACE_SUFFIX, unique_trace_name
+from .kept_traces import TRACE_SUFFIX, unique_trace_name
 from .role import Process
 
 #: How often a waiting rank looks for the others' files.

@@ -76,3 +76,7 @@ class Inbox:
     def worker_skipped(self, nodeid: str, reason: str) -> None:
         """A profiled test the worker did not measure, and why."""
         self.outcomes.add_skipped(nodeid, reason)
+
+    def worker_failed_set_up(self, nodeid: str) -> None:
+        """A profiled test whose set-up failed in the worker."""
+        self.outcomes.add_failed_set_up(nodeid)

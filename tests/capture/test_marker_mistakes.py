@@ -1,7 +1,8 @@
 """A mistake in ``@pytest.mark.gpuprof`` is found when the tests are collected, in every
 mode, and fails its test at set-up: under ``--gpuprof`` on a machine without a GPU (which
 would otherwise skip it), under ``--gpuprof-replay`` without its trace (likewise), and in a
-plain run, where the marker is otherwise ignored."""
+plain run, where the marker is otherwise not acted on.  A marker with several mistakes names
+each, a line each; the gpuprof section counts the tests that failed their set-up."""
 
 import json
 
@@ -10,6 +11,7 @@ import pytest
 # Imported here, before any in-process pytester run, so pandas/numpy stay loaded across
 # runs (pytester drops modules first imported inside a run).
 import pytest_gpuprof.run.session  # noqa: F401
+from helpers.suites import section
 
 MISTAKES = '''
 import pytest
@@ -45,6 +47,17 @@ def test_unknown_metric_in_tolerances():
     pass
 
 
+@pytest.mark.gpuprof(thresholds=["gpu_utilization >= 85"])
+def test_ratio_threshold_in_percent():
+    pass
+
+
+@pytest.mark.gpuprof(warmpu=3, active=0, world_size=0, thresholds=["gpu_utilization >= 85", "gpu_util > 1"],
+                     tolerances={"kernel_tim_us": -1})
+def test_every_mistake(gpuprof):
+    pass
+
+
 @pytest.mark.gpuprof(warmup=1, active=2, thresholds=["gpu_utilization >= 0.5"], tolerances={"window_us": 0.2})
 def test_right(gpuprof):
     pass
@@ -60,18 +73,50 @@ SAID = {
     "test_bad_tolerance_type": "tolerances['window_us'] must be a finite number >= 0, got [0.1]",
     "test_unknown_metric_in_threshold": "unknown metric 'gpu_util' in threshold 'gpu_util > 85'; known: ",
     "test_unknown_metric_in_tolerances": "tolerances names unknown metric 'kernel_tim_us'",
+    "test_ratio_threshold_in_percent": "threshold 'gpu_utilization >= 85': gpu_utilization is a ratio from 0 to 1, "
+                                       "which this threshold always passes or always fails; in percent, write "
+                                       "'gpu_utilization >= 85%' (the same as 'gpu_utilization >= 0.85')",
+    "test_every_mistake": "unknown argument(s) warmpu; known: ",
 }
+#: Every line of the error of the test whose marker has every kind of mistake at once: its
+#: arguments', then its thresholds' and tolerances'.
+EVERY_MISTAKE = [
+    "unknown argument(s) warmpu; known: active, flush_l2, ncu, thresholds, tolerances, wait, warmup, world_size",
+    "gpuprof steps: active must be at least 1, got 0",
+    "world_size must be a whole number of ranks, 1 or more, got 0",
+    SAID["test_ratio_threshold_in_percent"],
+    "unknown metric 'gpu_util' in threshold 'gpu_util > 1'; known: ",
+    "tolerances names unknown metric 'kernel_tim_us'",
+    "tolerances['kernel_tim_us'] must be a finite number >= 0, got -1",
+]
 
 
 def errors_at_setup(result) -> dict[str, str]:
     """Test name -> the first line of its set-up error."""
-    lines = result.outlines
-    out = {}
-    for i, line in enumerate(lines):
+    return {name: lines[0] for name, lines in error_lines(result).items()}
+
+
+def error_lines(result) -> dict[str, list[str]]:
+    """Test name -> every line of its set-up error."""
+    out: dict[str, list[str]] = {}
+    name = None
+    for line in result.outlines:
         if "ERROR at setup of " in line:
             name = line.split("ERROR at setup of ")[1].split()[0]
-            out[name] = lines[i + 1]
+            out[name] = []
+        elif line.startswith(("___", "===")):
+            name = None
+        elif name is not None and line:
+            out[name].append(line)
     return out
+
+
+def names_every_mistake(result) -> None:
+    """The test with every kind of mistake has each named, a line each, after its test."""
+    lines = error_lines(result)["test_every_mistake"]
+    assert len(lines) == len(EVERY_MISTAKE), lines
+    for line, words in zip(lines, EVERY_MISTAKE):
+        assert line.startswith(f"{MARKER}test_every_mistake: {words}"), line
 
 
 @pytest.mark.parametrize("mode, right", [
@@ -89,6 +134,28 @@ def test_every_marker_mistake_fails_its_test_under_gpuprof(pytester, mode, right
     assert sorted(errors) == sorted(SAID)
     for name, words in SAID.items():
         assert errors[name].startswith(f"{MARKER}{name}: {words}"), errors[name]
+    names_every_mistake(result)
+    assert (f"{len(SAID)} profiled test(s) failed their set-up and were not measured: see their errors above (a "
+            "mistake in the gpuprof marker, or a fixture that raised)") in section(result)
+
+
+def test_a_run_whose_profiled_tests_all_failed_set_up_says_so(pytester):
+    """Not "no profiled tests ran": the test did use the marker."""
+    pytester.makefile(".ini", pytest="[pytest]\n")
+    pytester.makepyfile(test_mistake='''
+import pytest
+
+
+@pytest.mark.gpuprof(thresholds=["gpu_utilization >= 85"])
+def test_percent():
+    pass
+''')
+    result = pytester.runpytest("-p", "no:cacheprovider", "--gpuprof")
+    result.assert_outcomes(errors=1)
+    lines = section(result)
+    assert "1 profiled test(s) failed their set-up and were not measured: see their errors above (a mistake in the " \
+           "gpuprof marker, or a fixture that raised)" in lines
+    assert not any("no profiled tests ran" in line for line in lines), lines
 
 
 def test_a_plain_run_fails_every_mistake_without_loading_pandas(pytester):
@@ -107,4 +174,5 @@ def pytest_collection_finish(session):
     assert sorted(errors) == sorted(SAID)
     for name, words in SAID.items():
         assert errors[name].startswith(f"{MARKER}{name}: {words}"), errors[name]
+    names_every_mistake(result)
     assert json.loads((pytester.path / "modules.json").read_text()) == []

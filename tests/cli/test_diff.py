@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuprof.metrics.measure import measure
-from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.run.kept_traces import trace_name
 from pytest_gpuprof.trace.kineto import load_kineto
 
 ROOT = Path(__file__).resolve().parents[2]

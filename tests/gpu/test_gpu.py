@@ -32,7 +32,7 @@ import pytest
 
 from helpers.naive import Naive
 from pytest_gpuprof.metrics.measure import measure
-from pytest_gpuprof.run.backends import unique_trace_name
+from pytest_gpuprof.run.kept_traces import unique_trace_name
 from pytest_gpuprof.trace.kineto import load_kineto
 
 torch = pytest.importorskip("torch")

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.run.kept_traces import trace_name
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT / "example_suite" / "traces"

@@ -27,6 +27,8 @@ README = (ROOT / "README.md").read_text()
 CLEAN = ROOT / "example_suite" / "traces" / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz"
 ITEM = ROOT / "tests" / "data" / "planted" / "item" / CLEAN.name
 REPLAY = "--gpuprof-replay=.gpuprof/traces"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # torch's CPU build
+CI_PAGE = (ROOT / "docs" / "guide" / "ci.md").read_text()
 
 
 def section(title: str) -> str:
@@ -136,10 +138,22 @@ def test_use_it_in_your_repository_step_by_step(tmp_path, wheel):
     assert "gpu_utilization: current 75.6% violates threshold gpu_utilization >= 0.85" in out, out
     assert "1 failed" in out
 
-    # 6. CPU-only CI leaves the profiled test out and runs the others
+    # 6. CPU-only CI: torch's CPU build first (here the CPU build this environment has), the
+    # plugin, then every test but the profiled ones; the same lines in docs/guide/ci.md
+    cpu_torch, plugin, not_profiled = cpu_ci.splitlines()
+    assert cpu_torch == f"pip install torch --index-url {CPU_INDEX}" and plugin == from_wheel
+    assert all(line in CI_PAGE.splitlines() for line in (cpu_torch, not_profiled))
+    assert "Requirement already satisfied: torch" in run_ok(repo.sh(cpu_torch))
+    run_ok(repo.sh(plugin))
     (repo.path / "tests" / "test_plain.py").write_text("def test_plain():\n    pass\n")
-    out = run_ok(repo.sh(cpu_ci))
+    out = run_ok(repo.sh(not_profiled))
     assert "1 passed, 1 deselected" in out, out
+    # ... and where every test is profiled, exit status 5, unless let pass as it says
+    only_profiled = f"{not_profiled} tests/test_model.py"
+    assert "1 deselected" in run_ok(repo.sh(only_profiled), code=pytest.ExitCode.NO_TESTS_COLLECTED)
+    (let_pass,) = re.findall(r"`(pytest -m \"not gpuprof\" \|\| [^`]+)`", README)
+    assert let_pass in CI_PAGE
+    run_ok(repo.sh(let_pass.replace(not_profiled, only_profiled)))
 
 
 def test_the_gate_workflow_is_a_dozen_lines_that_use_the_released_action():

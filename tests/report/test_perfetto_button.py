@@ -22,7 +22,8 @@ import yaml
 
 from helpers.action_runner import action_steps, upload_artifact
 from helpers.browser import BROWSERS, CHROMIUM, Browser
-from pytest_gpuprof.run.backends import TorchBackend, trace_name, unique_trace_name
+from pytest_gpuprof.run.backends import TorchBackend
+from pytest_gpuprof.run.kept_traces import trace_name, unique_trace_name
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE = ROOT / ".github" / "workflows" / "gpu-perf.yml"

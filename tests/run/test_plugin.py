@@ -42,7 +42,7 @@ from pytest_gpuprof.metrics.specs import METRICS
 from pytest_gpuprof.numbers import format_number
 from pytest_gpuprof.options import OPTIONS as ALL_OPTIONS
 from pytest_gpuprof.report.names import full_name
-from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.run.kept_traces import trace_name
 
 # These two re-run the session under nsys instead of running it: tests/run/test_nsys_backend.py
 SWITCHES_BACKEND = ("gpuprof_backend", "gpuprof_nsys")
@@ -346,8 +346,14 @@ def test_command_line_paths_are_relative_to_the_invocation_dir_ini_paths_to_the_
      "--gpuprof-threshold / ini gpuprof_thresholds: unknown metric 'gpu_utilisation' in threshold "
      "'gpu_utilisation >= 0.9'"),
     (["--gpuprof", "--gpuprof-replay", "no_such_dir"], "", "--gpuprof-replay: {path}/no_such_dir is not a directory"),
+    # a baseline directory that is a file: refused here, where no GPU means nothing would read it
+    (["--gpuprof", "--gpuprof-baseline-dir=pytest.ini"], "",
+     "--gpuprof-baseline-dir / ini key gpuprof_baseline_dir: {path}/pytest.ini is a file, not a directory"),
+    (["--gpuprof"], "gpuprof_baseline_dir = pytest.ini/baselines",
+     "--gpuprof-baseline-dir / ini key gpuprof_baseline_dir: {path}/pytest.ini is a file, not a directory, so the "
+     "baseline directory {path}/pytest.ini/baselines cannot be made"),
 ], ids=["cli-float", "ini-float", "cli-float-comma", "cli-int", "negative", "cli-threshold", "ini-threshold",
-        "replay-dir"])
+        "replay-dir", "baseline-dir-file", "baseline-dir-in-a-file"])
 def test_bad_value_is_a_usage_error_naming_the_option(suite, args, ini, error):
     suite.makefile(".ini", pytest=f"[pytest]\n{ini}\n")
     result = run(suite, *args)

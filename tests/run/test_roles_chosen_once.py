@@ -29,11 +29,13 @@ def test_each_event_a_worker_relays_reaches_the_controller_by_its_name(tmp_path)
     outbox = Outbox()
     worker = Outcomes(session_settings(tmp_path), None, relay=outbox.send)
     worker.add_skipped("t.py::t", "no CUDA GPU available")
+    worker.add_failed_set_up("t.py::u")
     report = _relayed(outbox)
-    assert [e["event"] for e in json.loads(report.gpuprof)] == ["skipped"]
+    assert [e["event"] for e in json.loads(report.gpuprof)] == ["skipped", "failed_set_up"]
     controller = Outcomes(session_settings(tmp_path), None)
     Inbox(controller).pytest_runtest_logreport(report)
     assert controller.skipped == {"t.py::t": "no CUDA GPU available"}
+    assert controller.failed_set_up == ["t.py::u"]
 
 
 def test_an_event_the_controller_does_not_know_fails_loudly_naming_it(tmp_path):
@@ -42,7 +44,7 @@ def test_an_event_the_controller_does_not_know_fails_loudly_naming_it(tmp_path):
     controller = Outcomes(session_settings(tmp_path), None)
     report = SimpleNamespace(gpuprof=json.dumps([{"event": "counters", "arguments": {"nodeid": "t.py::t"}}]))
     with pytest.raises(GpuprofError, match=r"an event the controller does not know: 'counters' "
-                                           r"\(it knows entry, result, skipped\)"):
+                                           r"\(it knows entry, failed_set_up, result, skipped\)"):
         Inbox(controller).pytest_runtest_logreport(report)
     assert controller.skipped == {} and controller.results == []
 

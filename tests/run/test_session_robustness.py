@@ -23,7 +23,7 @@ from helpers.nsys import run as run_under_nsys
 from helpers.suites import NO_GPU, ROOT, TRACES, fixture_test, replay_dir, section, write_module
 from pytest_gpuprof.compare import baseline
 from pytest_gpuprof.files import JOURNAL
-from pytest_gpuprof.run.backends import trace_name, unique_trace_name
+from pytest_gpuprof.run.kept_traces import trace_name, unique_trace_name
 
 SHIPPED = {  # node id -> its shipped trace (named by trace_name, without a digest)
     nodeid: TRACES / trace_name(nodeid) for nodeid in (
@@ -307,7 +307,8 @@ def test_replaying_a_folder_without_some_traces_skips_those_tests_naming_the_fil
     [absent] = list(SHIPPED)[:1]
     result = pytester.runpytest("-p", "no:cacheprovider", "-rs", f"--gpuprof-replay={folder}")
     result.assert_outcomes(passed=4, skipped=1)
-    reason = f"no trace to replay: {folder / unique_trace_name(absent)} does not exist (nor {trace_name(absent)})"
+    reason = (f"no trace to replay in {folder}: looked for {unique_trace_name(absent)}, {trace_name(absent)}, and the "
+              "names its node id has under another rootdir (directories before it, or fewer)")
     assert f"1 profiled test(s) skipped: {reason}" in section(result)
     result = pytester.runpytest("-p", "no:cacheprovider", f"--gpuprof-replay={folder}", "--gpuprof-strict",
                                 "--gpuprof-update-baseline")  # (a strict gate needs baselines; record them)

@@ -28,7 +28,7 @@ from pytest_gpuprof.cli.main import main
 from pytest_gpuprof.errors import TraceError
 from pytest_gpuprof.metrics import timeline
 from pytest_gpuprof.metrics.measure import measure
-from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.run.kept_traces import trace_name
 from pytest_gpuprof.trace import kineto
 from pytest_gpuprof.trace.kineto import load_kineto
 from pytest_gpuprof.trace.model import Trace
