@@ -31,7 +31,7 @@ import yaml
 
 from helpers.action_runner import ActionRun, run_action, upload_artifact
 from pytest_gpuprof import __version__ as VERSION
-from pytest_gpuprof.run.backends import trace_name
+from pytest_gpuprof.run.kept_traces import trace_name
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
