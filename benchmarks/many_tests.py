@@ -155,7 +155,7 @@ def open_report(html: Path) -> Opened | None:
         browser.evaluate(FRAME)
         open_s = time.perf_counter() - start
         paint, load = browser.evaluate(
-            "[(performance.getEntriesByName('first-contentful-paint')[0] || {startTime: NaN}).startTime,"
+            "[performance.getEntriesByName('first-contentful-paint')[0].startTime,"
             " performance.getEntriesByType('navigation')[0].loadEventEnd]")
         nodes = browser.call("Memory.getDOMCounters")["nodes"]
     return Opened(paint / 1e3, load / 1e3, open_s, nodes)

@@ -91,7 +91,9 @@ def test_regressions_come_first_with_what_broke(report):
 
 def timeline_runs(page: str, section: str) -> list[dict]:
     """The runs a section's timeline draws: its own JSON, each drawn run's sample taken from
-    the page's one list of them (``#timeline-samples``)."""
+    the page's one list of them (``#timeline-samples``); a folded test's section holds it as text
+    (``page.inert``)."""
+    section = section.replace("<\\/", "</")
     runs = json.loads(section.split('<script type="application/json" class="tl-data">')[1].split("</script>")[0])
     samples = timeline_samples(page)["samples"]
     return [r if "missing" in r else {**samples[r["sample"]], **r} for r in runs["runs"]]
@@ -433,23 +435,27 @@ def test_past_twenty_changed_kernels_the_smallest_changes_fold():
 
 
 class Placed(HTMLParser):
-    """Each element of a page as (the index of the test section it lies in, else None; whether
-    it lies in a ``<template>``: parsed, outside the page; tag; class)."""
+    """Each element of a page as (the index of the test section it lies in, else None; tag;
+    class), and the text of each script element that holds markup (``text/html``)."""
 
     def __init__(self, page: str):
         super().__init__(convert_charrefs=True)
-        self.sections, self.section, self.templates, self.elements = 0, None, 0, []
+        self.sections, self.section, self.elements, self.stored = 0, None, [], []
         self.feed(page)
 
     def handle_starttag(self, tag, attrs):
-        css = dict(attrs).get("class") or ""
-        if tag == "section" and "test" in css.split():
+        attrs = dict(attrs)
+        if tag == "section" and "test" in (attrs.get("class") or "").split():
             self.section, self.sections = self.sections, self.sections + 1
-        self.elements.append((self.section, self.templates > 0, tag, css))
-        self.templates += tag == "template"
+        self.elements.append((self.section, tag, attrs.get("class") or ""))
+        if tag == "script" and attrs.get("type") == "text/html":
+            self.stored.append("")
+
+    def handle_data(self, data):
+        if self.lasttag == "script" and self.stored and self.elements[-1][1:] == ("script", "folded-body"):
+            self.stored[-1] += data
 
     def handle_endtag(self, tag):
-        self.templates -= tag == "template"
         if tag == "section":
             self.section = None
 
@@ -467,17 +473,19 @@ def test_a_passing_tests_details_wait_outside_the_page_and_each_sample_is_writte
     doc = _doc(_threshold_broken(), *(_synthetic_test(f"t.py::test_ok[{i}]", "passed", {"k": 1.0}, {"k": 1.0}, [])
                                       for i in range(2)))
     page = render_html(doc)
-    placed = Placed(page).elements
+    placed = Placed(page)
+    details = {"timeline", "grid metrics", "grid kernels"}
+    assert placed.sections == 3 and len(placed.stored) == 2
     for section, test in enumerate(doc["tests"]):
-        mine = [(hidden, tag, css) for s, hidden, tag, css in placed if s == section]
-        shown = {css for hidden, _, css in mine if not hidden}
-        held = {css for hidden, _, css in mine if hidden}
+        mine = [(tag, css) for s, tag, css in placed.elements if s == section]
         if test["status"] == "failed":
-            assert {"timeline", "grid metrics", "grid kernels"} <= shown and not held
+            assert details <= {css for _, css in mine}
         else:
-            assert {"timeline", "grid metrics", "grid kernels"} <= held
-            assert [tag for hidden, tag, _ in mine if not hidden and tag != "wbr"] == [  # its heading
-                "section", "details", "summary", "h2", "span", "code", "template"]
+            assert [tag for tag, _ in mine if tag != "wbr"] == [  # its heading, its details as text
+                "section", "details", "summary", "h2", "span", "code", "script"]
+            stored = placed.stored[section - 1]
+            assert "</" not in stored and "<!" not in stored
+            assert details <= {css for _, _, css in Placed(stored.replace("<\\/", "</")).elements}
     samples = timeline_samples(page)["samples"]
     drawn = [s for t in doc["tests"] for s in (t["baseline_timeline"], t["timeline"])]
     assert len(samples) == len({json.dumps(s, sort_keys=True) for s in drawn}) == 2
@@ -510,7 +518,8 @@ def test_a_passing_tests_details_are_built_when_it_is_unfolded(tmp_path):
         assert browser.evaluate(f"{passed}.querySelector('details').open") is True
         named = browser.evaluate(f"[...{passed}.querySelectorAll('[data-k]')].map(e => e.title || e.textContent)")
         assert len(named) == 2 and set(named) == {kernel}  # the kernel diff's name: hover, and unfolded
-        boxes = browser.evaluate(f"[...{passed}.querySelectorAll('g.ev title')].map(t => t.textContent.split('\\n')[0])")
+        boxes = browser.evaluate(f"[...{passed}.querySelectorAll('g.ev title')]"
+                                 ".map(t => t.textContent.split('\\n')[0])")
         assert boxes.count(kernel) == 2  # in each run
         assert browser.evaluate("[window.injected, document.querySelectorAll('img').length]") == [None, 0]
         assert not browser.errors()

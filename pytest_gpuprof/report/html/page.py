@@ -5,8 +5,9 @@ it.  This module turns the document into what the page shows (rows, classes, num
 as text); ``templates/report.html.j2`` lays it out with jinja2, autoescaping every
 text, and inlines ``style.css``, ``timeline.js`` and ``perfetto.js``, so the page needs no network.
 Per test, in the document's order (regressions first; passing tests folded, their details
-in a ``<template>`` the page's script puts in the page when the test is unfolded, so that
-hundreds of them cost the page their headings alone until read):
+written as the text of a script element (``inert``) that the page's script puts in the page
+when the test is unfolded, so that hundreds of them cost the page their headings alone until
+read):
 
 * what broke, one line per broken metric in the terminal report's wording, then what
   improved and the changes let through, each under its own heading, and the next step;
@@ -147,7 +148,7 @@ def _environment() -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              finalize=_shown)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}  # data, not read by people
-    env.filters.update(number=format_number, short=short_name, full=full_name, breakable=breakable)
+    env.filters.update(number=format_number, short=short_name, full=full_name, breakable=breakable, inert=inert)
     env.globals["asset"] = lambda name: (Path(__file__).parent / "templates" / name).read_text(encoding="utf-8")
     return env
 
@@ -190,6 +191,14 @@ def _shared_samples(tests: list[dict[str, Any]], kernels: Mapping[str, int]) -> 
                 samples.append(drawn)
             run["sample"] = shared[key]
     return samples
+
+
+def inert(markup: str) -> Markup:
+    """The page's own markup as the text of a ``<script type="text/html">``, which the browser
+    neither parses nor draws: no ``</`` (it would end the element) nor ``<!`` in it, each
+    written ``<\\/`` and ``<\\!`` (the page's script writes them back).  Text from the
+    document is escaped in it already (jinja's autoescape): it holds no ``<`` of its own."""
+    return Markup(str(markup).replace("</", "<\\/").replace("<!", "<\\!"))
 
 
 def _kernel_lookup(tests: list[dict[str, Any]]) -> dict[str, int]:
@@ -473,7 +482,8 @@ def _timeline(t: Mapping[str, Any]) -> dict[str, Any]:
         runs.append({
             "label": label, "step": sample["step"], "span": sample["span_ns"], "truncated": sample["truncated"],
             "streams": [{"id": s, "role": _role(k)} for s, k in zip(sample["streams"], kinds)],
-            "names": [short_name(n) for n in names], "full": names,  # as recorded: _shared_samples points them at the list
+            # "full": as recorded, _shared_samples points them at the page's list
+            "names": [short_name(n) for n in names], "full": names,
             "labels": [function_name(n) for n in names],
             "marked": {i: "; ".join(marks[label][n]) for i, n in enumerate(names) if n in marks[label]},
             # lane, kind, start, duration, name index, sorted by start within each lane
