@@ -195,10 +195,11 @@ def _shared_samples(tests: list[dict[str, Any]], kernels: Mapping[str, int]) -> 
 
 def inert(markup: str) -> Markup:
     """The page's own markup as the text of a ``<script type="text/html">``, which the browser
-    neither parses nor draws: no ``</`` (it would end the element) nor ``<!`` in it, each
-    written ``<\\/`` and ``<\\!`` (the page's script writes them back).  Text from the
-    document is escaped in it already (jinja's autoescape): it holds no ``<`` of its own."""
-    return Markup(str(markup).replace("</", "<\\/").replace("<!", "<\\!"))
+    neither parses nor draws: no ``</script`` (it would end the element) nor ``<!`` (a
+    comment opened there would keep it from ending) in it, each written ``<\\/script`` and
+    ``<\\!`` (the page's script writes them back).  Text from the document is escaped in it
+    already (jinja's autoescape): it holds no ``<`` of its own."""
+    return Markup(str(markup).replace("</script", "<\\/script").replace("<!", "<\\!"))
 
 
 def _kernel_lookup(tests: list[dict[str, Any]]) -> dict[str, int]:
