@@ -467,9 +467,11 @@ def _threshold_broken():
 
 
 def test_a_passing_tests_details_wait_outside_the_page_and_each_sample_is_written_once():
-    """A failing test's details are in the page; a passing test's in its ``<template>``, only
-    its heading in the page; a timeline sample drawn by several runs (both runs of a test that
-    did not change, tests that replay one trace) is written once, each run pointing at it."""
+    """A failing test's details are in the page; a passing test's are the text of a script
+    element in its section (markup the browser does not parse until the test is unfolded),
+    only its heading in the page; a timeline sample drawn by several runs (both runs of a test
+    replayed against the baseline recorded from its trace, tests that replay one trace) is
+    written once, each run pointing at it."""
     doc = _doc(_threshold_broken(), *(_synthetic_test(f"t.py::test_ok[{i}]", "passed", {"k": 1.0}, {"k": 1.0}, [])
                                       for i in range(2)))
     page = render_html(doc)
