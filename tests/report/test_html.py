@@ -509,6 +509,7 @@ def test_a_passing_tests_details_are_built_when_it_is_unfolded(tmp_path):
     page = tmp_path / "report.html"
     page.write_text(render_html(_doc(_threshold_broken(), _synthetic_test(f"t.py::test_ok[{evil}]", "passed",
                                                                          {kernel: 3.0}, {kernel: 3.0}, []))))
+    assert "\u2028" not in page.read_text()  # as \\u2028 in its JSON, shown as such in its text
     passed = "document.querySelectorAll('section.test')[1]"
     parts = ("[...document.querySelectorAll('section.test')].map(s =>"
              " ['svg.tl', 'table.metrics', 'table.kernels'].map(part => s.querySelector(part) !== null))")
