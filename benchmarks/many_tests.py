@@ -20,9 +20,13 @@ entry (what a baseline's history costs the results).  For each N: the recording'
 judging's seconds (wall clock), judging's seconds per test and, past N = 1, per test beyond
 N = 1's (what one more test costs, start-up left out), the peak RSS of each pytest process
 (``os.wait4``'s resource usage of the child), the baseline file's size, the JSON results'
-and the HTML report's.  The pytest processes import the gpuprof of this checkout
-(PYTHONPATH).  ``--smoke`` runs N = 1 and 2 and checks that every test was recorded, then
-passed.
+and the HTML report's; where Chromium is installed, the report opened in headless Chromium
+(tests/helpers/browser.py, 1400 x 1000): the seconds from navigation to its first paint, to
+its load event and to the first frame after it (the page answers: open), and its DOM nodes
+once loaded.  The pytest processes import the gpuprof of this checkout (PYTHONPATH).
+``--smoke`` runs N = 1 and 2 and checks that every test was recorded, then passed (its
+reports not opened).
+``--open REPORT`` measures one report already written (a report of an older checkout).
 """
 
 from __future__ import annotations
@@ -39,8 +43,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from helpers.browser import CHROMIUM, Browser  # noqa: E402
 from pytest_gpuprof.run.kept_traces import trace_name  # noqa: E402
 
 TRACES = ROOT / "example_suite" / "traces"
@@ -68,6 +73,16 @@ class Run(NamedTuple):
     out: str
 
 
+class Opened(NamedTuple):
+    """A report in headless Chromium: seconds from navigation to its first paint, its load
+    event and the first frame after that, and its DOM nodes once loaded."""
+
+    paint_s: float
+    load_s: float
+    open_s: float
+    nodes: int
+
+
 class Row(NamedTuple):
     n: int
     record: Run
@@ -76,6 +91,7 @@ class Row(NamedTuple):
     json_mb: float
     html_mb: float
     statuses: dict[str, int]
+    opened: Opened | None
 
 
 def project(folder: Path, n: int) -> Path:
@@ -108,9 +124,10 @@ def pytest_run(folder: Path, *args: str) -> Run:
     return Run(seconds, usage.ru_maxrss / 1024, text)
 
 
-def measure(folder: Path, n: int, recordings: int = 1) -> Row:
+def measure(folder: Path, n: int, recordings: int = 1, opened: bool = True) -> Row:
     """Record the baselines of ``n`` tests (``recordings`` times: each adds a run to every
-    entry, up to the 5 an entry keeps by default), then judge them."""
+    entry, up to the 5 an entry keeps by default), then judge them; with ``opened``, open the
+    report in Chromium."""
     replay = project(folder, n)
     runs = [pytest_run(folder, "--gpuprof-update-baseline", f"--gpuprof-replay={replay}",
                        "--gpuprof-record-processes=1") for _ in range(recordings)]
@@ -123,12 +140,42 @@ def measure(folder: Path, n: int, recordings: int = 1) -> Row:
     for test in json.loads(results.read_text())["tests"]:
         statuses[test["status"]] = statuses.get(test["status"], 0) + 1
     return Row(n, record, judge, baseline.stat().st_size / MB, results.stat().st_size / MB, html.stat().st_size / MB,
-               statuses)
+               statuses, open_report(html) if opened else None)
+
+
+#: Resolves once the page has drawn a frame after its load event and run what was queued.
+FRAME = "new Promise(done => requestAnimationFrame(() => setTimeout(done)))"
+#: Resolves to the time of the page's first contentful paint (a small page may load before it).
+FIRST_PAINT = """new Promise(done => new PerformanceObserver((found, observer) => {
+    const paint = found.getEntriesByName("first-contentful-paint")[0];
+    if (paint) { observer.disconnect(); done(paint.startTime); }
+}).observe({type: "paint", buffered: true}))"""
+
+
+def open_report(html: Path) -> Opened | None:
+    """``html`` opened in a fresh headless Chromium (None where there is none)."""
+    if CHROMIUM is None:
+        return None
+    with tempfile.TemporaryDirectory() as profile, Browser(Path(profile), 1400, 1000, timeout=300) as browser:
+        start = time.perf_counter()
+        browser.open(html.as_uri())
+        browser.evaluate(FRAME)
+        open_s = time.perf_counter() - start
+        paint = browser.evaluate(FIRST_PAINT)
+        load = browser.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
+        nodes = browser.call("Memory.getDOMCounters")["nodes"]
+    return Opened(paint / 1e3, load / 1e3, open_s, nodes)
 
 
 HEADER = ("| N | record s | judge s | judge s/test | judge s per test past the first | peak RSS record / judge MiB "
-          "| baseline MB | JSON MB | HTML MB |\n"
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| baseline MB | JSON MB | HTML MB | HTML first paint / load / open s | DOM nodes |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+
+
+def opened_cells(opened: Opened | None) -> str:
+    if opened is None:
+        return "not opened | |"
+    return f"{opened.paint_s:.2f} / {opened.load_s:.2f} / {opened.open_s:.2f} | {opened.nodes:,} |"
 
 
 def line(row: Row, first: Row | None) -> str:
@@ -137,7 +184,7 @@ def line(row: Row, first: Row | None) -> str:
         f"{(row.judge.seconds - first.judge.seconds) / (row.n - first.n):.3f}"
     return (f"| {row.n} | {row.record.seconds:.1f} | {row.judge.seconds:.1f} | {row.judge.seconds / row.n:.3f} | "
             f"{added} | {row.record.rss_mib:.0f} / {row.judge.rss_mib:.0f} | {row.baseline_mb:.2f} | "
-            f"{row.json_mb:.2f} | {row.html_mb:.2f} |")
+            f"{row.json_mb:.2f} | {row.html_mb:.2f} | {opened_cells(row.opened)}")
 
 
 def main() -> int:
@@ -148,7 +195,12 @@ def main() -> int:
                         help="record the baselines this many times, each adding a run to every entry (record s: "
                              "all of them)")
     parser.add_argument("--smoke", action="store_true", help="N = 1 and 2, checking every test passed")
+    parser.add_argument("--open", type=Path, metavar="REPORT",
+                        help="only open this HTML report in Chromium and print its size, times and DOM nodes")
     args = parser.parse_args()
+    if args.open:
+        print(f"{args.open}: {args.open.stat().st_size / MB:.2f} MB | {opened_cells(open_report(args.open))}")
+        return 0
     sizes = [1, 2] if args.smoke else [int(s) for s in args.sizes.split(",")]
     print(f"{len(SHIPPED)} shipped traces in turn; baselines recorded {args.recordings} time(s); "
           f"python {sys.version.split()[0]}; gpuprof from {ROOT}")
@@ -157,7 +209,7 @@ def main() -> int:
         out = args.out or Path(tmp)
         first = None
         for n in sizes:
-            row = measure(out / f"n{n}", n, args.recordings)
+            row = measure(out / f"n{n}", n, args.recordings, opened=not args.smoke)
             first = first or (row if n == 1 else None)
             print(line(row, first), flush=True)
             if args.smoke and row.statuses != {"passed": n}:

@@ -85,13 +85,22 @@ def test_regressions_come_first_with_what_broke(report):
     for words in ("sync_count: current 8 violates threshold sync_count == 0",
                   "memcpy_dtoh_count: baseline 0, current 8 (+8) [changed"):
         assert words in moe_section
-    runs = timeline_data(moe_section)["runs"]
+    runs = timeline_runs(report[0].read_text(), moe_section)
     assert [r["label"] for r in runs] == ["baseline", "current"] and all(r["events"] for r in runs)
 
 
-def timeline_data(section: str) -> dict:
-    """The JSON a section's timeline is drawn from."""
-    return json.loads(section.split('<script type="application/json" class="tl-data">')[1].split("</script>")[0])
+def timeline_runs(page: str, section: str) -> list[dict]:
+    """The runs a section's timeline draws: its own JSON, each drawn run's sample taken from
+    the page's one list of them (``#timeline-samples``); a folded test's section holds it as text
+    (``page.inert``)."""
+    section = section.replace("<\\/script", "</script")
+    runs = json.loads(section.split('<script type="application/json" class="tl-data">')[1].split("</script>")[0])
+    samples = timeline_samples(page)["samples"]
+    return [r if "missing" in r else {**samples[r["sample"]], **r} for r in runs["runs"]]
+
+
+def timeline_samples(page: str) -> dict:
+    return json.loads(page.split('<script type="application/json" id="timeline-samples">')[1].split("</script>")[0])
 
 
 def test_kernel_diff_lists_the_new_kernels(report):
@@ -151,13 +160,13 @@ def test_everything_from_the_document_is_escaped():
     doc = {**_doc(failed, error), "baseline_dir": f"<b>{evil}"}
     page = Elements(render_html(doc))
     assert "img" not in page.tags
-    assert page.tags.count("script") == len(page.scripts) == 5  # a timeline, the names, 3 of its own
+    assert page.tags.count("script") == len(page.scripts) == 6  # a timeline, the names, the samples, 3 of its own
     own = [s for a, s in page.scripts if a.get("type") != "application/json"]
     assert all("alert" not in s for s in own)
-    data = [json.loads(s) for a, s in page.scripts if a.get("type") == "application/json"]
-    assert kernel in data[-1]  # the names list
-    current = data[0]["runs"][1]
-    assert [data[-1][k] for k in current["k"] if k is not None] == [kernel]  # the box's name: the list's
+    timeline, names, samples = [json.loads(s) for a, s in page.scripts if a.get("type") == "application/json"]
+    assert kernel in names  # the names list
+    current = samples["samples"][timeline["runs"][1]["sample"]]
+    assert [names[k] for k in current["k"] if k is not None] == [kernel]  # the box's name: the list's
     text = "".join(page.text)
     assert f"t.py::test[{evil}]" in text and f"bad <file> & more {evil}" in text and f"<b>{evil}" in text
     assert "k<<script>alert(1)</script>>" in text  # the kernel's shown (short) name
@@ -226,9 +235,11 @@ def test_report_in_headless_chromium(report, tmp_path):
         halved = visible()
         assert abs((halved[1] - halved[0]) - (after[1] - after[0]) / 2) <= 1
 
-        # every folded part opened: no kernel name anywhere on the page is mangled, and the
-        # CNN's CUTLASS kernel (mangled in its trace) reads demangled and shortened
-        browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        # every folded part opened (the tests', then the folds their details hold): no kernel
+        # name anywhere on the page is mangled, and the CNN's CUTLASS kernel (mangled in its
+        # trace) reads demangled and shortened
+        for _ in range(2):
+            browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         shown = browser.evaluate("document.body.innerText + [...document.querySelectorAll('[title]')]"
                                  ".map(e => e.title).join(' ') + [...document.querySelectorAll('svg title')]"
                                  ".map(e => e.textContent).join(' ')")
@@ -337,9 +348,9 @@ def test_kernel_names_are_escaped_in_the_timeline_titles_and_the_kernel_diff():
         row = diff.split(f'data-kernel-status="{status}"')[1].split("</tr>")[0]
         assert f'<code data-k="{names.index(name)}">{short}</code>' in row
     # both runs drawn from JSON that cannot close its script element, the copy on its own stream
-    data = timeline_data(text)
-    assert "</" not in text.split('class="tl-data">')[1].split("</script>")[0]
-    current = data["runs"][1]
+    current = timeline_runs(text, text)[1]
+    for data in ('class="tl-data">', 'id="timeline-samples">'):
+        assert "</" not in text.split(data)[1].split("</script>")[0]
     assert [s["id"] for s in current["streams"]] == [7, 13] and current["streams"][1]["role"] == "copy HtoD"
     assert names[current["k"][current["names"].index("k<float, 4>")]] == new
 
@@ -421,3 +432,97 @@ def test_past_twenty_changed_kernels_the_smallest_changes_fold():
     shown, more = diff.split('<details class="folded"><summary>5 more changed kernel(s), smaller changes</summary>')
     assert {f"k{i}" for i in range(5, 25)} == set(re.findall(r"<code>(k\d+)</code>", shown))
     assert {f"k{i}" for i in range(5)} == set(re.findall(r"<code>(k\d+)</code>", more.split("</details>")[0]))
+
+
+class Placed(HTMLParser):
+    """Each element of a page as (the index of the test section it lies in, else None; tag;
+    class), and the text of each script element that holds markup (``text/html``)."""
+
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.sections, self.section, self.elements, self.stored = 0, None, [], []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "section" and "test" in (attrs.get("class") or "").split():
+            self.section, self.sections = self.sections, self.sections + 1
+        self.elements.append((self.section, tag, attrs.get("class") or ""))
+        if tag == "script" and attrs.get("type") == "text/html":
+            self.stored.append("")
+
+    def handle_data(self, data):
+        if self.lasttag == "script" and self.stored and self.elements[-1][1:] == ("script", "folded-body"):
+            self.stored[-1] += data
+
+    def handle_endtag(self, tag):
+        if tag == "section":
+            self.section = None
+
+
+def _threshold_broken():
+    return _synthetic_test("t.py::test_bad", "failed", {"k": 1.0, "new": 2.0}, {"k": 1.0}, [
+        {"metric": "gpu_utilization", "status": "threshold", "baseline": None, "current": 0.5, "change": "",
+         "rule": "gpu_utilization >= 0.85", "evidence": "", "threshold": {"op": ">=", "value": 0.85}}])
+
+
+def test_a_passing_tests_details_wait_outside_the_page_and_each_sample_is_written_once():
+    """A failing test's details are in the page; a passing test's are the text of a script
+    element in its section (markup the browser does not parse until the test is unfolded),
+    only its heading in the page; a timeline sample drawn by several runs (both runs of a test
+    replayed against the baseline recorded from its trace, tests that replay one trace) is
+    written once, each run pointing at it."""
+    doc = _doc(_threshold_broken(), *(_synthetic_test(f"t.py::test_ok[{i}]", "passed", {"k": 1.0}, {"k": 1.0}, [])
+                                      for i in range(2)))
+    page = render_html(doc)
+    placed = Placed(page)
+    details = {"timeline", "grid metrics", "grid kernels"}
+    assert placed.sections == 3 and len(placed.stored) == 2
+    for section, test in enumerate(doc["tests"]):
+        mine = [(tag, css) for s, tag, css in placed.elements if s == section]
+        if test["status"] == "failed":
+            assert details <= {css for _, css in mine}
+        else:
+            assert [tag for tag, _ in mine if tag != "wbr"] == [  # its heading, its details as text
+                "section", "details", "summary", "h2", "span", "code", "script"]
+            stored = placed.stored[section - 1]
+            assert "</script" not in stored and "<!" not in stored and stored.count("<\\/script>") == 1
+            assert details <= {css for _, _, css in Placed(stored.replace("<\\/script", "</script")).elements}
+    samples = timeline_samples(page)["samples"]
+    drawn = [s for t in doc["tests"] for s in (t["baseline_timeline"], t["timeline"])]
+    assert len(samples) == len({json.dumps(s, sort_keys=True) for s in drawn}) == 2
+    sections = page.split('<section class="test')[1:]
+    refs = [[r["sample"] for r in timeline_runs(page, section)] for section in sections]
+    (same,) = {*refs[1], *refs[2]}  # the passing tests' four runs: one sample
+    assert refs[0][0] == same != refs[0][1]  # the failing test's baseline run is that one too
+    for (baseline, current), test in zip(refs, doc["tests"]):  # names that need no shortening
+        assert samples[baseline]["names"] == test["baseline_timeline"]["names"]
+        assert samples[current]["names"] == test["timeline"]["names"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_BROWSER)
+def test_a_passing_tests_details_are_built_when_it_is_unfolded(tmp_path):
+    """Unfolded, a passing test's details are in the page: its timeline drawn, its kernel's full
+    name one hover away; a hostile name in them stays text."""
+    evil = '<img src=x onerror="window.injected=1"><script>window.injected=2</script>\u2028'
+    kernel = f"void k<{evil}>(a&b)"
+    page = tmp_path / "report.html"
+    page.write_text(render_html(_doc(_threshold_broken(), _synthetic_test(f"t.py::test_ok[{evil}]", "passed",
+                                                                         {kernel: 3.0}, {kernel: 3.0}, []))))
+    assert "\u2028" not in page.read_text()  # as \\u2028 in its JSON, shown as such in its text
+    passed = "document.querySelectorAll('section.test')[1]"
+    parts = ("[...document.querySelectorAll('section.test')].map(s =>"
+             " ['svg.tl', 'table.metrics', 'table.kernels'].map(part => s.querySelector(part) !== null))")
+    with Browser(tmp_path / "profile", 1400, 1000) as browser:
+        browser.open(page.as_uri())
+        assert browser.evaluate(parts) == [[True] * 3, [False] * 3]
+        browser.evaluate(f"{passed}.querySelector('summary').click()")
+        assert browser.evaluate(parts) == [[True] * 3, [True] * 3]
+        assert browser.evaluate(f"{passed}.querySelector('details').open") is True
+        named = browser.evaluate(f"[...{passed}.querySelectorAll('[data-k]')].map(e => e.title || e.textContent)")
+        assert len(named) == 2 and set(named) == {kernel}  # the kernel diff's name: hover, and unfolded
+        boxes = browser.evaluate(f"[...{passed}.querySelectorAll('g.ev title')]"
+                                 ".map(t => t.textContent.split('\\n')[0])")
+        assert boxes.count(kernel) == 2  # in each run
+        assert browser.evaluate("[window.injected, document.querySelectorAll('img').length]") == [None, 0]
+        assert not browser.errors()

@@ -85,7 +85,8 @@ def test_each_full_kernel_name_appears_once(report):
     """Outside the timelines' own data, each full name is written once: in the page's lookup
     (a name its short form shows whole is only shown)."""
     page, doc = report
-    text = re.sub(r'<script type="application/json" class="tl-data">.*?</script>', "", page.read_text(), flags=re.S)
+    text = re.sub(r'<script type="application/json" (class="tl-data"|id="timeline-samples")>.*?</script>', "",
+                  page.read_text(), flags=re.S)
     names = {full_name(k) for t in doc["tests"] for m in (t["metrics"], t["baseline_metrics"])
              for k in (m or {}).get("kernels", {})}
     before, rest = text.split('<script type="application/json" id="kernel-names">')

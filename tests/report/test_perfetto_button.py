@@ -97,6 +97,8 @@ def _click(browser: Browser, selector: str) -> None:
         browser.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
 
 
+#: Unfolds every test (their details are built in the page then).
+UNFOLD = "document.querySelectorAll('details').forEach(d => d.open = true)"
 #: Counts the windows the page opens and records every text the first button's state shows.
 WATCH = """(() => {
     const open = window.open;
@@ -106,11 +108,11 @@ WATCH = """(() => {
     window.said = [];
     new MutationObserver(() => window.said.push(state.textContent)).observe(state, {childList: true,
                                                                                    characterData: true, subtree: true});
-    document.querySelectorAll('details').forEach(d => d.open = true);
 })()"""
 
 
 def _said_after_click(browser: Browser, until: str, seconds: float = 10) -> list[str]:
+    browser.evaluate(UNFOLD)
     browser.evaluate(WATCH)
     _click(browser, "p.perfetto .open-perfetto")
     deadline = time.monotonic() + seconds

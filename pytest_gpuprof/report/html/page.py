@@ -4,7 +4,10 @@
 it.  This module turns the document into what the page shows (rows, classes, numbers
 as text); ``templates/report.html.j2`` lays it out with jinja2, autoescaping every
 text, and inlines ``style.css``, ``timeline.js`` and ``perfetto.js``, so the page needs no network.
-Per test, in the document's order (regressions first; passing tests folded):
+Per test, in the document's order (regressions first; passing tests folded, their details
+written as the text of a script element (``inert``) that the page's script puts in the page
+when the test is unfolded, so that hundreds of them cost the page their headings alone until
+read):
 
 * what broke, one line per broken metric in the terminal report's wording, then what
   improved and the changes let through, each under its own heading, and the next step;
@@ -21,6 +24,7 @@ once in the page (a lookup a small script reads), one hover (title) or click (de
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from functools import lru_cache
@@ -125,11 +129,10 @@ def render_html(doc: dict[str, Any], folder: Path | None = None) -> str:
     sections = [(shown, t) for t in doc.get("tests") or [] for shown in rank_sections(t)]
     tests = [_test(i, shown, folder) for i, (shown, _) in enumerate(sections)]
     kernels = _kernel_lookup(tests)
-    for test in tests:  # a timeline box's full name: the page's list, where its short form is not it
-        for run in (test["timeline"] or {}).get("runs", []):
-            run["k"] = [kernels.get(name) for name in run.pop("full", [])]
+    samples = _shared_samples(tests, kernels)
     return _environment().get_template("report.html.j2").render(
         doc=doc, tests=tests, kernel_index=kernels, kernel_names=[full_name(name) for name in kernels],
+        timeline_samples={"labels": KIND_LABELS, "calls": CALL_LABELS, "samples": samples},
         summary=[_summary_row(i, shown, t) for i, (shown, t) in enumerate(sections)],
         summary_heads=[head for _, head in SUMMARY_METRICS] + ["detects"],
         gpus=", ".join(sorted({t["gpu"] for t, _ in sections if t.get("gpu")})) or "n/a",
@@ -144,7 +147,8 @@ def _environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              finalize=_shown)
-    env.filters.update(number=format_number, short=short_name, full=full_name, breakable=breakable)
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "separators": (",", ":")}  # data, not read by people
+    env.filters.update(number=format_number, short=short_name, full=full_name, breakable=breakable, inert=inert)
     env.globals["asset"] = lambda name: (Path(__file__).parent / "templates" / name).read_text(encoding="utf-8")
     return env
 
@@ -166,6 +170,36 @@ def breakable(nodeid: str) -> Markup:
     for mark, wrapped in (("/", "/<wbr>"), ("::", "::<wbr>"), ("[", "<wbr>[")):
         text = text.replace(mark, wrapped)
     return Markup(text)
+
+
+def _shared_samples(tests: list[dict[str, Any]], kernels: Mapping[str, int]) -> list[dict[str, Any]]:
+    """The page's one list of drawn samples, each distinct one once (a test replayed again, a
+    baseline run drawn as it was measured again): each timeline's run points into it by
+    ``sample``, keeping only its label and its marks; a box's full name points into the page's
+    list of names where its short form is not it."""
+    shared: dict[str, int] = {}
+    samples: list[dict[str, Any]] = []
+    for test in tests:
+        for run in (test["timeline"] or {}).get("runs", []):
+            if run.get("missing"):
+                continue
+            drawn = {key: run.pop(key) for key in list(run) if key not in ("label", "marked")}
+            drawn["k"] = [kernels.get(name) for name in drawn.pop("full")]
+            key = json.dumps(drawn, sort_keys=True)
+            if key not in shared:
+                shared[key] = len(samples)
+                samples.append(drawn)
+            run["sample"] = shared[key]
+    return samples
+
+
+def inert(markup: str) -> Markup:
+    """The page's own markup as the text of a ``<script type="text/html">``, which the browser
+    neither parses nor draws: no ``</script`` (it would end the element) nor ``<!`` (a
+    comment opened there would keep it from ending) in it, each written ``<\\/script`` and
+    ``<\\!`` (the page's script writes them back).  Text from the document is escaped in it
+    already (jinja's autoescape): it holds no ``<`` of its own."""
+    return Markup(str(markup).replace("</script", "<\\/script").replace("<!", "<\\!"))
 
 
 def _kernel_lookup(tests: list[dict[str, Any]]) -> dict[str, int]:
@@ -449,9 +483,10 @@ def _timeline(t: Mapping[str, Any]) -> dict[str, Any]:
         runs.append({
             "label": label, "step": sample["step"], "span": sample["span_ns"], "truncated": sample["truncated"],
             "streams": [{"id": s, "role": _role(k)} for s, k in zip(sample["streams"], kinds)],
-            "names": [short_name(n) for n in names], "full": names,  # as recorded: render_html points them at the list
+            # "full": as recorded, _shared_samples points them at the page's list
+            "names": [short_name(n) for n in names], "full": names,
             "labels": [function_name(n) for n in names],
-            "marked": ["; ".join(marks[label].get(n, [])) for n in names],
+            "marked": {i: "; ".join(marks[label][n]) for i, n in enumerate(names) if n in marks[label]},
             # lane, kind, start, duration, name index, sorted by start within each lane
             "events": [[e["lane"], e["kind"], e["start_ns"], e["dur_ns"], names.index(e["name"])] for e in events],
             "threads": sample.get("threads", []),
@@ -465,7 +500,7 @@ def _timeline(t: Mapping[str, Any]) -> dict[str, Any]:
             "calls": [[sample["threads"].index(c["thread"]), _call_kind(c["name"]), c["start_ns"], c["dur_ns"],
                        call_names.index(c["name"])] for c in timeline.calls(sample)],
         })
-    return {"runs": runs, "colors": KIND_COLORS, "labels": KIND_LABELS, "calls": CALL_LABELS, "legend": _legend(runs)}
+    return {"runs": runs, "legend": _legend(runs)}
 
 
 def _legend(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -479,7 +514,7 @@ def _legend(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     if any(r["ranges"] for r in drawn):
         keys.append(("range", "annotation range (on the GPU: the span of the work launched in it)"))
     keys += [(f"call-{kind}", label) for kind, label in CALL_LABELS.items() if kind in calls]
-    if any(any(r["marked"]) for r in drawn):
+    if any(r["marked"] for r in drawn):
         keys.append(("marked", "red tick above: kernel whose own verdict broke (new, vanished, count or time)"))
     return keys
 

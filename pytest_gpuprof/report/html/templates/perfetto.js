@@ -61,4 +61,5 @@
   }
 
   document.querySelectorAll("p.perfetto").forEach(Perfetto);
+  document.addEventListener("details-built", ev => ev.target.querySelectorAll("p.perfetto").forEach(Perfetto));
 })();

@@ -1,6 +1,7 @@
 "use strict";
 // The report's GPU timelines (one per test: baseline run above current run, one time scale),
-// drawn as SVG from each .timeline's JSON (perfetto.js has the Perfetto buttons): per host
+// drawn as SVG from each .timeline's JSON, whose runs point into the page's one list of
+// samples (#timeline-samples), once its test is unfolded (perfetto.js has the Perfetto buttons): per host
 // thread its annotation ranges (where the GPU ran their work) and its CUDA API calls (at
 // their CPU times, each synchronization marked), then a lane per stream.  At every zoom,
 // two or more activities narrower than 2 px that follow each other within 1 px are drawn
@@ -14,6 +15,8 @@
 
   // each full kernel name once in the page (#kernel-names); a box's, where its short form is not it
   const NAMES = JSON.parse(document.getElementById("kernel-names").textContent);
+  // each drawn sample once (page.py, _shared_samples), with the words of kinds and calls
+  const SHARED = JSON.parse(document.getElementById("timeline-samples").textContent);
   function fullName(run, i) {
     return run.k[i] == null ? run.names[i] : NAMES[run.k[i]];
   }
@@ -67,9 +70,9 @@
   }
 
   function Timeline(root) {
-    const data = JSON.parse(root.querySelector(".tl-data").textContent);
+    const runs = JSON.parse(root.querySelector(".tl-data").textContent).runs
+      .map(r => r.missing ? r : {...SHARED.samples[r.sample], label: r.label, marked: r.marked});
     const plot = root.querySelector(".tl-plot"), readout = root.querySelector(".tl-range");
-    const runs = data.runs;
     const drawn = runs.filter(r => !r.missing);
     const full = Math.max(1, ...drawn.map(r => r.span));
     // the CPU's calls may start before the step's first GPU activity or end after its last
@@ -241,7 +244,7 @@
         body.appendChild(g);
         paint(body, calls.map(c => ({
           start: c[2], end: c[2] + c[3], cls: "call c-" + c[1], kind: c[1], text: run.call_names[c[4]], name: run.call_names[c[4]],
-          title: run.call_names[c[4]] + " \u00b7 " + data.calls[c[1]] + " \u00b7 " + name + "\nCPU +" +
+          title: run.call_names[c[4]] + " \u00b7 " + SHARED.calls[c[1]] + " \u00b7 " + name + "\nCPU +" +
             duration(c[2]) + " \u00b7 duration " + duration(c[3]),
           alone: c[1] === "sync", mark: c[1] === "sync" ? "the CPU waited " + duration(c[3]) + " for the GPU" : "",
           markShape: "path", attrs: {"data-run": run.label, "data-thread": thread, "data-call": c[1]},
@@ -276,7 +279,7 @@
         body.appendChild(g);
         paint(body, mine.map(e => ({
           start: e[2], end: e[2] + e[3], cls: "ev k-" + e[1], kind: e[1], text: run.labels[e[4]], name: run.names[e[4]],
-          title: fullName(run, e[4]) + "\n" + (data.labels[e[1]] || e[1]) + " \u00b7 stream " + stream.id + "\nstart +" +
+          title: fullName(run, e[4]) + "\n" + (SHARED.labels[e[1]] || e[1]) + " \u00b7 stream " + stream.id + "\nstart +" +
             duration(e[2]) + " \u00b7 duration " + duration(e[3]) + (run.marked[e[4]] ? "\nbroke: " + run.marked[e[4]] : ""),
           mark: run.marked[e[4]], attrs: {"data-run": run.label, "data-stream": stream.id, "data-name": e[4]},
         })), y, height, clipX, scale, {cls: "ev", prefix: "k-", what: "activities", top: top});
@@ -323,4 +326,5 @@
   }
 
   document.querySelectorAll(".timeline").forEach(Timeline);
+  document.addEventListener("details-built", ev => ev.target.querySelectorAll(".timeline").forEach(Timeline));
 })();
