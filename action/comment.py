@@ -64,8 +64,9 @@ def urllib_http(token: str) -> Http:
 
 
 def comment_body(summary: str) -> str:
-    """The marker, then the summary, cut to what GitHub accepts."""
-    body = f"{MARKER}\n{summary}"
+    """The marker, a blank line (so that the summary's heading is read as one), then the summary,
+    cut to what GitHub accepts."""
+    body = f"{MARKER}\n\n{summary}"
     if len(body) > MAX_BODY:
         body = body[:MAX_BODY - len(CUT)] + CUT
     return body

@@ -294,7 +294,7 @@ def test_the_refresh_proposes_baselines_then_the_gate_keeps_one_comment(tmp_path
     assert (folder / "github_step_summary").read_text() == posted
     assert api.calls == [("GET", f"/repos/{REPOSITORY}/issues/{PR}/comments"),
                          ("POST", f"/repos/{REPOSITORY}/issues/{PR}/comments")]
-    assert api.comments == {1: "Looks good, but is it fast?", 2: f"{MARKER}\n{posted}"}
+    assert api.comments == {1: "Looks good, but is it fast?", 2: f"{MARKER}\n\n{posted}"}
     assert "commented on pull request #7" in run.step("Comment on the pull request").output
     assert artifact_files(folder / "artifacts" / ARTIFACT) == REPLAY_ARTIFACT
 
@@ -314,7 +314,7 @@ def test_the_refresh_proposes_baselines_then_the_gate_keeps_one_comment(tmp_path
     assert (folder / "github_step_summary").read_text() == stopped
     assert api.calls == [("GET", f"/repos/{REPOSITORY}/issues/{PR}/comments"),
                          ("PATCH", f"/repos/{REPOSITORY}/issues/comments/2")]
-    assert api.comments == {1: "Looks good, but is it fast?", 2: f"{MARKER}\n{stopped}"}
+    assert api.comments == {1: "Looks good, but is it fast?", 2: f"{MARKER}\n\n{stopped}"}
 
     # 4. a fork's pull request: its token may not write. The comment step alone, after a
     #    summary: it says why there is no comment, and the job goes on
@@ -329,7 +329,7 @@ def test_the_refresh_proposes_baselines_then_the_gate_keeps_one_comment(tmp_path
             "request from a fork gets a read-only token") in run.step("Comment on the pull request").output
     assert api.calls == [("GET", f"/repos/{REPOSITORY}/issues/{PR}/comments"),
                          ("PATCH", f"/repos/{REPOSITORY}/issues/comments/2")]
-    assert api.comments[2] == f"{MARKER}\n{stopped}"
+    assert api.comments[2] == f"{MARKER}\n\n{stopped}"
 
 
 # --------------------------------------------------------------------------------------
@@ -424,14 +424,14 @@ def test_the_comment_is_found_on_a_later_page(tmp_path):
     (tmp_path / "summary.md").write_text("new\n")
     assert comment.main([str(tmp_path / "summary.md")], ENVIRON, recorder) == 0
     assert [c[0] for c in recorder.calls] == ["GET", "GET", "PATCH"]
-    assert recorder.calls[-1][2] == {"body": f"{MARKER}\nnew\n"}
+    assert recorder.calls[-1][2] == {"body": f"{MARKER}\n\nnew\n"}
 
 
 def test_a_summary_longer_than_a_comment_may_be_is_cut_saying_so():
     body = comment.comment_body("x" * 70000)
-    assert len(body) == 65536 and body.startswith(f"{MARKER}\nxxx")
+    assert len(body) == 65536 and body.startswith(f"{MARKER}\n\nxxx")
     assert body.endswith("\n\n*(cut here: the rest is in the run's job summary)*\n")
-    assert comment.comment_body("short") == f"{MARKER}\nshort"
+    assert comment.comment_body("short") == f"{MARKER}\n\nshort"
 
 
 def test_an_api_error_other_than_403_fails_the_step_naming_it(tmp_path, capsys):
