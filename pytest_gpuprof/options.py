@@ -136,6 +136,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("wait", "int", 0, "default unprofiled steps before warm-up"),
     Option("warmup", "int", 3, "default warm-up steps"),
     Option("active", "int", 10, "default measured steps"),
+    Option("min-active", "int", 0,
+           "at least this many measured steps in every profiled test, whatever its marker or steps() asks: "
+           "more steps detect smaller changes (each result's detects); 0: as each test asks"),
     Option("flush-l2", "bool", False,
            "empty the GPU's L2 cache before every step, for kernel micro-benchmarks; the flush itself is "
            "not measured (marker or steps() argument: flush_l2=True)"),

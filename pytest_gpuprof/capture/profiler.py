@@ -50,14 +50,20 @@ class StepPlan:
     warmup: int = default("warmup")
     active: int = default("active")
     flush_l2: bool = default("flush-l2")
+    #: The run's floor on ``active`` (``--gpuprof-min-active``): a test asking fewer measured
+    #: steps gets this many, so that a run can detect smaller changes than its tests' own steps
+    #: would; not a marker or ``steps()`` argument.
+    min_active: int = default("min-active")
 
     def __post_init__(self) -> None:
-        for name in ("wait", "warmup", "active"):
+        for name in ("wait", "warmup", "active", "min_active"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"gpuprof steps: {name} must be a non-negative integer, got {value!r}")
         if self.active < 1:
             raise ConfigError(f"gpuprof steps: active must be at least 1, got {self.active}")
+        if self.active < self.min_active:
+            object.__setattr__(self, "active", self.min_active)
         if not isinstance(self.flush_l2, bool):
             raise ConfigError(f"gpuprof steps: flush_l2 must be True or False, got {self.flush_l2!r}")
 
@@ -71,8 +77,8 @@ class StepPlan:
         return dataclasses.replace(self, **{k: v for k, v in overrides.items() if v is not None})
 
 
-#: Marker and ``steps()`` arguments that shape the steps: the fields of StepPlan.
-PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan))
+#: Marker and ``steps()`` arguments that shape the steps: the fields of StepPlan but the run's floor.
+PLAN_KEYS = tuple(f.name for f in dataclasses.fields(StepPlan) if f.name != "min_active")
 
 
 class GpuProf:

@@ -44,8 +44,8 @@ def option_value(config: pytest.Config, o: Option) -> Any:
 
 def default_plan(config: pytest.Config) -> StepPlan:
     """The step plan of the options and ini keys, before any marker's overrides."""
-    wait, warmup, active = (option_value(config, BY_NAME[n]) for n in ("wait", "warmup", "active"))
-    return StepPlan(wait, warmup, active, bool(option_value(config, BY_NAME["flush-l2"])))
+    wait, warmup, active, least = (option_value(config, BY_NAME[n]) for n in ("wait", "warmup", "active", "min-active"))
+    return StepPlan(wait, warmup, active, bool(option_value(config, BY_NAME["flush-l2"])), least)
 
 
 def check_rootdir_not_moved(config: pytest.Config) -> None:

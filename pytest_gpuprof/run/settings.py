@@ -63,7 +63,8 @@ class Settings:
     def plan_args(self) -> list[str]:
         """This run's step plan as options, for a measurement in a fresh process."""
         plan = self.plan
-        return option_args({"wait": plan.wait, "warmup": plan.warmup, "active": plan.active, "flush-l2": plan.flush_l2})
+        return option_args({"wait": plan.wait, "warmup": plan.warmup, "active": plan.active, "flush-l2": plan.flush_l2,
+                            "min-active": plan.min_active or None})
 
     def judging_args(self) -> list[str]:
         """This run's judging options and steps, for a re-run that judges as it does (``confirm``)."""

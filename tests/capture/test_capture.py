@@ -5,6 +5,7 @@ torch.cuda's memory and device calls are stood in for (there is no GPU)."""
 import pytest
 
 from pytest_gpuprof.capture import profiler as capture
+from pytest_gpuprof.capture.marker import marker_problems
 from pytest_gpuprof.capture.profiler import GpuProf, StepPlan
 from pytest_gpuprof.errors import ConfigError, TraceError
 from pytest_gpuprof.metrics.measure import find_steps, measure
@@ -143,6 +144,18 @@ def test_plain_loop_and_single_use():
 def test_bad_plans_are_refused(kwargs, words):
     with pytest.raises(ConfigError, match=words):
         StepPlan().with_overrides(**kwargs)
+
+
+def test_the_runs_floor_on_measured_steps_lifts_what_a_test_asks_and_is_no_marker_argument():
+    plan = StepPlan(wait=1, warmup=2, active=10, min_active=25)
+    assert plan.active == 25 and plan.with_overrides(active=3).active == 25
+    assert plan.with_overrides(active=40).active == 40  # a test asking more keeps its own
+    assert StepPlan(min_active=0).with_overrides(active=3).active == 3
+    prof = GpuProf(StepPlan(wait=0, warmup=1, active=2, min_active=5))
+    assert len(list(prof.steps(active=3))) == 1 + 5
+    assert marker_problems((), {"min_active": 5})[0].startswith("unknown argument(s) min_active")
+    with pytest.raises(ConfigError, match="min_active must be a non-negative integer"):
+        StepPlan(min_active=-1)
 
 
 def test_overrides_that_are_none_keep_the_plan():

@@ -1,8 +1,12 @@
 """Options given to the pytest processes gpuprof starts are written from the one option table
 (options.option_args), as pytest reads them back."""
 
+import dataclasses
+
 import pytest
 
+from helpers.session import session_settings
+from pytest_gpuprof.capture.profiler import StepPlan
 from pytest_gpuprof.options import OPTIONS, option_args
 
 
@@ -57,3 +61,13 @@ def test_a_threshold_that_decides_nothing_is_a_usage_error(pytester, threshold, 
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof", f"--gpuprof-threshold={threshold}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert any(line.endswith(f"threshold {threshold!r}: {words}") for line in result.stderr.lines), result.stderr.lines
+
+
+
+def test_a_fresh_measurement_gets_the_runs_floor_on_measured_steps(tmp_path):
+    """A confirmation, nsys or rank process measures as many steps as the run: the floor goes
+    with the plan, and no floor adds no option."""
+    settings = session_settings(tmp_path)
+    assert not any("min-active" in arg for arg in settings.plan_args())
+    floored = dataclasses.replace(settings, plan=StepPlan(active=10, min_active=25)).plan_args()
+    assert "--gpuprof-active=25" in floored and "--gpuprof-min-active=25" in floored

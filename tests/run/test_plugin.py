@@ -187,6 +187,7 @@ def test_settings(pytestconfig):
             "gpuprof_wait": s.plan.wait,
             "gpuprof_warmup": s.plan.warmup,
             "gpuprof_active": s.plan.active,
+            "gpuprof_min_active": s.plan.min_active,
             "gpuprof_flush_l2": s.plan.flush_l2,
             "gpuprof_nsys_path": s.nsys_path,
             "gpuprof_ncu": s.ncu,
@@ -214,7 +215,8 @@ NUMBERS = {  # ini key -> (a value, another value); none is the default
     "gpuprof_kernel_time_tolerance": (0.03, 0.2), "gpuprof_time_tolerance": (0.25, 0.5),
     "gpuprof_time_floor_us": (7.5, 12.0), "gpuprof_ratio_tolerance": (0.125, 0.0), "gpuprof_wait": (2, 1),
     "gpuprof_warmup": (4, 0),
-    "gpuprof_active": (6, 1), "gpuprof_timeline_events": (50, 0), "gpuprof_baseline_runs": (3, 1),
+    "gpuprof_active": (6, 1), "gpuprof_min_active": (5, 2),  # under the default active: it stays 10
+    "gpuprof_timeline_events": (50, 0), "gpuprof_baseline_runs": (3, 1),
     "gpuprof_confirm": (2, 1), "gpuprof_record_processes": (2, 1), "gpuprof_confirm_timeout": (60.0, 1.5),
     "gpuprof_base_pairs": (3, 8), "gpuprof_rank_timeout": (30.0, 7.5),
 }
@@ -735,6 +737,17 @@ def test_without_gpuprof_profiled_tests_run_as_plain_tests_and_torch_is_not_impo
         "plan:step": 4,  # the marker's plan: wait 1 + warmup 0 + active 3
     }
     assert not any(re.fullmatch(r"=+ gpuprof =+", line) for line in result.outlines)
+
+
+def test_min_active_raises_every_tests_measured_steps_to_its_floor(suite):
+    """--gpuprof-min-active: a test asking fewer measured steps (the fixture's steps(active=2),
+    the marker's active=3) gets the floor; its warm-up and wait steps stay its own."""
+    write_module(suite, "test_plain", PLAIN_MODULE)
+    suite.runpytest("-p", "no:cacheprovider", "--gpuprof-min-active=6", "-k", "moe or plan").assert_outcomes(passed=2)
+    assert Counter(calls(suite)) == {
+        "test_moe_forward:body": 1, "test_moe_forward:step": 1 + 6,  # warmup 1, active 2 raised to 6
+        "plan:step": 1 + 0 + 6,  # wait 1, warmup 0, active 3 raised to 6
+    }
 
 
 def test_m_gpuprof_selects_the_fixture_form_and_the_marker_form(suite):
