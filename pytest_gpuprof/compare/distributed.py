@@ -54,11 +54,17 @@ def rank_entry(entry: StoredEntry | None, rank: int) -> Entry | None:
 #: How many times the recorded runs' range of ``rank_skew`` a run may exceed their largest by.
 SKEW_SPREADS = 3
 
+#: Why a skew is not judged against one recorded run: unchanged four-rank runs on four H200s
+#: moved it 0.26 -> 0.64, 0.39 -> 0.58 and 0.58 -> 0.85 between processes (docs/metrics.md).
+ONE_SKEW = ("not compared: one recorded run cannot say how far rank_skew moves between processes "
+            "(record the test in more: --gpuprof-record-processes)")
+
 
 def judge_skew(skew: float | None, entry: StoredEntry | None, rules: Rules, update: bool) -> list[Verdict]:
     """``rank_skew``'s thresholds, then (not while recording) the skew against the recorded
     runs': worse when it exceeds the largest of them by more than the ratio tolerance or
-    ``SKEW_SPREADS`` times their range, whichever is larger.  The skew is one number a run,
+    ``SKEW_SPREADS`` times their range, whichever is larger; against one recorded run, whose
+    range says nothing, not compared (``ONE_SKEW``).  The skew is one number a run,
     of CPU step spans: where the ranks' hosts run ahead of their GPUs it moves from process
     to process as their launch queues fill, and the recorded runs' range says by how much."""
     spec = TEST_METRICS["rank_skew"]
@@ -69,6 +75,8 @@ def judge_skew(skew: float | None, entry: StoredEntry | None, rules: Rules, upda
     if skew is None or not recorded:
         return verdicts + [Verdict(spec.name, State.OK, max(recorded, default=None), skew,
                                    "not compared: no value in one of the runs", relative=False)]
+    if len(recorded) < 2:
+        return verdicts + [Verdict(spec.name, State.OK, recorded[0], skew, ONE_SKEW, relative=False)]
     worst, allowed = max(recorded), max(rules.tolerance(spec), SKEW_SPREADS * (max(recorded) - min(recorded)))
     rule = (f"at most the recorded runs' largest {spec.name} + max({format_number(rules.tolerance(spec))}, "
             f"{SKEW_SPREADS} x their range) = {format_number(worst + allowed)}")

@@ -153,9 +153,13 @@ def test_the_skew_is_judged_against_the_recorded_runs_spread():
     [bad] = judge_skew(0.05 + 0.09 + 1e-6, entry, rules, update=False)
     assert ok.status == "ok" and bad.status == "regressed" and bad.baseline == 0.05
     assert "recorded runs' rank_skew: 0.02, 0.05, 0.03" in bad.evidence
-    # one recorded run: the ratio tolerance alone
-    [one] = judge_skew(0.02 + tolerance + 1e-6, {"rank_skew": [0.02]}, rules, update=False)
-    assert one.status == "regressed"
+    # two recorded runs that agree: the ratio tolerance alone
+    [two] = judge_skew(0.02 + tolerance + 1e-6, {"rank_skew": [0.02, 0.02]}, rules, update=False)
+    assert two.status == "regressed"
+    # one recorded run says nothing of the spread: an unchanged four-H200 run went 0.386 -> 0.576
+    [one] = judge_skew(0.576, {"rank_skew": [0.386]}, rules, update=False)
+    assert one.status == "ok" and one.rule.startswith("not compared: one recorded run cannot say")
+    assert (one.baseline, one.current) == (0.386, 0.576)
     # a threshold on the skew is the test's, not a rank's
     rules = Rules(thresholds=(parse_threshold("rank_skew <= 0.1", "test"),))
     assert rank_rules(rules).thresholds == ()
