@@ -22,6 +22,8 @@ from typing import Any
 
 #: Marks the comment this program keeps; hidden where GitHub renders the Markdown.
 MARKER = "<!-- pytest-gpuprof -->"
+#: Who writes the comment with the job's own token (COMMENT_AUTHOR: another token's login).
+BOT = "github-actions[bot]"
 #: GitHub refuses a comment longer than this (characters).
 MAX_BODY = 65536
 CUT = "\n\n*(cut here: the rest is in the run's job summary)*\n"
@@ -79,26 +81,27 @@ def _call(http: Http, method: str, url: str, payload: dict[str, Any] | None, wha
     return answer
 
 
-def find_comment(http: Http, issue_url: str) -> int | None:
-    """The id of the pull request's comment that holds the marker, if any."""
+def find_comment(http: Http, issue_url: str, author: str) -> int | None:
+    """The id of the pull request's comment that holds the marker and that ``author`` wrote,
+    if any: a marker anyone else wrote (a planted "all passed") is not the gate's comment."""
     page = 1
     while True:
         comments = _call(http, "GET", f"{issue_url}/comments?per_page={PAGE}&page={page}", None,
                          "listing the pull request's comments")
         for comment in comments:
-            if MARKER in (comment.get("body") or ""):
+            if MARKER in (comment.get("body") or "") and (comment.get("user") or {}).get("login") == author:
                 return int(comment["id"])
         if len(comments) < PAGE:
             return None
         page += 1
 
 
-def keep_comment(http: Http, api: str, repository: str, number: int, summary: str) -> str:
-    """Creates or edits the comment; says which, with its address."""
+def keep_comment(http: Http, api: str, repository: str, number: int, summary: str, author: str) -> str:
+    """Creates or edits the comment ``author`` keeps; says which, with its address."""
     repo_url = f"{api.rstrip('/')}/repos/{repository}"
     issue_url = f"{repo_url}/issues/{number}"
     body = {"body": comment_body(summary)}
-    found = find_comment(http, issue_url)
+    found = find_comment(http, issue_url, author)
     if found is None:
         answer = _call(http, "POST", f"{issue_url}/comments", body, "creating the comment")
         return f"commented on pull request #{number}: {answer.get('html_url', '')}"
@@ -123,7 +126,8 @@ def main(argv: list[str], environ: dict[str, str], http: Http | None = None) -> 
     http = http or urllib_http(environ["GITHUB_TOKEN"])
     try:
         print(keep_comment(http, environ.get("GITHUB_API_URL", "https://api.github.com"),
-                           environ["GITHUB_REPOSITORY"], int(environ["PR_NUMBER"]), summary))
+                           environ["GITHUB_REPOSITORY"], int(environ["PR_NUMBER"]), summary,
+                           environ.get("COMMENT_AUTHOR") or BOT))
     except ApiError as error:
         if error.status == 403:
             print(f"::notice title=pytest-gpuprof::{READ_ONLY}")

@@ -150,7 +150,11 @@ class NvmlSampler:
             try:
                 at = time.time_ns()
                 clock = int(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))
-                self._samples.append([at, clock, int(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))])
+                try:
+                    reasons = int(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))
+                except nvml.NVMLError:  # not supported (some vGPUs): the clock is still a reading
+                    reasons = 0
+                self._samples.append([at, clock, reasons])
                 for proc in nvml.nvmlDeviceGetComputeRunningProcesses(h):
                     if proc.pid not in self._ours:
                         self._others.add(int(proc.pid))

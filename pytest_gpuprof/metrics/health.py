@@ -88,8 +88,12 @@ STEP_FLAGS = ("stalled", "clock_events")
 def left_out(per_step: Mapping[str, Any]) -> list[bool]:
     """Per step, whether it is left out of the time and ratio verdicts: the host stalled it
     (``stalled``) or it ran at a throttled clock (``throttled_steps``)."""
-    flags = [list(per_step.get("stalled") or ()), throttled_steps(per_step) or []]
-    return [any(f[i] for f in flags if i < len(f)) for i in range(max(map(len, flags)))]
+    return either(list(per_step.get("stalled") or ()), throttled_steps(per_step) or [])
+
+
+def either(*flags: list[int] | list[bool]) -> list[bool]:
+    """Per step, whether any of the per-step flag lists says so (a shorter list: not there)."""
+    return [any(f[i] for f in flags if i < len(f)) for i in range(max(map(len, flags), default=0))]
 
 
 def throttle_note(per_step: Mapping[str, Any]) -> str | None:
@@ -124,11 +128,11 @@ def assess(kernel_time_per_step: list[float], readings: dict[str, Any] | None,
     (``throttled_steps``): where the steps' clocks are known, a slowdown reason leaves its
     steps out, and only too many of them make the run unstable."""
     reasons = []
-    if stalled and 2 * sum(stalled) > len(stalled):
-        reasons.append(f"{sum(stalled)} of {len(stalled)} steps stalled on the host: too few steady steps to judge")
-    if throttled and 2 * sum(throttled) > len(throttled):
-        reasons.append(f"{sum(throttled)} of {len(throttled)} steps ran at a throttled clock: "
-                       "too few steady steps to judge")
+    out = either(stalled or [], throttled or [])  # the steps no verdict reads (left_out)
+    if out and 2 * sum(out) > len(out):
+        causes = [cause for cause, flags in (("stalled on the host", stalled), ("ran at a throttled clock", throttled))
+                  if flags and any(flags)]
+        reasons.append(f"{sum(out)} of {len(out)} steps {' or '.join(causes)}: too few steady steps to judge")
     if readings:
         if readings.get("slowdowns") and throttled is None:
             reasons.append("GPU slowed down: " + ", ".join(readings["slowdowns"]))

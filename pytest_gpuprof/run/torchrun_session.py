@@ -59,7 +59,9 @@ class TorchrunSession(GpuprofSession):
         super().pytest_sessionstart(session)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """A profiled test whose set-up did not pass here never ran here: say so to the others."""
+        """A profiled test whose set-up did not pass here never ran here: say so to the others
+        (and, as every session does, count a failed set-up for the end's summary)."""
+        super().pytest_runtest_logreport(report)
         if report.when == "setup" and not report.passed and report.nodeid in self._profiled:
             reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
             self._share_ending(report.nodeid, f"skipped: {reason.removeprefix('Skipped: ')}" if report.skipped

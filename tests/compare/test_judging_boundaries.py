@@ -102,6 +102,10 @@ def test_too_few_steady_steps_means_more_than_half_stalled():
     assert health.assess([100.0] * 4, None, [1, 1, 0, 0]) == []
     assert health.assess([100.0] * 4, None, [1, 1, 1, 0]) == [
         "3 of 4 steps stalled on the host: too few steady steps to judge"]
+    # stalled and throttled steps are both left out: 2 + 2 of 5 leave one step, too few
+    assert health.assess([100.0] * 5, None, [1, 1, 0, 0, 0], [0, 0, 1, 1, 0]) == [
+        "4 of 5 steps stalled on the host or ran at a throttled clock: too few steady steps to judge"]
+    assert health.assess([100.0] * 5, None, [1, 0, 0, 0, 0], [1, 0, 1, 0, 0]) == []  # 2 of 5 left out
 
 
 def test_warmup_compares_the_first_step_with_the_median_of_the_others():

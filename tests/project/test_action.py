@@ -65,6 +65,7 @@ class FakeGitHub(ThreadingHTTPServer):
     def __init__(self):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.comments = {1: "Looks good, but is it fast?"}  # a reviewer's, which must stay as it is
+        self.authors = {1: "reviewer"}  # who wrote each comment: the job's token writes as the bot
         self.calls: list[tuple[str, str]] = []
         self.refuse = False
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -96,12 +97,14 @@ class _Handler(BaseHTTPRequestHandler):
         comments = self.server.comments
         issue = f"/repos/{REPOSITORY}/issues/{PR}/comments"
         if self.command == "GET" and path == issue:
-            return self._answer(200, [{"id": i, "body": b} for i, b in sorted(comments.items())])
+            return self._answer(200, [{"id": i, "body": b, "user": {"login": self.server.authors[i]}}
+                                      for i, b in sorted(comments.items())])
         if self.command in ("POST", "PATCH") and self.server.refuse:
             return self._answer(403, {"message": "Resource not accessible by integration"})
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["body"]
         if self.command == "POST" and path == issue:
             comments[max(comments) + 1] = body
+            self.server.authors[max(comments)] = "github-actions[bot]"
             return self._answer(201, {"id": max(comments), "html_url": f"https://github.com/{REPOSITORY}/pull/{PR}"})
         number = int(path.rpartition("/")[2]) if path.startswith(f"/repos/{REPOSITORY}/issues/comments/") else 0
         if self.command == "PATCH" and number in comments:
@@ -419,12 +422,28 @@ def test_the_comment_is_found_on_a_later_page(tmp_path):
     first = [{"id": i, "body": "review"} for i in range(100)]
     recorder = Recorder({("GET", f"{issue}/comments?per_page=100&page=1"): (200, first),
                          ("GET", f"{issue}/comments?per_page=100&page=2"): (200, [{"id": 555,
-                                                                                     "body": f"{MARKER}\nold"}]),
+                                                                                     "body": f"{MARKER}\nold",
+                                                                                     "user": {"login": comment.BOT}}]),
                          ("PATCH", f"{API}/repos/{REPOSITORY}/issues/comments/555"): (200, {"html_url": "u"})})
     (tmp_path / "summary.md").write_text("new\n")
     assert comment.main([str(tmp_path / "summary.md")], ENVIRON, recorder) == 0
     assert [c[0] for c in recorder.calls] == ["GET", "GET", "PATCH"]
     assert recorder.calls[-1][2] == {"body": f"{MARKER}\n\nnew\n"}
+
+
+def test_a_comment_someone_else_wrote_with_the_marker_is_left_alone(tmp_path):
+    """A marker in another user's comment (a planted "all passed") is not the gate's comment:
+    the gate adds its own; with COMMENT_AUTHOR, that login's marked comment is edited."""
+    issue = f"{API}/repos/{REPOSITORY}/issues/{PR}"
+    planted = [{"id": 7, "body": f"{MARKER}\nall passed", "user": {"login": "mallory"}}]
+    recorder = Recorder({("GET", f"{issue}/comments?per_page=100&page=1"): (200, planted),
+                         ("POST", f"{issue}/comments"): (201, {"html_url": "u"}),
+                         ("PATCH", f"{API}/repos/{REPOSITORY}/issues/comments/7"): (200, {"html_url": "u"})})
+    (tmp_path / "summary.md").write_text("1 failed\n")
+    assert comment.main([str(tmp_path / "summary.md")], ENVIRON, recorder) == 0
+    assert [c[0] for c in recorder.calls] == ["GET", "POST"]
+    assert comment.main([str(tmp_path / "summary.md")], {**ENVIRON, "COMMENT_AUTHOR": "mallory"}, recorder) == 0
+    assert [c[0] for c in recorder.calls[2:]] == ["GET", "PATCH"]
 
 
 def test_a_summary_longer_than_a_comment_may_be_is_cut_saying_so():
