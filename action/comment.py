@@ -65,10 +65,16 @@ def urllib_http(token: str) -> Http:
     return http
 
 
-def comment_body(summary: str) -> str:
+def marker(name: str = "") -> str:
+    """The hidden line that marks the comment of the gate called ``name`` (input name: several
+    gates of one workflow keep a comment each)."""
+    return MARKER.replace(" -->", f":{name} -->") if name else MARKER
+
+
+def comment_body(summary: str, name: str = "") -> str:
     """The marker, a blank line (so that the summary's heading is read as one), then the summary,
     cut to what GitHub accepts."""
-    body = f"{MARKER}\n\n{summary}"
+    body = f"{marker(name)}\n\n{summary}"
     if len(body) > MAX_BODY:
         body = body[:MAX_BODY - len(CUT)] + CUT
     return body
@@ -81,27 +87,29 @@ def _call(http: Http, method: str, url: str, payload: dict[str, Any] | None, wha
     return answer
 
 
-def find_comment(http: Http, issue_url: str, author: str) -> int | None:
-    """The id of the pull request's comment that holds the marker and that ``author`` wrote,
-    if any: a marker anyone else wrote (a planted "all passed") is not the gate's comment."""
+def find_comment(http: Http, issue_url: str, author: str, name: str = "") -> int | None:
+    """The id of the pull request's comment that holds the marker of the gate ``name`` and
+    that ``author`` wrote, if any: a marker anyone else wrote (a planted "all passed") is not
+    the gate's comment."""
     page = 1
     while True:
         comments = _call(http, "GET", f"{issue_url}/comments?per_page={PAGE}&page={page}", None,
                          "listing the pull request's comments")
         for comment in comments:
-            if MARKER in (comment.get("body") or "") and (comment.get("user") or {}).get("login") == author:
+            if marker(name) in (comment.get("body") or "") and (comment.get("user") or {}).get("login") == author:
                 return int(comment["id"])
         if len(comments) < PAGE:
             return None
         page += 1
 
 
-def keep_comment(http: Http, api: str, repository: str, number: int, summary: str, author: str) -> str:
-    """Creates or edits the comment ``author`` keeps; says which, with its address."""
+def keep_comment(http: Http, api: str, repository: str, number: int, summary: str, author: str,
+                 name: str = "") -> str:
+    """Creates or edits the comment ``author`` keeps for the gate ``name``; says which, with its address."""
     repo_url = f"{api.rstrip('/')}/repos/{repository}"
     issue_url = f"{repo_url}/issues/{number}"
-    body = {"body": comment_body(summary)}
-    found = find_comment(http, issue_url, author)
+    body = {"body": comment_body(summary, name)}
+    found = find_comment(http, issue_url, author, name)
     if found is None:
         answer = _call(http, "POST", f"{issue_url}/comments", body, "creating the comment")
         return f"commented on pull request #{number}: {answer.get('html_url', '')}"
@@ -127,7 +135,7 @@ def main(argv: list[str], environ: dict[str, str], http: Http | None = None) -> 
     try:
         print(keep_comment(http, environ.get("GITHUB_API_URL", "https://api.github.com"),
                            environ["GITHUB_REPOSITORY"], int(environ["PR_NUMBER"]), summary,
-                           environ.get("COMMENT_AUTHOR") or BOT))
+                           environ.get("COMMENT_AUTHOR") or BOT, environ.get("COMMENT_NAME", "")))
     except ApiError as error:
         if error.status == 403:
             print(f"::notice title=pytest-gpuprof::{READ_ONLY}")

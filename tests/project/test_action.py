@@ -446,6 +446,23 @@ def test_a_comment_someone_else_wrote_with_the_marker_is_left_alone(tmp_path):
     assert [c[0] for c in recorder.calls[2:]] == ["GET", "PATCH"]
 
 
+def test_gates_of_one_workflow_keep_a_comment_each(tmp_path):
+    """Input name (a matrix of GPU models): each gate's comment has its own marker, and a gate
+    edits its own, not the other's."""
+    issue = f"{API}/repos/{REPOSITORY}/issues/{PR}"
+    h100 = [{"id": 3, "body": f"{comment.marker('h100')}\n\nold", "user": {"login": comment.BOT}}]
+    recorder = Recorder({("GET", f"{issue}/comments?per_page=100&page=1"): (200, h100),
+                         ("POST", f"{issue}/comments"): (201, {"html_url": "u"}),
+                         ("PATCH", f"{API}/repos/{REPOSITORY}/issues/comments/3"): (200, {"html_url": "u"})})
+    (tmp_path / "summary.md").write_text("s\n")
+    assert comment.main([str(tmp_path / "summary.md")], {**ENVIRON, "COMMENT_NAME": "h200"}, recorder) == 0
+    assert [c[0] for c in recorder.calls] == ["GET", "POST"]
+    assert recorder.calls[-1][2] == {"body": "<!-- pytest-gpuprof:h200 -->\n\ns\n"}
+    assert comment.main([str(tmp_path / "summary.md")], {**ENVIRON, "COMMENT_NAME": "h100"}, recorder) == 0
+    assert [c[0] for c in recorder.calls[2:]] == ["GET", "PATCH"]
+    assert comment.marker() == MARKER
+
+
 def test_a_summary_longer_than_a_comment_may_be_is_cut_saying_so():
     body = comment.comment_body("x" * 70000)
     assert len(body) == 65536 and body.startswith(f"{MARKER}\n\nxxx")
