@@ -19,6 +19,13 @@ from typing import Any
 #: NVML clock-event reasons that mean the GPU was slowed down.
 SLOWDOWNS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
              0x80: "hardware power brake"}
+#: The same reasons as one bit mask.
+SLOWDOWN_BITS = sum(SLOWDOWNS)
+
+
+def slowdown_names(events: int) -> list[str]:
+    """The slowdown reasons (``SLOWDOWNS``) a clock-event bit mask holds."""
+    return [name for bit, name in SLOWDOWNS.items() if events & bit]
 
 
 def lineage() -> set[int]:
@@ -178,7 +185,7 @@ class NvmlSampler:
             reasons = functools.reduce(operator.or_, (r for _, _, r in self._samples), 0)
             self._readings = {
                 "sm_clock_mhz": [min(clocks), max(clocks)] if clocks else None,
-                "slowdowns": [name for bit, name in SLOWDOWNS.items() if reasons & bit],
+                "slowdowns": slowdown_names(reasons),
                 "other_processes": sorted(self._others),
                 "samples": len(clocks),
                 "clock_samples": self._samples,  # metrics.clock: each step's clock

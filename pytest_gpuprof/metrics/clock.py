@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..capture.nvml import SLOWDOWNS
 from ..capture.ranges import STEP_RANGE_PREFIX
 
 _STEP = re.compile(rf"^{STEP_RANGE_PREFIX}(\d+)$")
@@ -86,12 +85,3 @@ def _step_samples(at: np.ndarray, lo: int, hi: int) -> list[int]:
     if inside_to > inside_from:
         return list(range(inside_from, inside_to))
     return [i for i in (inside_from - 1, inside_from) if 0 <= i < len(at)]
-
-
-#: NVML's clock-event reasons that mean the GPU was slowed down, as one bit mask.
-SLOWDOWN_BITS = sum(SLOWDOWNS)
-
-
-def slowdown_names(events: int) -> list[str]:
-    """The slowdown reasons (``capture.nvml.SLOWDOWNS``) a clock-event bit mask holds."""
-    return [name for bit, name in SLOWDOWNS.items() if events & bit]

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .clock import SLOWDOWN_BITS, slowdown_names
+from ..capture.nvml import SLOWDOWN_BITS, slowdown_names
 
 CLOCK_DROP = 0.85  # lowest SM clock under this fraction of the highest: the clock dropped (a note)
 WARMUP_RATIO = 1.5  # first measured step this many times the median of the others: still warming up
@@ -72,7 +72,7 @@ def stall_note(per_step: dict[str, Any]) -> str | None:
 
 def throttled_steps(per_step: Mapping[str, Any]) -> list[int] | None:
     """Per step, 1 when it ran at a throttled clock: an NVML slowdown reason
-    (``clock.SLOWDOWN_BITS``: hardware slowdown, thermal, power brake; not idle, the
+    (``capture.nvml.SLOWDOWN_BITS``: hardware slowdown, thermal, power brake; not idle, the
     application clocks or the power cap) among its clock samples (``per_step["clock_events"]``);
     None where the run does not say its steps' clocks."""
     events = per_step.get("clock_events")
