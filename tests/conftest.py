@@ -2,6 +2,7 @@
 pytest-xdist each worker takes a group of the GPUs of its own (tests/gpu/test_gpu.py)."""
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -79,9 +80,58 @@ def take_gpu_group() -> None:
     worker = xdist_worker(os.environ)
     if worker is None or worker[1] < 2:
         return
-    group = gpu_group(*worker, visible_gpus())
+    visible = visible_gpus()
+    group = gpu_group(*worker, visible)
     if group is not None:
+        os.environ[ALL_GPUS] = ",".join(visible)
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(group)
+
+
+#: Where a worker that took a group of the GPUs keeps the list of them all (``all_gpus``).
+ALL_GPUS = "GPUPROF_TEST_ALL_GPUS"
+#: Where the lock files of ``gpu_turn`` lie: a folder all of a run's xdist workers share.
+TURN_FOLDER = "GPUPROF_TEST_GPU_TURNS"
+
+
+def all_gpus() -> list[str]:
+    """Every GPU this run may use, the other xdist workers' included: what a test that needs
+    them all (four ranks on a machine of four, run by two workers of two) hands its pytest
+    processes, which then run alone (``gpu_turn``)."""
+    return os.environ[ALL_GPUS].split(",") if ALL_GPUS in os.environ else visible_gpus()
+
+
+@contextlib.contextmanager
+def gpu_turn(alone: bool):
+    """A pytest process on the GPUs in turn with the other xdist workers': one that uses every
+    GPU (``alone``) waits until no other worker's process runs and keeps them waiting while it
+    runs; the others run side by side.  Everyone takes a gate first, so that a process waiting
+    to run alone holds the others back instead of waiting for a gap between theirs.  Without
+    xdist there is nobody to wait for."""
+    folder = os.environ.get(TURN_FOLDER)
+    if not folder:
+        yield
+        return
+    with open(Path(folder) / "gpu.gate", "a") as gate, open(Path(folder) / "gpu.turn", "a") as turn:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(turn, fcntl.LOCK_UN)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _gpu_turns_shared(tmp_path_factory):
+    """Under xdist, ``gpu_turn``'s folder: the workers' base temporary folders' common parent."""
+    if xdist_worker(os.environ) is None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv(TURN_FOLDER, str(tmp_path_factory.getbasetemp().parent))
+        yield
 
 
 # now, as this conftest loads: before torch is imported below, and before any test or

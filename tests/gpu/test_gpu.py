@@ -6,7 +6,8 @@ other ``gpu`` tests), on one GPU (the two distributed tests skip: they need two)
     python -m pytest tests -m gpu -p no:cacheprovider
 
 On four GPUs: two pytest-xdist workers of two GPUs each (tests/conftest.py), the tests that
-share a recording kept on one worker (``xdist_group``, ``--dist loadgroup``)::
+share a recording kept on one worker (``xdist_group``, ``--dist loadgroup``); the four-rank
+test's processes take all four GPUs, alone, while the other worker's wait (``gpu_turn``)::
 
     python -m pytest tests -m gpu -p no:cacheprovider -n 2 --dist loadgroup
 
@@ -30,6 +31,7 @@ from typing import NamedTuple
 
 import pytest
 
+from conftest import all_gpus, gpu_turn
 from helpers.naive import Naive
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.run.kept_traces import unique_trace_name
@@ -83,9 +85,10 @@ def suite(pytester):
     return pytester
 
 
-def run(where, *args, extra=0, env=None):
+def run(where, *args, extra=0, env=None, alone=False):
     """pytest on the suite in folder ``where``, in a subprocess (in-process runs would import
-    parts of torch twice), with EXTRA_ADDS=extra more kernels a step and ``env`` set.  A run
+    parts of torch twice), with EXTRA_ADDS=extra more kernels a step and ``env`` set, in its
+    turn with the other xdist workers' processes (``gpu_turn``; ``alone`` on every GPU).  A run
     of its own, as pytester starts one (``where`` on PYTHONPATH, no colours, a base temporary
     folder inside ``where``), without this run's PYTEST_ADDOPTS or pytest-xdist variables: an
     xdist worker's would turn pytest-benchmark off in it."""
@@ -94,9 +97,10 @@ def run(where, *args, extra=0, env=None):
                 "PY_COLORS": "0", "EXTRA_ADDS": str(extra), **(env or {})}
     basetemp = tempfile.mkdtemp(prefix="runpytest-", dir=where)
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", f"--basetemp={basetemp}", "-p", "no:cacheprovider", *args],
-                          cwd=where, env=environ, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          errors="replace", check=False)
+    with gpu_turn(alone):
+        done = subprocess.run([sys.executable, "-m", "pytest", f"--basetemp={basetemp}", "-p", "no:cacheprovider",
+                               *args], cwd=where, env=environ, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, errors="replace", check=False)
     print(done.stdout)  # shown with a failing test
     print(done.stderr, file=sys.stderr)
     return pytest.RunResult(done.returncode, done.stdout.splitlines(), done.stderr.splitlines(),
@@ -608,24 +612,26 @@ def test_a_distributed_test_under_nsys_is_cut_per_rank_and_counts_as_under_torch
 
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 4, reason="needs four CUDA GPUs (a four-rank test's ranks)")
+@pytest.mark.skipif(len(all_gpus()) < 4, reason="needs four CUDA GPUs (a four-rank test's ranks)")
 def test_a_four_rank_test_is_recorded_and_judged_rank_by_rank(pytester):
     """world_size=4: one recording process keeps four ranks' entries and the run's skew; an
     unchanged re-run passes rank by rank; EXTRA_ADDS kernels on rank r (r x 2 a step) fail
-    ranks 1 to 3, each by its own count, and rank 0 not."""
+    ranks 1 to 3, each by its own count, and rank 0 not.  Under xdist (two workers of two
+    GPUs) its processes take every GPU, alone."""
     pytester.makepyfile(test_dist=DISTRIBUTED.replace("world_size=2", "world_size=4"))
-    recorded = run(pytester.path, "--gpuprof-update-baseline", "--gpuprof-record-processes=1")
+    every = {"env": {"CUDA_VISIBLE_DEVICES": ",".join(all_gpus())}, "alone": True}
+    recorded = run(pytester.path, "--gpuprof-update-baseline", "--gpuprof-record-processes=1", **every)
     recorded.assert_outcomes(passed=1)
     doc = json.loads((pytester.path / "baselines" / "test_dist.json").read_text())
     entry = doc["tests"]["test_dist.py::test_all_reduce"][torch.cuda.get_device_name()]
     assert sorted(entry["ranks"]) == ["0", "1", "2", "3"] and len(entry["rank_skew"]) == 1
     for rank in entry["ranks"].values():  # a fill, an all-reduce and a multiply a step, on each rank
         assert rank["per_step"]["kernel_count"] == [3] * 4 and rank["per_step"]["comm_kernel_count"] == [1] * 4
-    again = run(pytester.path, "--gpuprof", "--gpuprof-json=again.json")
+    again = run(pytester.path, "--gpuprof", "--gpuprof-json=again.json", **every)
     again.assert_outcomes(passed=1)
     (test,) = json.loads((pytester.path / "again.json").read_text())["tests"]
     assert sorted(test["ranks"]) == ["0", "1", "2", "3"] and test["metrics"]["rank_skew"] is not None
-    broken = run(pytester.path, "--gpuprof", extra=2)
+    broken = run(pytester.path, "--gpuprof", extra=2, **every)
     broken.assert_outcomes(failed=1)
     broken.stdout.fnmatch_lines([f"*rank {r} kernel_count: baseline 3, current {3 + 2 * r} *" for r in (1, 2, 3)])
     assert "rank 0 kernel_count" not in broken.stdout.str()

@@ -3,11 +3,12 @@
 are the entries of CUDA_VISIBLE_DEVICES, which is all a worker is told."""
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from conftest import gpu_group, gpu_groups_line, take_gpu_group, xdist_worker
+from conftest import ALL_GPUS, TURN_FOLDER, all_gpus, gpu_group, gpu_groups_line, gpu_turn, take_gpu_group, xdist_worker
 
 FOUR = ["0", "1", "2", "3"]
 
@@ -51,8 +52,11 @@ def test_a_worker_sees_its_own_group(monkeypatch, worker, workers, visible, seen
     monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", workers)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    monkeypatch.setenv(ALL_GPUS, "")  # (restored to unset after the test)
+    monkeypatch.delenv(ALL_GPUS)
     take_gpu_group()
     assert os.environ["CUDA_VISIBLE_DEVICES"] == seen
+    assert all_gpus() == visible.split(",")  # a test that needs them all still finds them
 
 
 def test_outside_a_worker_every_gpu_stays_visible(monkeypatch):
@@ -87,3 +91,50 @@ def test_n_2_on_four_gpus_gives_each_worker_two(pytester, monkeypatch):
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["GPUs: 4 for 2 xdist workers, 2 each (CUDA_VISIBLE_DEVICES): gw0 0,1; gw1 2,3"])
     assert {tuple(line.split()) for line in where.read_text().splitlines()} <= {("gw0", "0,1"), ("gw1", "2,3")}
+
+
+class Turn(threading.Thread):
+    """A process's turn on the GPUs (``gpu_turn``), taken in a thread and held until ``done``."""
+
+    def __init__(self, alone):
+        super().__init__(daemon=True)
+        self.alone, self.entered, self.done = alone, threading.Event(), threading.Event()
+
+    def run(self):
+        with gpu_turn(self.alone):
+            self.entered.set()
+            self.done.wait(10)
+
+
+def test_a_process_on_every_gpu_runs_alone_and_is_not_starved(tmp_path, monkeypatch):
+    """Side by side with another's process, one on every GPU waits; while it waits, a third
+    worker's process waits behind it (it does not slip in between), and runs once it is done."""
+    monkeypatch.setenv(TURN_FOLDER, str(tmp_path))
+    first, second = Turn(alone=False), Turn(alone=False)
+    first.start()
+    second.start()
+    assert first.entered.wait(5) and second.entered.wait(5)  # two workers' processes side by side
+    alone = Turn(alone=True)
+    alone.start()
+    assert not alone.entered.wait(0.3)  # waits for them
+    third = Turn(alone=False)
+    third.start()
+    assert not third.entered.wait(0.3)  # held back behind the one waiting to run alone
+    first.done.set()
+    second.done.set()
+    assert alone.entered.wait(5)
+    assert not third.entered.wait(0.3)  # still alone
+    alone.done.set()
+    assert third.entered.wait(5)
+    third.done.set()
+
+
+def test_without_xdist_nobody_waits(monkeypatch):
+    monkeypatch.delenv(TURN_FOLDER, raising=False)
+    held, alone = Turn(alone=True), Turn(alone=True)
+    held.start()
+    assert held.entered.wait(5)
+    alone.start()
+    assert alone.entered.wait(5)
+    held.done.set()
+    alone.done.set()
