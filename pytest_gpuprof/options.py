@@ -94,7 +94,7 @@ OPTIONS: tuple[Option, ...] = (
            "runs over is stopped and decides nothing"),
     Option("base", "path", None,
            "a checkout of the revision this one is compared with (a pull request's base), laid out as this rootdir: "
-           "a test failing on times or ratios alone is measured again in fresh processes, base then head, and "
+           "a test failing on times or ratios alone is measured again in pairs of fresh processes (ABBA order), and "
            "fails only where head is worse than base; a test without a stored baseline for this GPU model is "
            "judged against the base measured alongside, counts included"),
     Option("base-python", "str", None,

@@ -208,11 +208,28 @@ def pair_change(d: Mapping[str, Any]) -> str:
     return f"{math.expm1(d['mean']):+.1%}"
 
 
+def paired_ratio(d: Mapping[str, Any]) -> str:
+    """A pairs' decision as head against base with the bounds it was decided on: ``head/base
+    1.031 [1.026, 1.036]`` for a time or a rate (exp of the mean pair difference and of its
+    two bounds, ``Decision.low`` and ``high``, turned the metric's way), ``head-base +2.0 pp
+    [+1.0 pp, +3.0 pp]`` for a ratio; ``n/a`` before a pair gave a difference.  Worse when the
+    bound nearer no change is past it, the same when the other is within the tolerance."""
+    if d["mean"] is None:
+        return "n/a"
+    spec = spec_of(d["metric"])
+    sign = 1 if spec.better == "lower" else -1  # worse_by's sign, undone
+    mean, bounds = sign * d["mean"], sorted(sign * d[k] for k in ("low", "high"))
+    if spec.kind == "ratio":
+        return f"head-base {format_points(mean)} [{format_points(bounds[0])}, {format_points(bounds[1])}]"
+    return f"head/base {math.exp(mean):.3f} [{math.exp(bounds[0]):.3f}, {math.exp(bounds[1]):.3f}]"
+
+
 def pair_values(d: Mapping[str, Any]) -> str:
-    """``head 12.1 µs, base 12 µs over 3 pair(s) (head worse by +0.8%)``."""
+    """``head 12.1 µs, base 12 µs over 3 pair(s) (head worse by +0.8%; head/base 1.008 [0.999,
+    1.017])``."""
     where = "" if d["scale"] == AS_MEASURED else f" {d['scale']}"
     return (f"head {shown_value(d['metric'], d['head'])}, base {shown_value(d['metric'], d['base'])}{where} over "
-            f"{d['pairs']} pair(s) (head worse by {pair_change(d)})")
+            f"{d['pairs']} pair(s) (head worse by {pair_change(d)}; {paired_ratio(d)})")
 
 
 def pair_evidence(values: str, outcome: str, threshold: str | None = None) -> str:

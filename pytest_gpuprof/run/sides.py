@@ -2,8 +2,9 @@
 of either checkout on this GPU, and what their pairs decide (``compare.pairs``).
 
 A test that would fail on times or ratios alone is measured again in pairs of fresh
-processes, base then head, until the pairs decide every metric that broke or the cap
-is reached; it fails only where head is worse than base.  A test with no stored baseline
+processes, base then head, then head then base (ABBA: a drift of the machine during the
+pairs falls on both sides alike), until the pairs decide every metric that broke or the
+cap is reached; it fails only where head is worse than base.  A test with no stored baseline
 for this GPU model (or every test, with ``--gpuprof-base-only``) is judged against one
 fresh process of the base revision, counts included, and its time or ratio failures go
 to the pairs as well.
@@ -29,7 +30,7 @@ from typing import NamedTuple
 from ..capture.environment import git
 from ..compare.confirmation import broken_metrics
 from ..compare.evaluate import TestResult
-from ..compare.pairs import NOT_SURE, Decision, decide_all, judge_pairs, pair_change
+from ..compare.pairs import NOT_SURE, Decision, decide_all, judge_pairs, paired_ratio
 from ..compare.rules import Rules
 from ..compare.status import Status
 from ..errors import GpuprofError
@@ -162,20 +163,24 @@ def unusable(run: SideRun, nodeid: str, side: str) -> str:
 
 def measure_pairs(result: TestResult, rules: Rules, measure: Callable[[str], SideRun], base: Path, cap: int,
                 say: Callable[[str], None]) -> None:
-    """Measure base then head, a pair at a time, each in a fresh process, until every metric
-    that broke is decided (``compare.pairs.decide``) or ``cap`` pairs ran, saying per pair what
-    they show; then hand the decisions to the judge (``compare.pairs.judge_pairs``).
-    ``measure(side)`` runs one side's process of this test (``run_side``)."""
+    """Measure the two sides a pair at a time, each in a fresh process, in ABBA order (base
+    first in odd pairs, head first in even ones), until every metric that broke is decided
+    (``compare.pairs.decide``) or ``cap`` pairs ran, saying per pair what they show; then hand
+    the decisions to the judge (``compare.pairs.judge_pairs``).  ``measure(side)`` runs one
+    side's process of this test (``run_side``)."""
     nodeid = result.nodeid or ""
     metrics = broken_metrics(result)
     say(f"gpuprof: {nodeid} failed on {', '.join(metrics)}: measuring it against the base revision "
-        f"({base}), base then head in fresh processes, up to {cap} pair(s)")
+        f"({base}), base and head in fresh processes (base first, then head first, in turn), up to {cap} pair(s)")
     bases: list[TestResult] = []
     heads: list[TestResult] = []
     decisions: dict[str, Decision] = {}
     started, problem = time.monotonic(), ""
     for k in range(1, cap + 1):
-        on_base, on_head = measure("base"), measure("head")
+        if k % 2:
+            on_base, on_head = measure("base"), measure("head")
+        else:
+            on_head, on_base = measure("head"), measure("base")
         problem = unusable(on_base, nodeid, "base") or unusable(on_head, nodeid, "head")
         if problem:
             say(f"gpuprof: {nodeid}: pair {k}: {problem}")
@@ -183,7 +188,7 @@ def measure_pairs(result: TestResult, rules: Rules, measure: Callable[[str], Sid
         bases.append(on_base.results[nodeid])
         heads.append(on_head.results[nodeid])
         decisions = decide_all(metrics, bases, heads, rules, cap)
-        outcomes = "; ".join(f"{d.metric} {d.outcome} ({pair_change(d.to_json())})" for d in decisions.values())
+        outcomes = "; ".join(f"{d.metric} {d.outcome} ({paired_ratio(d.to_json())})" for d in decisions.values())
         say(f"gpuprof: {nodeid}: pair {k} of at most {cap} (base {on_base.seconds:.1f} s, "
             f"head {on_head.seconds:.1f} s): {outcomes}")
         if all(d.outcome != NOT_SURE for d in decisions.values()):

@@ -19,9 +19,11 @@ from pytest_gpuprof.compare.evaluate import TestResult
 from pytest_gpuprof.compare.pairs import (
     AS_MEASURED,
     AT_SPEED,
+    Decision,
     decide,
     needs_pairs,
     pair_change,
+    paired_ratio,
     process_value,
     scale_of,
     worse_by,
@@ -53,6 +55,22 @@ def test_the_bounds_are_the_pooled_t_interval_worked_out_by_hand():
     assert low > 0 and mean > math.log(1.05)
     assert got.outcome == "worse"
     assert pair_change(got.to_json()) == f"{math.expm1(mean):+.1%}"
+    # head/base with the two bounds decided on: exp of mean, low and high worked out above
+    assert paired_ratio(got.to_json()) == f"head/base {math.exp(mean):.3f} [{math.exp(low):.3f}, {math.exp(high):.3f}]"
+    assert paired_ratio(got.to_json()) == "head/base 1.100 [1.017, 1.150]"  # the geometric mean of 1.08, 1.10, 1.12
+
+
+def test_the_paired_ratio_of_a_rate_and_of_a_ratio_is_turned_the_metrics_way():
+    # a bandwidth 10% lower is worse by log(50/45); head/base is 0.900, its bounds turned over
+    rate = Decision("memcpy_htod_gbps", "worse", 50.0, 45.0, 3, math.log(50 / 45), 0.05, 0.15)
+    assert paired_ratio(rate.to_json()) == f"head/base 0.900 [{math.exp(-0.15):.3f}, {math.exp(-0.05):.3f}]"
+    assert paired_ratio(rate.to_json()) == "head/base 0.900 [0.861, 0.951]"
+    # utilization 10 points lower: head-base in points, the bounds turned over likewise
+    ratio = Decision("gpu_utilization", "worse", 0.9, 0.8, 3, 0.10, 0.04, 0.16)
+    assert paired_ratio(ratio.to_json()) == "head-base -10.0 pp [-16.0 pp, -4.0 pp]"
+    waiting = Decision("sync_wait_fraction", "worse", 0.1, 0.2, 3, 0.10, 0.04, 0.16)  # more waiting is worse
+    assert paired_ratio(waiting.to_json()) == "head-base +10.0 pp [+4.0 pp, +16.0 pp]"
+    assert paired_ratio(Decision(KERNEL, "not sure", None, None, 0, None, None, None).to_json()) == "n/a"
 
 
 def test_unchanged_pairs_are_the_same_and_a_disagreeing_pair_is_not_sure():
@@ -139,8 +157,8 @@ def test_pairs_alternate_base_and_head_and_stop_once_decided():
     measure, seen = _stand_in([2000.0, 2001.0, 1999.0, 2000.0, 2000.0], [2002.0, 2000.0, 2003.0, 2001.0, 2000.0])
     assert needs_pairs(result)
     measure_pairs(result, Rules(), measure, Path("/base"), 5, said.append)
-    # about 0.1% apart: the upper bound falls under 5% at the third pair
-    assert seen == ["base", "head"] * 3
+    # about 0.1% apart: the upper bound falls under 5% at the third pair; ABBA order
+    assert seen == ["base", "head", "head", "base", "base", "head"]
     assert result.status == "same as base" and result.verdicts[0].status == "same as base"
     assert "against the base revision measured alongside: head 2.002 ms, base 2 ms over 3 pair(s)" \
         in result.verdicts[0].evidence and result.verdicts[0].evidence.endswith("not a regression")
@@ -148,7 +166,11 @@ def test_pairs_alternate_base_and_head_and_stop_once_decided():
     assert said[0].startswith("gpuprof: t.py::test_a failed on kernels[gelu].time_us: measuring it against the base")
     assert said[1].startswith("gpuprof: t.py::test_a: pair 1 of at most 5 (base 1.0 s, head 1.0 s): "
                               "kernels[gelu].time_us not sure")
-    assert said[3].startswith("gpuprof: t.py::test_a: pair 3 of at most 5") and said[3].endswith("same (+0.1%)")
+    assert said[3].startswith("gpuprof: t.py::test_a: pair 3 of at most 5")
+    d = result.alongside["decisions"][0]
+    assert said[3].endswith(f"same (head/base {math.exp(d['mean']):.3f} [{math.exp(d['low']):.3f}, "
+                            f"{math.exp(d['high']):.3f}])")
+    assert "(head worse by +0.1%; head/base 1.001 [" in result.verdicts[0].evidence
 
 
 def test_a_real_slowdown_fails_and_an_undecided_one_passes_as_not_sure():
@@ -310,10 +332,10 @@ def _replayed(pairs: list[tuple[str, str]], rules: Rules) -> tuple[TestResult, l
     metric = f"kernels[{gelu}].time_us"
     failing = _traced(pairs[0][1])
     failing.verdicts = [Verdict(metric, "regressed", 13.6, 14.4, "within 5%")]
-    order = iter(name for pair in pairs for name in pair)
+    order = {"base": iter(base for base, _ in pairs), "head": iter(head for _, head in pairs)}
 
     def measure(side: str) -> SideRun:
-        result = results[next(order)]
+        result = results[next(order[side])]
         return SideRun({result.nodeid: result}, {result.nodeid: "passed"}, "", 1.0)
     said: list[str] = []
     measure_pairs(failing, rules, measure, Path("/base"), len(pairs), said.append)
