@@ -22,8 +22,10 @@ N = 1's (what one more test costs, start-up left out), the peak RSS of each pyte
 (``os.wait4``'s resource usage of the child), the baseline file's size, the JSON results'
 and the HTML report's; where Chromium is installed, the report opened in headless Chromium
 (tests/helpers/browser.py, 1400 x 1000): the seconds from navigation to its first paint, to
-its load event and to the first frame after it (the page answers: open), and its DOM nodes
-once loaded.  The pytest processes import the gpuprof of this checkout (PYTHONPATH).
+its load event and to the first frame after it (the page answers: open), its DOM nodes
+once loaded, and the seconds that unfolding a folded test takes (its summary link clicked, to
+the first frame after its details are built: the first, middle and last test).  The pytest
+processes import the gpuprof of this checkout (PYTHONPATH).
 ``--smoke`` runs N = 1 and 2 and checks that every test was recorded, then passed (its
 reports not opened).
 ``--open REPORT`` measures one report already written (a report of an older checkout).
@@ -75,12 +77,14 @@ class Run(NamedTuple):
 
 class Opened(NamedTuple):
     """A report in headless Chromium: seconds from navigation to its first paint, its load
-    event and the first frame after that, and its DOM nodes once loaded."""
+    event and the first frame after that, its DOM nodes once loaded, and the seconds each
+    unfolding of a test took (``UNFOLD``; none where every test is unfolded already)."""
 
     paint_s: float
     load_s: float
     open_s: float
     nodes: int
+    unfold_s: tuple[float, ...]
 
 
 class Row(NamedTuple):
@@ -152,6 +156,20 @@ FIRST_PAINT = """new Promise(done => new PerformanceObserver((found, observer) =
 }).observe({type: "paint", buffered: true}))"""
 
 
+#: Clicks the summary link of the INDEX-th test and resolves to the milliseconds until the first frame
+#: after its details were built ("details-built", which the page fires once they are in it, drawn),
+#: or null where the test is not folded.
+UNFOLD = """new Promise(done => {
+    const link = document.querySelectorAll('#summary a')[INDEX];
+    const details = document.getElementById(decodeURIComponent(link.hash.slice(1))).querySelector('details');
+    if (details.open || !details.querySelector(':scope > script.folded-body')) return done(null);
+    const start = performance.now();
+    details.addEventListener('details-built', () => requestAnimationFrame(() => setTimeout(
+        () => done(performance.now() - start))), {once: true});
+    link.click();
+})"""
+
+
 def open_report(html: Path) -> Opened | None:
     """``html`` opened in a fresh headless Chromium (None where there is none)."""
     if CHROMIUM is None:
@@ -164,18 +182,21 @@ def open_report(html: Path) -> Opened | None:
         paint = browser.evaluate(FIRST_PAINT)
         load = browser.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
         nodes = browser.call("Memory.getDOMCounters")["nodes"]
-    return Opened(paint / 1e3, load / 1e3, open_s, nodes)
+        n = browser.evaluate("document.querySelectorAll('#summary a').length")
+        unfolds = [browser.evaluate(UNFOLD.replace("INDEX", str(i))) for i in sorted({0, n // 2, n - 1}) if n]
+    return Opened(paint / 1e3, load / 1e3, open_s, nodes, tuple(ms / 1e3 for ms in unfolds if ms is not None))
 
 
 HEADER = ("| N | record s | judge s | judge s/test | judge s per test past the first | peak RSS record / judge MiB "
-          "| baseline MB | JSON MB | HTML MB | HTML first paint / load / open s | DOM nodes |\n"
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| baseline MB | JSON MB | HTML MB | HTML first paint / load / open s | DOM nodes | unfold a test s |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 
 
 def opened_cells(opened: Opened | None) -> str:
     if opened is None:
-        return "not opened | |"
-    return f"{opened.paint_s:.2f} / {opened.load_s:.2f} / {opened.open_s:.2f} | {opened.nodes:,} |"
+        return "not opened | | |"
+    unfold = " / ".join(f"{s:.2f}" for s in opened.unfold_s) or "none folded"
+    return f"{opened.paint_s:.2f} / {opened.load_s:.2f} / {opened.open_s:.2f} | {opened.nodes:,} | {unfold} |"
 
 
 def line(row: Row, first: Row | None) -> str:
@@ -196,7 +217,8 @@ def main() -> int:
                              "all of them)")
     parser.add_argument("--smoke", action="store_true", help="N = 1 and 2, checking every test passed")
     parser.add_argument("--open", type=Path, metavar="REPORT",
-                        help="only open this HTML report in Chromium and print its size, times and DOM nodes")
+                        help="only open this HTML report in Chromium and print its size, times, DOM nodes and "
+                             "unfold seconds")
     args = parser.parse_args()
     if args.open:
         print(f"{args.open}: {args.open.stat().st_size / MB:.2f} MB | {opened_cells(open_report(args.open))}")

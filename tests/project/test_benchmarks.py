@@ -291,7 +291,7 @@ def test_many_tests_smoke_records_then_judges_a_module_of_parametrized_tests():
     out = run_script("many_tests.py", "--smoke")
     rows = re.findall(r"^\| (\d+) \| (\d+\.\d) \| (\d+\.\d) \| (\d+\.\d{3}) \| (-?[\d.]*) \| (\d+) / (\d+) \| "
                       r"(\d+\.\d\d) \| (\d+\.\d\d) \| (\d+\.\d\d) \| "
-                      r"not opened \| \|$", out, re.M)  # in Chromium: not in a smoke run
+                      r"not opened \| \| \|$", out, re.M)  # in Chromium: not in a smoke run
     assert [int(r[0]) for r in rows] == [1, 2], out
     assert rows[0][4] == "" and rows[1][4]  # what one more test costs: from N = 2 on (noise may make it negative)
     assert all(float(r[7]) > 0 and float(r[8]) > 0 and float(r[9]) > 0 for r in rows), out

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.folds import read_page
 from pytest_gpuprof.compare.evaluate import TestResult
 from pytest_gpuprof.compare.rules import parse_threshold
 from pytest_gpuprof.compare.verdict import Verdict
@@ -145,7 +146,7 @@ def test_every_report_gives_one_count_of_what_broke(replayed, nodeid):
     assert markdown_unescaped(entry[2]) == terminal[0].removeprefix("gpuprof: ")
     assert len([line for line in entry if line.startswith("- `")]) == count
 
-    page = (out / "report.html").read_text()
+    page = read_page(out / "report.html")
     row = next(r for r in page.split('<table class="grid summary"')[1].split("</table>")[0].split("<tr")
                if nodeid in html_text(r))
     assert re.findall(r'<td class="num">(.*?)</td>', row)[0] == str(count)
@@ -174,7 +175,7 @@ def test_no_improvement_is_counted_or_listed_as_broken(replayed):
     assert not any(names_improved(markdown_unescaped(line)) for line in markdown_failure(markdown, STREAMING))
     assert "improved" not in markdown_row(markdown, STREAMING)[-1]
     assert not any(names_improved(line) for line in junit_broken(out / "junit.xml", STREAMING))
-    lists = html_lists(html_section((out / "report.html").read_text(), STREAMING))
+    lists = html_lists(html_section(read_page(out / "report.html"), STREAMING))
     [broke] = [items for css, _, items in lists if css == "broke"]
     assert not any(names_improved(line) for line in broke)
     [listed] = [items for _, heading, items in lists if heading.startswith(f"{len(improved)} metric(s) improved (")]
@@ -219,7 +220,7 @@ def test_a_change_let_through_is_said_with_its_p_value_and_level(replayed, nodei
     assert f"  {nodeid}: {line}" in stdout.splitlines()  # the gpuprof section
     markdown = (out / "summary.md").read_text()
     assert f"- {line}" in [markdown_unescaped(item) for item in markdown_failure(markdown, nodeid)]
-    section = html_section((out / "report.html").read_text(), nodeid)
+    section = html_section(read_page(out / "report.html"), nodeid)
     window = section.split('data-metric="window_us"')[1].split("</tr>")[0]
     assert re.findall(r'<span class="vd (v-[a-z-]+)">(.*?)</span>', window) == [("v-let-through", html.escape(said))]
     (let_through,) = [items for kind, head, items in html_lists(section)
@@ -282,7 +283,7 @@ def test_a_new_kernels_baseline_count_is_0(replayed):
     out, doc, _ = replayed
     new = [v for v in result_of(doc, MOE)["verdicts"] if v["status"] == "new"]
     assert new  # the planted .item() adds kernels
-    rows = re.findall(r'<tr class="k-[a-z-]+" data-kernel-status="new">.*?</tr>', (out / "report.html").read_text(),
+    rows = re.findall(r'<tr class="k-[a-z-]+" data-kernel-status="new">.*?</tr>', read_page(out / "report.html"),
                       re.S)
     counts = [re.findall(r'<td class="num">(.*?)</td>', row)[0] for row in rows]
     assert len(counts) >= len(new) and all(re.fullmatch(r"0 → \d+(\.\d+)?", c) for c in counts), counts

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from helpers.browser import BROWSERS, CHROMIUM, Browser
+from helpers.folds import FOLDED, stored, unfold_all, unfolded, wait_built
+from pytest_gpuprof.report.html import page as html_page
 from pytest_gpuprof.report.html import render_html
-from pytest_gpuprof.report.html.page import FAIL_COLOR
+from pytest_gpuprof.report.html.page import FAIL_COLOR, OPEN_STATUSES
 
 ROOT = Path(__file__).parents[2]
 TRACES = ROOT / "example_suite" / "traces"
@@ -91,9 +93,9 @@ def test_regressions_come_first_with_what_broke(report):
 
 def timeline_runs(page: str, section: str) -> list[dict]:
     """The runs a section's timeline draws: its own JSON, each drawn run's sample taken from
-    the page's one list of them (``#timeline-samples``); a folded test's section holds it as text
-    (``page.inert``)."""
-    section = section.replace("<\\/script", "</script")
+    the page's one list of them (``#timeline-samples``); a folded test's section holds it
+    compressed (``page.packed``)."""
+    section = unfolded(section)
     runs = json.loads(section.split('<script type="application/json" class="tl-data">')[1].split("</script>")[0])
     samples = timeline_samples(page)["samples"]
     return [r if "missing" in r else {**samples[r["sample"]], **r} for r in runs["runs"]]
@@ -238,8 +240,7 @@ def test_report_in_headless_chromium(report, tmp_path):
         # every folded part opened (the tests', then the folds their details hold): no kernel
         # name anywhere on the page is mangled, and the CNN's CUTLASS kernel (mangled in its
         # trace) reads demangled and shortened
-        for _ in range(2):
-            browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        unfold_all(browser)
         shown = browser.evaluate("document.body.innerText + [...document.querySelectorAll('[title]')]"
                                  ".map(e => e.title).join(' ') + [...document.querySelectorAll('svg title')]"
                                  ".map(e => e.textContent).join(' ')")
@@ -361,7 +362,7 @@ def test_the_document_order_is_kept_and_missing_timelines_are_said():
         {"metric": "gpu_utilization", "status": "threshold", "baseline": None, "current": 0.5, "change": "",
          "rule": "gpu_utilization >= 0.85", "evidence": "",
          "threshold": {"op": ">=", "value": 0.85}}])
-    text = plain(render_html(_doc(passed, failed)))  # rendered as given: results_document does the ordering
+    text = plain(unfolded(render_html(_doc(passed, failed))))  # as given: results_document does the ordering
     assert text.index("t.py::test_ok") < text.index("t.py::test_bad")
     assert "the baseline was recorded without a timeline sample" in text
     bad = text.split('<section class="test')[2]
@@ -436,11 +437,11 @@ def test_past_twenty_changed_kernels_the_smallest_changes_fold():
 
 class Placed(HTMLParser):
     """Each element of a page as (the index of the test section it lies in, else None; tag;
-    class), and the text of each script element that holds markup (``text/html``)."""
+    class), and the text of each script element that stores a folded test's details."""
 
     def __init__(self, page: str):
         super().__init__(convert_charrefs=True)
-        self.sections, self.section, self.elements, self.stored = 0, None, [], []
+        self.sections, self.section, self.elements, self.stored, self.storing = 0, None, [], [], False
         self.feed(page)
 
     def handle_starttag(self, tag, attrs):
@@ -448,14 +449,16 @@ class Placed(HTMLParser):
         if tag == "section" and "test" in (attrs.get("class") or "").split():
             self.section, self.sections = self.sections, self.sections + 1
         self.elements.append((self.section, tag, attrs.get("class") or ""))
-        if tag == "script" and attrs.get("type") == "text/html":
+        if tag == "script" and attrs.get("type") == "application/zlib":
             self.stored.append("")
+            self.storing = True
 
     def handle_data(self, data):
-        if self.lasttag == "script" and self.stored and self.elements[-1][1:] == ("script", "folded-body"):
+        if self.storing:
             self.stored[-1] += data
 
     def handle_endtag(self, tag):
+        self.storing = False
         if tag == "section":
             self.section = None
 
@@ -468,10 +471,10 @@ def _threshold_broken():
 
 def test_a_passing_tests_details_wait_outside_the_page_and_each_sample_is_written_once():
     """A failing test's details are in the page; a passing test's are the text of a script
-    element in its section (markup the browser does not parse until the test is unfolded),
-    only its heading in the page; a timeline sample drawn by several runs (both runs of a test
-    replayed against the baseline recorded from its trace, tests that replay one trace) is
-    written once, each run pointing at it."""
+    element in its section (its markup compressed, in base64: nothing the browser parses until
+    the test is unfolded), only its heading in the page; a timeline sample drawn by several
+    runs (both runs of a test replayed against the baseline recorded from its trace, tests that
+    replay one trace) is written once, each run pointing at it."""
     doc = _doc(_threshold_broken(), *(_synthetic_test(f"t.py::test_ok[{i}]", "passed", {"k": 1.0}, {"k": 1.0}, [])
                                       for i in range(2)))
     page = render_html(doc)
@@ -485,9 +488,8 @@ def test_a_passing_tests_details_wait_outside_the_page_and_each_sample_is_writte
         else:
             assert [tag for tag, _ in mine if tag != "wbr"] == [  # its heading, its details as text
                 "section", "details", "summary", "h2", "span", "code", "script"]
-            stored = placed.stored[section - 1]
-            assert "</script" not in stored and "<!" not in stored and stored.count("<\\/script>") == 1
-            assert details <= {css for _, _, css in Placed(stored.replace("<\\/script", "</script")).elements}
+            assert re.fullmatch(r"[A-Za-z0-9+/]+=*", placed.stored[section - 1])  # base64, which nothing ends
+            assert details <= {css for _, _, css in Placed(stored(page)[section - 1]).elements}
     samples = timeline_samples(page)["samples"]
     drawn = [s for t in doc["tests"] for s in (t["baseline_timeline"], t["timeline"])]
     assert len(samples) == len({json.dumps(s, sort_keys=True) for s in drawn}) == 2
@@ -517,6 +519,7 @@ def test_a_passing_tests_details_are_built_when_it_is_unfolded(tmp_path):
         browser.open(page.as_uri())
         assert browser.evaluate(parts) == [[True] * 3, [False] * 3]
         browser.evaluate(f"{passed}.querySelector('summary').click()")
+        wait_built(browser, passed)  # unpacked asynchronously (DecompressionStream)
         assert browser.evaluate(parts) == [[True] * 3, [True] * 3]
         assert browser.evaluate(f"{passed}.querySelector('details').open") is True
         named = browser.evaluate(f"[...{passed}.querySelectorAll('[data-k]')].map(e => e.title || e.textContent)")
@@ -526,3 +529,101 @@ def test_a_passing_tests_details_are_built_when_it_is_unfolded(tmp_path):
         assert boxes.count(kernel) == 2  # in each run
         assert browser.evaluate("[window.injected, document.querySelectorAll('img').length]") == [None, 0]
         assert not browser.errors()
+
+
+
+#: Text that must stay text wherever a page shows it: markup, what would end a script element or
+#: open a comment in it, an entity, a line separator, characters past ASCII and past the BMP
+#: (the page's script reads the stored details as UTF-8).
+HOSTILE = '<img src=x onerror="window.injected=1"></script><!--<script>window.injected=2</script> &amp; \u2028é🚀'
+#: ``HOSTILE`` as a page shows it: its line separator written visibly (``escaping.shown_lines``).
+HOSTILE_SHOWN = HOSTILE.replace("\u2028", "\\u2028")
+
+
+def _passing_hostile_tests() -> dict:
+    """A failing test and two passing ones, a kernel named with ``HOSTILE``, times in µs and ms."""
+    kernel = f"void k<{HOSTILE}>(a&b)"
+    passing = [_synthetic_test(f"t.py::test_ok[{i}{HOSTILE}]", "passed", {kernel: 3.14159 * (i + 1), "gemm": 2718.28},
+                               {kernel: 3.0, "gemm": 2718.28, "gone": 1.5}, []) for i in range(2)]
+    for t in passing:
+        t["message"] = f"note {HOSTILE}"
+    return _doc(_threshold_broken(), *passing)
+
+
+def _folded_and_unfolded(monkeypatch, doc: dict) -> tuple[str, str]:
+    """The page as written (passing tests folded), and as it would be with every test unfolded."""
+    folded = render_html(doc)
+    monkeypatch.setattr(html_page, "OPEN_STATUSES", (*OPEN_STATUSES, "passed"))
+    return folded, render_html(doc)
+
+
+def test_a_folded_tests_details_are_the_markup_of_the_test_unfolded(monkeypatch):
+    """What a folded test stores unpacks (here with zlib and base64) to the very markup the page
+    writes for the test unfolded: every number, unit and word of it, each name escaped as there;
+    the stored text is base64 alone, which holds nothing of the document's as it was."""
+    doc = _passing_hostile_tests()
+    folded, opened = _folded_and_unfolded(monkeypatch, doc)
+    assert len(FOLDED.findall(folded)) == 2 and not FOLDED.findall(opened)
+    inline = [section.split("</summary>\n", 1)[1].rsplit("</details>", 1)[0]
+              for section in opened.split('<section class="test')[2:]]
+    assert [markup.strip() for markup in stored(folded)] == [markup.strip() for markup in inline]
+    assert not any("injected" in text for text in FOLDED.findall(folded))  # base64 alone
+    for i, markup in enumerate(stored(folded)):
+        parsed = Elements(markup)
+        assert "img" not in parsed.tags  # the timeline's JSON its only script
+        assert [a for a, _ in parsed.scripts] == [{"type": "application/json", "class": "tl-data"}]
+        text = "".join(parsed.text)
+        assert f"note {HOSTILE_SHOWN}" in text and f"void k<{HOSTILE_SHOWN}>(a&b)" in text  # as text
+        # the kernel diff's counts and times per step, each kernel's
+        for row in (f"1 → 11.5 µs → {('1.571', '3.142')[i]} µs", "1 → 11.359 ms → 1.359 ms+0 µs (+0.0%)",
+                    "1 → 00.75 µs → n/a-0.75 µs"):
+            assert row in text, row
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_BROWSER)
+def test_unfolded_in_the_browser_a_folded_test_shows_what_an_unfolded_one_does(monkeypatch, tmp_path):
+    """In headless Chromium, a folded test once unfolded (its details unpacked by the page's
+    script) shows the same text, hover texts and elements as the same test written unfolded:
+    no number, unit or name lost, no hostile name turned into markup."""
+    folded, opened = _folded_and_unfolded(monkeypatch, _passing_hostile_tests())
+    shown = """[...document.querySelectorAll('section.test')].slice(1).map(s => ({
+        text: s.querySelector(':scope > details').innerText,
+        titles: [...s.querySelectorAll('[title]')].map(e => e.title),
+        hover: [...s.querySelectorAll('svg title')].map(e => e.textContent),
+        tags: [...s.querySelectorAll('*')].map(e => e.tagName)}))"""
+    seen = []
+    for name, markup in (("folded", folded), ("opened", opened)):
+        page = tmp_path / f"{name}.html"
+        page.write_text(markup)
+        with Browser(tmp_path / f"profile-{name}", 1400, 1000) as browser:
+            browser.open(page.as_uri())
+            unfold_all(browser)
+            seen.append(browser.evaluate(shown))
+            assert browser.evaluate("[window.injected, document.querySelectorAll('img').length]") == [None, 0]
+            assert not browser.errors()
+    assert seen[0] == seen[1]
+    for i, section in enumerate(seen[0]):
+        assert f"note {HOSTILE_SHOWN}" in section["text"] and "1.359 ms → 1.359 ms" in section["text"]
+        assert f"1.5 µs → {('1.571', '3.142')[i]} µs" in section["text"]
+        assert sum(h.startswith(f"void k<{HOSTILE}>(a&b)\n") for h in section["hover"]) == 2  # a box in each run
+        assert section["tags"].count("SCRIPT") == 1 and "IMG" not in section["tags"]  # the timeline's JSON
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_BROWSER)
+def test_a_browser_that_cannot_unpack_a_folded_test_says_so_in_its_place(tmp_path):
+    """Without ``DecompressionStream`` (an older browser), unfolding a folded test shows why its
+    details are not there, and the console says what failed."""
+    page = tmp_path / "report.html"
+    page.write_text(render_html(_doc(_threshold_broken(),
+                                     _synthetic_test("t.py::test_ok", "passed", {"k": 1.0}, {"k": 1.0}, []))))
+    passed = "document.querySelectorAll('section.test')[1]"
+    with Browser(tmp_path / "profile", 1400, 1000) as browser:
+        browser.open(page.as_uri())
+        browser.evaluate("delete window.DecompressionStream")
+        browser.evaluate(f"{passed}.querySelector('summary').click()")
+        wait_built(browser, passed)
+        note = browser.evaluate(f"{passed}.querySelector('details > p.note').textContent")
+        assert note.startswith("this browser could not unpack the test's details (ReferenceError") and \
+            note.endswith("open the report in a recent Chrome, Firefox or Safari, or read the JSON results")
+        assert browser.evaluate(f"{passed}.querySelector('table.kernels')") is None
+        assert any("DecompressionStream" in error for error in browser.errors())

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.browser import BROWSERS, CHROMIUM, Browser
+from helpers.folds import read_page, wait_built
 from pytest_gpuprof.compare.status import BROKEN
 from pytest_gpuprof.report.names import full_name
 
@@ -83,10 +84,10 @@ def test_the_page_is_at_most_half_as_tall(report, tmp_path, width):
 
 def test_each_full_kernel_name_appears_once(report):
     """Outside the timelines' own data, each full name is written once: in the page's lookup
-    (a name its short form shows whole is only shown)."""
+    (a name its short form shows whole is only shown), the folded tests' details read unpacked."""
     page, doc = report
     text = re.sub(r'<script type="application/json" (class="tl-data"|id="timeline-samples")>.*?</script>', "",
-                  page.read_text(), flags=re.S)
+                  read_page(page), flags=re.S)
     names = {full_name(k) for t in doc["tests"] for m in (t["metrics"], t["baseline_metrics"])
              for k in (m or {}).get("kernels", {})}
     before, rest = text.split('<script type="application/json" id="kernel-names">')
@@ -111,6 +112,8 @@ def test_a_summary_link_unfolds_its_folded_test(report, tmp_path):
         assert browser.evaluate(f"{section}.querySelector('details').open") is False
         browser.evaluate(f"{link}.click()")
         assert browser.evaluate(f"{section}.querySelector('details').open") is True
+        wait_built(browser, section)  # unpacked asynchronously, then scrolled to
+        assert browser.evaluate(f"{section}.querySelector('table.kernels')") is not None
         top = browser.evaluate(f"{section}.getBoundingClientRect().top")
         assert -1 < top < 50  # scrolled to the top, give or take a subpixel
         anchor = browser.evaluate(f"{section}.id")
@@ -120,6 +123,7 @@ def test_a_summary_link_unfolds_its_folded_test(report, tmp_path):
         browser.open(page.as_uri() + "#" + anchor)
         opened = f"document.getElementById({json.dumps(anchor)})"
         assert browser.evaluate(f"{opened}.querySelector('details').open") is True
+        wait_built(browser, opened)
         assert -1 < browser.evaluate(f"{opened}.getBoundingClientRect().top") < 50
 
 

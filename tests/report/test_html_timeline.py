@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.browser import BROWSERS, CHROMIUM, Browser
+from helpers.folds import read_page, unfold_all
 from pytest_gpuprof.metrics import timeline
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.options import default
@@ -94,7 +95,7 @@ def section(i: int) -> str:
 
 def test_the_legend_holds_only_what_the_step_holds(replay):
     html, doc = replay
-    text = html.read_text()
+    text = read_page(html)  # the folded tests' details unpacked
     for t, part in zip(doc["tests"], text.split('<section class="test')[1:]):
         keys = set(re.findall(r'<span class="key" data-key="([^"]+)">', part))
         kinds = set()
@@ -121,9 +122,9 @@ def test_the_merged_colour_is_unlike_every_kind_s():
 
 
 def open_unfolded(browser, html):
-    """The report in the browser, every test's section unfolded."""
+    """The report in the browser, every test's section unfolded (and the folds it holds)."""
     browser.open(html.as_uri())
-    browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+    unfold_all(browser)
 
 
 MARKS = """[...SECTION.querySelectorAll('.mark')].map(m => [m.dataset.run, +m.dataset.stream, +m.dataset.name])"""

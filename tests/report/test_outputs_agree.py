@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.folds import read_page
+
 ROOT = Path(__file__).parents[2]
 TRACES = ROOT / "example_suite" / "traces"
 #: The unit after a value as the reports show it (docs/metrics.md), ``/step`` after a total per step.
@@ -70,7 +72,7 @@ def test_markdown_shows_no_change(replayed):
 
 def test_html_shows_the_judged_value_on_both_sides(replayed):
     out, _ = replayed
-    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (out / "r.html").read_text())))
+    text = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", read_page(out / "r.html"))))
     pairs = re.findall(rf"current: (\S+{UNIT}) baseline: (\S+{UNIT})", text)
     assert len(pairs) > 100
     assert all(a == b for a, b in pairs), [p for p in pairs if p[0] != p[1]]
@@ -90,7 +92,7 @@ def _time(us: float) -> str:
 
 def test_every_output_shows_the_same_text_for_the_judged_time(replayed):
     out, terminal = replayed
-    page = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", (out / "r.html").read_text())))
+    page = html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", read_page(out / "r.html"))))
     rows = {line.split()[0]: line for line in terminal.splitlines() if line.startswith("example_suite/")}
     checked = 0
     for t in _tests(out):
@@ -184,7 +186,7 @@ def test_html_shows_the_median_step_where_no_verdict_compared_it(unjudged):
                                                                  tests[streaming]["metrics"]["memcpy_htod_gbps"])
     assert _shown("gpu_utilization", tests[moe]["distribution"]["gpu_utilization"]["median"]) \
         != _shown("gpu_utilization", tests[moe]["metrics"]["gpu_utilization"])  # they differ in these traces
-    sections = _sections((out / "r.html").read_text())
+    sections = _sections(read_page(out / "r.html"))
     checked = 0
     for nodeid in (moe, cnn, streaming):
         t = tests[nodeid]

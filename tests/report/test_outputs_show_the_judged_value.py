@@ -20,6 +20,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from helpers.folds import read_page
 from helpers.suites import (
     CNN,
     GPU,
@@ -151,7 +152,7 @@ def test_every_output_shows_the_verdicts_value_and_change(pytester):
         assert f"| {before} → {now} ({change}) |" in md_row
 
     # HTML report: the top table's row, then each metric's row below
-    page = (out / "r.html").read_text()
+    page = read_page(out / "r.html")
     top = re.search(r'<table class="grid summary".*?</table>', page, re.S).group(0)
     top_row = next(r for r in top.split("<tr") if MOE in html.unescape(re.sub(r"<[^>]+>", "", r)))
     cells = [html.unescape(re.sub(r"<[^>]+>", "", c)).replace("\u00a0", " ")
@@ -244,7 +245,7 @@ def test_a_metric_without_a_comparison_shows_its_median_step_too(pytester):
     for metric in unkept:
         assert cnn[metric]["rule"].startswith("not compared") and cnn[metric]["baseline"] is None, cnn[metric]
 
-    page = (out / "r.html").read_text()
+    page = read_page(out / "r.html")
     props = {(tc.get("name"), p.get("name")): p.get("value") for tc in ET.parse(out / "j.xml").iter("testcase")
              for p in tc.iter("property")}
     checked = 0

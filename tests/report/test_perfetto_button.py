@@ -22,6 +22,7 @@ import yaml
 
 from helpers.action_runner import action_steps, upload_artifact
 from helpers.browser import BROWSERS, CHROMIUM, Browser
+from helpers.folds import read_page, unfold_all
 from pytest_gpuprof.run.backends import TorchBackend
 from pytest_gpuprof.run.kept_traces import trace_name, unique_trace_name
 
@@ -76,7 +77,7 @@ def artifact(tmp_path_factory) -> Path:
 
 
 def _hrefs(report: Path) -> list[str]:
-    return [html.unescape(h) for h in re.findall(r'<p class="perfetto" data-href="([^"]*)"', report.read_text())]
+    return [html.unescape(h) for h in re.findall(r'<p class="perfetto" data-href="([^"]*)"', read_page(report))]
 
 
 def test_every_perfetto_link_of_the_artifact_resolves_inside_it(artifact):
@@ -97,8 +98,6 @@ def _click(browser: Browser, selector: str) -> None:
         browser.call("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left", "clickCount": 1})
 
 
-#: Unfolds every test (their details are built in the page then).
-UNFOLD = "document.querySelectorAll('details').forEach(d => d.open = true)"
 #: Counts the windows the page opens and records every text the first button's state shows.
 WATCH = """(() => {
     const open = window.open;
@@ -112,7 +111,7 @@ WATCH = """(() => {
 
 
 def _said_after_click(browser: Browser, until: str, seconds: float = 10) -> list[str]:
-    browser.evaluate(UNFOLD)
+    unfold_all(browser)  # every test's details built in the page
     browser.evaluate(WATCH)
     _click(browser, "p.perfetto .open-perfetto")
     deadline = time.monotonic() + seconds
