@@ -14,18 +14,27 @@ of a few waves moves in steps).  A run catches the slowdown when its verdict on 
 kernel's time is ``regressed`` (an ``unstable`` one, which passes, does not count); a test
 fails when any verdict is broken (the gate's failure, counts included).  Cells read ``caught/runs``; the unchanged runs'
 column (0%) counts failing tests: false alarms.
+
+    python benchmarks/power_table.py --alongside ARCHIVE_OR_DIR [...]
+
+tables the runs of benchmarks/alongside_power.sh as the device judged them (the pairs' processes
+are not kept, so nothing is judged again): per workload and planted slowdown, the tests that
+failed, the runs whose slowed kernel the pairs called worse, the pairs run, and the slowed
+kernel's head/base (the pairs' geometric mean) from the lowest to the highest run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tarfile
 import tempfile
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
 from pytest_gpuprof.compare.evaluate import TestResult, is_timing
@@ -123,6 +132,32 @@ def table(folder: Path, rules: Rules) -> list[str]:
     return lines
 
 
+def alongside_table(folder: Path) -> list[str]:
+    """Rows per workload and slowdown of runs gated against the base measured alongside."""
+    # failed, caught, runs, pairs, head/base
+    cells: dict[tuple[str, float], list[Any]] = defaultdict(lambda: [0, 0, 0, [], []])
+    for docs in runs_of(folder).values():
+        for level, doc in docs:
+            for test in doc["tests"]:
+                name = test["nodeid"].split("::")[-1]
+                if name not in SLOWED:
+                    continue
+                cell = cells[(name, level)]
+                cell[0] += test["status"] == "failed"
+                cell[1] += any(v["status"] == State.REGRESSED and SLOWED[name] in v["metric"] for v in test["verdicts"])
+                cell[2] += 1
+                alongside = test.get("alongside") or {}
+                cell[3].append(alongside.get("pairs") or 0)
+                cell[4] += [math.exp(d["mean"]) for d in alongside.get("decisions") or []
+                            if SLOWED[name] in d["metric"] and d["mean"] is not None]
+    lines = [f"{'workload':<28} {'slowdown':>8} {'failed':>7} {'caught':>7} {'pairs':>7} {'head/base':>15}"]
+    for (name, level), (failed, caught, n, pairs, ratios) in sorted(cells.items()):
+        spread = f"{min(ratios):.3f}-{max(ratios):.3f}" if ratios else "-"
+        lines.append(f"{name:<28} {level:>8.0%} {f'{failed}/{n}':>7} {f'{caught}/{n}':>7} "
+                     f"{f'{min(pairs)}-{max(pairs)}':>7} {spread:>15}")
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("inputs", type=Path, nargs="+", help="archives of power_collect.sh's output, or its folders")
@@ -130,6 +165,8 @@ def main() -> int:
                         help="judge with this minimum effect on kernel times too (repeatable); default: today's")
     parser.add_argument("--time-floor-us", type=float, default=None,
                         help="judge with this time floor; default: today's")
+    parser.add_argument("--alongside", action="store_true",
+                        help="the inputs are alongside_power.sh's runs: table them as judged there")
     args = parser.parse_args()
     for source in args.inputs:
         with tempfile.TemporaryDirectory() as tmp:
@@ -138,6 +175,10 @@ def main() -> int:
                 with tarfile.open(source) as tar:
                     tar.extractall(tmp, filter="data")
                 folder = next(Path(tmp).glob("*/gpu0")).parent
+            if args.alongside:
+                print(f"{source.name}: against the base revision measured alongside")
+                print("\n".join(alongside_table(folder)) + "\n")
+                continue
             for tolerance in args.kernel_tolerance or [None]:
                 rules = Rules() if tolerance is None else Rules(kernel_time_tolerance=tolerance)
                 if args.time_floor_us is not None:

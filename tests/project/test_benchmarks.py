@@ -458,3 +458,34 @@ def test_profiling_cost_figures_follow_from_their_archive(tmp_path):
             cells = " | ".join(costs)
             assert f" {rounds} | {base} µs | {cells} |" in doc, (row, rounds, base, costs)
             assert re.search(rf"\| {row}[^|]*, {rounds} \| {base} ", doc), (row, rounds)
+
+
+def test_alongside_power_figures_follow_from_their_archive():
+    """docs/benchmarks.md "Against the base revision measured alongside": each row of the table
+    as power_table.py --alongside reads the archive, and the same counts read here from the
+    results documents by hand (a failing test; the pairs' decision on the slowed kernel)."""
+    archive = BENCHMARKS / "results" / "alongside_h200_x4_2026-11-28.tar.xz"
+    out = run_script("power_table.py", "--alongside", str(archive))
+    rows = {tuple(line.split()[:2]): line.split()[2:] for line in out.splitlines()[2:] if line.strip()}
+    assert rows[("test_cnn_train_step", "0%")][:2] == ["0/12", "0/12"]
+    assert rows[("test_cnn_train_step", "3%")] == ["11/11", "11/11", "3-3", "1.029-1.034"]
+    assert rows[("test_transformer_train_step", "0%")][:2] == ["0/12", "0/12"]
+    assert rows[("test_transformer_train_step", "3%")] == ["3/11", "3/11", "0-3", "1.027-1.033"]
+    counts: dict[tuple[str, str], list[int]] = {}
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            match = re.search(r"/s([0-9.]+)-\d+\.json$", member.name)
+            if not match:
+                continue
+            for test in json.load(tar.extractfile(member))["tests"]:
+                cell = counts.setdefault((test["nodeid"].split("::")[-1], match[1]), [0, 0, 0])
+                decisions = (test.get("alongside") or {}).get("decisions") or []
+                cell[0] += test["status"] == "failed"
+                cell[1] += any(d["outcome"] == "worse" for d in decisions)
+                cell[2] += 1
+    assert counts == {("test_cnn_train_step", "0"): [0, 0, 12], ("test_cnn_train_step", "0.03"): [11, 11, 11],
+                      ("test_transformer_train_step", "0"): [0, 0, 12],
+                      ("test_transformer_train_step", "0.03"): [3, 3, 11]}
+    docs = doc_text()
+    assert "| CNN | 3% | 11/11 | **11/11** | 3 | 1.029-1.034 |" in docs
+    assert "| transformer | 3% | 3/11 | 3/11 | 0-3 | 1.027-1.033 |" in docs
