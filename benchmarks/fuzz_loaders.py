@@ -50,7 +50,7 @@ from pytest_gpuprof.capture.ranges import METADATA_MARK, NVTX_DOMAIN
 from pytest_gpuprof.cli.inputs import measure_any
 from pytest_gpuprof.errors import GpuprofError
 from pytest_gpuprof.metrics.specs import METRICS
-from pytest_gpuprof.trace import kineto
+from pytest_gpuprof.trace import kineto, kineto_columns
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -154,7 +154,7 @@ def _kineto_input(rng: random.Random, probe: str) -> Altered:
     src = rng.choice(KINETO_SOURCES)
     raw = unzipped(src)
     events, first, last = events_and_bounds(raw)
-    spans = [span for span in events if kineto._needed(span[2])]
+    spans = [span for span in events if kineto_columns.is_needed(span[2])]
     gz, probe_name = rng.random() < 0.5, "kineto " + probe
     if probe == "truncate":
         at = rng.randrange(len(raw))
@@ -167,7 +167,7 @@ def _kineto_input(rng: random.Random, probe: str) -> Altered:
             data, hi = raw[:at] + _junk(rng) + raw[at:], at
         return Altered(probe_name, src, f"at {at}", data, gz, untouched=not touches(spans, at, hi, first, last))
     if probe == "unread event":
-        return _unread_event(rng, src, raw, [span for span in events if not kineto._needed(span[2])], gz)
+        return _unread_event(rng, src, raw, [span for span in events if not kineto_columns.is_needed(span[2])], gz)
     if probe == "trailing bytes":
         junk = _junk(rng)
         return Altered(probe_name, src, f"{junk!r} appended", raw.rstrip() + junk, gz, untouched=True)

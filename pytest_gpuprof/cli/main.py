@@ -25,9 +25,35 @@ from .merge import merge_status, merged
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``gpuprof`` command: run the subcommand ARGV names and print what it gives; the
+    exit status (2: bad input, which is printed to stderr)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "merge":
+            status, lines = _merge(args)
+        elif args.command == "diff":
+            status, lines = _diff(args)
+        else:
+            status, lines = _analyze(args.trace, args.json, args.range, args.nsys, args.ncu)
+    except GpuprofError as exc:
+        print(f"gpuprof: {terminal_text(exc)}", file=sys.stderr)
+        return 2
+    return _emit(status, lines)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: ``gpuprof analyze``, ``diff`` and ``merge``, each with its options."""
     parser = argparse.ArgumentParser(prog="gpuprof", description="GPU performance metrics from profiler traces.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    _add_analyze(sub)
+    _add_diff(sub)
+    _add_merge(sub)
+    return parser
+
+
+def _add_analyze(sub) -> None:
+    """``gpuprof analyze``: the metrics of one trace or report."""
     analyze = sub.add_parser(
         "analyze",
         help="print the metrics of a torch.profiler trace, an Nsight Systems or an Nsight Compute report",
@@ -46,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     analyze.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
     analyze.add_argument("--ncu", metavar="PATH", help="ncu binary, to print an .ncu-rep where NVIDIA's ncu_report "
                                                       "module is not installed (default: searched)")
+
+
+def _add_diff(sub) -> None:
+    """``gpuprof diff``: run B against run A under the plugin's rules."""
     diff = sub.add_parser(
         "diff",
         help="what changed from run A to run B: verdicts in the plugin's words and a per-kernel table",
@@ -67,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
                            "pytest session (.sqlite, .nsys-rep: each test in an NVTX range of that name); a side "
                            "of another kind is read whole; refused when neither side is an nsys report")
     diff.add_argument("--nsys", metavar="PATH", help="nsys binary, to export a .nsys-rep (default: searched)")
+
+
+def _add_merge(sub) -> None:
+    """``gpuprof merge``: the results files of a sharded suite as one run."""
     merge = sub.add_parser(
         "merge",
         help="the --gpuprof-json files of a suite sharded over several runners as one run",
@@ -76,18 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     merge.add_argument("results", nargs="+", metavar="RESULTS", help="results files written by --gpuprof-json")
     add_report_options(merge.add_argument)
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "merge":
-            status, lines = _merge(args)
-        elif args.command == "diff":
-            status, lines = _diff(args)
-        else:
-            status, lines = _analyze(args.trace, args.json, args.range, args.nsys, args.ncu)
-    except GpuprofError as exc:
-        print(f"gpuprof: {terminal_text(exc)}", file=sys.stderr)
-        return 2
-    return _emit(status, lines)
+
 
 
 def _emit(status: int, lines: list[str]) -> int:

@@ -3,12 +3,12 @@
 The measured steps come from the trace itself (``ProfilerStep#N`` ranges, else
 ``step_N`` ranges, else the whole trace), so a saved trace reproduces every
 number.  GPU work belongs to the step in which its launching runtime call
-started (matched by correlation id), even when it runs after the step closed.
+started (matched by correlation id), even when it runs after the step closed
+(``steps``: the steps and the attribution).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..capture.ranges import L2_FLUSH_RANGE, STEP_RANGE_PREFIX
 from ..errors import TraceError
 from ..trace.model import INT64_MAX, Trace
 from .clock import step_clocks
 from .health import stalled_steps
 from .intervals import clip, covered_length, longest_gap, merge_intervals, union_length, union_length_per_group
 from .specs import COPY_KINDS, METRICS
+from .steps import find_steps, launch_times, step_of, without_l2_flushes
 
 #: The count metrics; a step whose counts differ from the median step's is no host stall
 #: (``health.stalled_steps``).
@@ -31,8 +31,6 @@ COUNTS = [name for name, spec in METRICS.items() if spec.kind == "count"]
 #: Kernel names (the heaviest) whose per-step times are kept: per_step["kernels"][name].
 PER_STEP_KERNELS = 20
 
-_PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_USER_STEP = re.compile(rf"^{STEP_RANGE_PREFIX}(\d+)$")
 _API_SUFFIX = re.compile(r"(_v\d+)?(_ptds|_ptsz)?$")
 #: Kernel-launch calls, whose CPU-side durations measure the host's speed (``launch_call_us``).
 _LAUNCH_CALLS = frozenset({
@@ -102,20 +100,6 @@ def is_sync_call(name: str) -> bool:
     return base.startswith(("cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset")) and "Async" not in base
 
 
-def find_steps(trace: Trace) -> tuple[pd.DataFrame, str]:
-    """The measured steps, sorted by start: ProfilerStep#N, else step_N, else the whole trace."""
-    names = trace.ranges["name"].astype(str)
-    for pattern, source in ((_PROFILER_STEP, "ProfilerStep#N"), (_USER_STEP, "step_N")):
-        found = trace.ranges[names.str.match(pattern.pattern)]
-        if len(found):
-            steps = found[["start", "end"]].assign(name=names[found.index].to_numpy())
-            return steps.sort_values("start", kind="stable").reset_index(drop=True), source
-    span = trace.span()
-    if span is None:
-        raise ValueError("the trace holds no events")
-    return pd.DataFrame({"start": [span[0]], "end": [span[1]], "name": ["trace"]}), "whole trace"
-
-
 def measure(trace: Trace) -> Measurement:
     """Compute every metric of docs/metrics.md for one trace; a trace with no GPU work in its
     steps is an error naming it (``TraceError``): zeros measured there would pass any gate."""
@@ -123,37 +107,62 @@ def measure(trace: Trace) -> Measurement:
     steps, source = find_steps(trace)
     step_start = steps["start"].to_numpy(np.int64)
     step_end = steps["end"].to_numpy(np.int64)
-    launch = _launch_times(trace)
-
+    launch = launch_times(trace)
     k_launch, c_launch, s_launch = launch(trace.kernels), launch(trace.copies), launch(trace.sets)
-    k_step = _step_of(k_launch, step_start, step_end)
-    c_step = _step_of(c_launch, step_start, step_end)
-    s_step = _step_of(s_launch, step_start, step_end)
-    r_step = _step_of(trace.runtime["start"].to_numpy(np.int64), step_start, step_end)
-
+    k_step = step_of(k_launch, step_start, step_end)
+    c_step = step_of(c_launch, step_start, step_end)
+    s_step = step_of(s_launch, step_start, step_end)
+    r_step = step_of(trace.runtime["start"].to_numpy(np.int64), step_start, step_end)
     kernels = trace.kernels[k_step >= 0]
     copies = trace.copies[c_step >= 0]
     sets = trace.sets[s_step >= 0]
     if not (len(kernels) or len(copies) or len(sets)):
         raise TraceError(_no_gpu_work(trace, len(steps), source, flushed=trace is not unflushed))
-    sync_mask = (r_step >= 0) & _name_mask(trace.runtime["name"], is_sync_call)
-    syncs = trace.runtime[sync_mask]
-
+    own_work = [(kernels, k_step[k_step >= 0]), (copies, c_step[c_step >= 0]), (sets, s_step[s_step >= 0])]
     w_start = int(step_start.min())
     w_end = int(max([step_end.max()] + [int(t["end"].max()) for t in (kernels, copies, sets) if len(t)]))
-    width = max(w_end - w_start, 1)
-
     n = len(steps)
+
+    metrics, per_step = _work_metrics(own_work, n)
+    slices = _utilization(trace, own_work, step_start, step_end, (w_start, w_end), metrics, per_step)
+    _sync_metrics(trace, r_step, n, max(w_end - w_start, 1), slices, metrics, per_step)
+    _communication(trace, kernels, k_step[k_step >= 0], n, metrics, per_step)
+    metrics["collectives"] = _collectives(trace.collectives, step_start, step_end)
+    metrics["window_us"] = _us(w_end - w_start)
+    per_step["window_us"] = [_us(v) for v in slices]
+    _host_metrics(trace, own_work, r_step, step_start, step_end, metrics, per_step)
+    metrics["step_count"] = n
+    metrics["step_gpu_time_us"] = _step_busy_us(own_work, n)
+    peak = trace.metadata.get("peak_memory_allocated_bytes")
+    metrics["peak_memory_allocated_bytes"] = int(peak) if peak is not None else None
+    work = _work_table(own_work, [k_launch[k_step >= 0], c_launch[c_step >= 0], s_launch[s_step >= 0]])
+    return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work,
+                       trace.ranges, trace.runtime, trace.threads)
+
+
+def _work_metrics(own_work: list[tuple[pd.DataFrame, np.ndarray]], n: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The counts, times and bytes of the GPU work launched in the steps (kernels, copies of
+    each kind, memsets), in total and per step: the metrics and per-step series, begun."""
+    (kernels, k_steps), (copies, c_steps), (sets, s_steps) = own_work
     metrics: dict[str, Any] = {
         "kernel_count": int(len(kernels)),
         "kernel_time_us": _us(_dur(kernels).sum()),
         "kernels": _per_kernel(kernels),
     }
     per_step: dict[str, Any] = {
-        "kernel_count": _bincount(k_step[k_step >= 0], n),
-        "kernel_time_us": _step_us(k_step[k_step >= 0], n, _dur(kernels)),
+        "kernel_count": _bincount(k_steps, n),
+        "kernel_time_us": _step_us(k_steps, n, _dur(kernels)),
     }
-    c_steps = c_step[c_step >= 0]
+    _copy_metrics(copies, c_steps, n, metrics, per_step)
+    heaviest = list(metrics["kernels"])[:PER_STEP_KERNELS]
+    per_step["kernels"] = _per_kernel_steps(kernels, k_steps, n, heaviest)
+    metrics["memset_count"] = int(len(sets))
+    per_step["memset_count"] = _bincount(s_steps, n)
+    return metrics, per_step
+
+
+def _copy_metrics(copies: pd.DataFrame, c_steps: np.ndarray, n: int, metrics: dict, per_step: dict) -> None:
+    """Per copy kind (``COPY_KINDS``): the copies' count, bytes, time and rate (GB/s)."""
     kinds = copies["kind"].astype(str).to_numpy()
     for kind in COPY_KINDS:
         sel = kinds == kind
@@ -166,12 +175,16 @@ def measure(trace: Trace) -> Measurement:
         per_step[f"memcpy_{kind}_time_us"] = [_us(v) for v in step_ns]
         metrics[f"memcpy_{kind}_gbps"] = _gbps(copies["bytes"].to_numpy()[sel].sum(), _dur(copies)[sel].sum())
         per_step[f"memcpy_{kind}_gbps"] = [_gbps(b, d) for b, d in zip(per_step[f"memcpy_{kind}_bytes"], step_ns)]
-    heaviest = list(metrics["kernels"])[:PER_STEP_KERNELS]
-    per_step["kernels"] = _per_kernel_steps(kernels, k_step[k_step >= 0], n, heaviest)
-    metrics["memset_count"] = int(len(sets))
-    per_step["memset_count"] = _bincount(s_step[s_step >= 0], n)
 
-    own_work = [(kernels, k_step[k_step >= 0]), (copies, c_steps), (sets, s_step[s_step >= 0])]
+
+def _utilization(trace: Trace, own_work: list[tuple[pd.DataFrame, np.ndarray]], step_start: np.ndarray,
+                 step_end: np.ndarray, window: tuple[int, int], metrics: dict, per_step: dict) -> np.ndarray:
+    """How busy the GPU's kernels, its copy engines and its PCIe link were over the window
+    and over each step's slice of it, and how much of the copies' time kernels hid
+    (``overlap_efficiency``).  Returns the steps' slices' lengths, which the window tiles."""
+    copies, c_steps = own_work[1]
+    n, (w_start, w_end) = len(step_start), window
+    width = max(w_end - w_start, 1)
     slice_lo, slice_hi = _step_slices(step_start, step_end, own_work)
     slices = slice_hi - slice_lo
     kernel_busy = merge_intervals(*_bounds(trace.kernels))
@@ -191,14 +204,27 @@ def measure(trace: Trace) -> Measurement:
     metrics["overlap_efficiency"] = _ratio(int(overlapped.sum()), copy_time) if copy_time > 0 else None
     per_step["overlap_efficiency"] = _ratios(np.asarray(_bincount(c_steps, n, overlapped)),
                                              np.asarray(_bincount(c_steps, n, _dur(copies))))
+    return slices
+
+
+def _sync_metrics(trace: Trace, r_step: np.ndarray, n: int, width: int, slices: np.ndarray, metrics: dict,
+                  per_step: dict) -> None:
+    """The synchronizing calls made in the steps: their count and the share of the window
+    (of each step's slice) the CPU spent in them."""
+    sync_mask = (r_step >= 0) & _name_mask(trace.runtime["name"], is_sync_call)
+    syncs = trace.runtime[sync_mask]
     metrics["sync_count"] = int(len(syncs))
     per_step["sync_count"] = _bincount(r_step[sync_mask], n)
     metrics["sync_wait_fraction"] = _ratio(int(_dur(syncs).sum()), width)
     per_step["sync_wait_fraction"] = _ratios(np.asarray(_bincount(r_step[sync_mask], n, _dur(syncs))), slices)
-    _communication(trace, kernels, k_step[k_step >= 0], n, metrics, per_step)
-    metrics["collectives"] = _collectives(trace.collectives, step_start, step_end)
-    metrics["window_us"] = _us(w_end - w_start)
-    per_step["window_us"] = [_us(v) for v in slices]
+
+
+def _host_metrics(trace: Trace, own_work: list[tuple[pd.DataFrame, np.ndarray]], r_step: np.ndarray,
+                  step_start: np.ndarray, step_end: np.ndarray, metrics: dict, per_step: dict) -> None:
+    """What says whether the host kept the steps' times (docs/metrics.md): each step's
+    longest host gap, the stalled steps, the GPU's clocks in each step and the host's speed
+    read from its kernel-launch calls (``launch_call_us``)."""
+    n = len(step_start)
     per_step["host_gap_us"] = [_us(v) for v in _host_gaps(trace, step_start, step_end, _launching_threads(trace))]
     per_step["stalled"] = stalled_steps(per_step, COUNTS)
     per_step |= step_clocks(trace.metadata.get("health"), trace.ranges, *_work_bounds(own_work, n)) or {}
@@ -206,22 +232,24 @@ def measure(trace: Trace) -> Measurement:
     durations = _dur(trace.runtime)[launches]
     per_step["launch_call_us"] = _step_quantile_us(r_step[launches], n, durations)
     metrics["launch_call_us"] = _us(np.quantile(durations, LAUNCH_QUANTILE, method="lower")) if len(durations) else None
-    metrics["step_count"] = n
-    metrics["step_gpu_time_us"] = _step_busy_us(own_work, n)
-    peak = trace.metadata.get("peak_memory_allocated_bytes")
-    metrics["peak_memory_allocated_bytes"] = int(peak) if peak is not None else None
-    work = pd.concat([
+
+
+def _work_table(own_work: list[tuple[pd.DataFrame, np.ndarray]], launches: list[np.ndarray]) -> pd.DataFrame:
+    """The attributed GPU work as one table (``Measurement.work``): each kernel, copy and
+    memset with its kind, name, stream, step and the CPU start of its launching call."""
+    (kernels, k_steps), (copies, c_steps), (sets, s_steps) = own_work
+    k_launch, c_launch, s_launch = launches
+    kinds = copies["kind"].astype(str).to_numpy()
+    return pd.concat([
         pd.DataFrame({"start": kernels["start"], "end": kernels["end"], "kind": "kernel",
-                      "name": kernels["name"].astype(str), "stream": kernels["stream"], "step": k_step[k_step >= 0],
-                      "launch": k_launch[k_step >= 0]}),
+                      "name": kernels["name"].astype(str), "stream": kernels["stream"], "step": k_steps,
+                      "launch": k_launch}),
         pd.DataFrame({"start": copies["start"], "end": copies["end"], "kind": kinds,
                       "name": "memcpy " + pd.Series(kinds, index=copies.index, dtype=object),
-                      "stream": copies["stream"], "step": c_steps, "launch": c_launch[c_step >= 0]}),
+                      "stream": copies["stream"], "step": c_steps, "launch": c_launch}),
         pd.DataFrame({"start": sets["start"], "end": sets["end"], "kind": "memset", "name": "memset",
-                      "stream": sets["stream"], "step": s_step[s_step >= 0], "launch": s_launch[s_step >= 0]}),
+                      "stream": sets["stream"], "step": s_steps, "launch": s_launch}),
     ], ignore_index=True)
-    return Measurement(metrics, per_step, steps, source, (w_start, w_end), trace.gpu_name, trace.metadata, work,
-                       trace.ranges, trace.runtime, trace.threads)
 
 
 def _no_gpu_work(trace: Trace, steps: int, source: str, flushed: bool) -> str:
@@ -241,7 +269,7 @@ def _collectives(calls: pd.DataFrame, step_start: np.ndarray, step_end: np.ndarr
     """The collective calls made in the measured steps (by their CPU start), per collective:
     ``count`` and ``bytes`` (their inputs' bytes; null where the trace does not record a call's
     size), in name order."""
-    inside = calls[_step_of(calls["start"].to_numpy(np.int64), step_start, step_end) >= 0]
+    inside = calls[step_of(calls["start"].to_numpy(np.int64), step_start, step_end) >= 0]
     out = {}
     for name, own in inside.groupby("name", observed=True, sort=True):
         size = own["bytes"].to_numpy(np.int64)
@@ -276,63 +304,6 @@ def _communication(trace: Trace, kernels: pd.DataFrame, steps: np.ndarray, n: in
     per_step["comm_compute_overlap"] = _ratios(step_hidden, step_union)
     per_step["exposed_comm_us"] = [_us(v) for v in step_union - step_hidden]
 
-
-def without_l2_flushes(trace: Trace) -> Trace:
-    """The trace less the L2 flushes between steps (``flush_l2``): the runtime calls made
-    inside an ``L2_FLUSH_RANGE`` range, on the range's own thread, and the GPU work they
-    launched.  The flush is the harness's work, not the test's; the GPU time it took
-    counts as idle."""
-    ranges = trace.ranges
-    flushes = ranges[ranges["name"].astype(str) == L2_FLUSH_RANGE]
-    if not len(flushes):
-        return trace
-    calls = trace.runtime
-    starts, tids = calls["start"].to_numpy(np.int64), calls["tid"].to_numpy(np.int64)
-    inside = np.zeros(len(calls), dtype=bool)
-    for tid, own in flushes.groupby("tid"):
-        own = own.sort_values("start")
-        mine = tids == tid
-        inside[mine] = _step_of(starts[mine], own["start"].to_numpy(np.int64), own["end"].to_numpy(np.int64)) >= 0
-    launched = calls["correlation"].to_numpy(np.int64)[inside]
-    launched = launched[launched > 0]
-
-    def keep(table: pd.DataFrame) -> pd.DataFrame:
-        return table[~np.isin(table["correlation"].to_numpy(np.int64), launched)].reset_index(drop=True)
-
-    return dataclasses.replace(
-        trace, kernels=keep(trace.kernels), copies=keep(trace.copies), sets=keep(trace.sets),
-        runtime=calls[~inside].reset_index(drop=True),
-    )
-
-
-def _launch_times(trace: Trace):
-    """Function giving, for a GPU table, the CPU start of each row's launching call.
-
-    A row whose correlation id matches no runtime call in the trace was launched
-    before the capture began (a warm-up kernel still running): it gets -1 and
-    belongs to no step.  A trace with no runtime calls at all (GPU activity
-    only) falls back to each row's GPU start.
-    """
-    rt = trace.runtime[trace.runtime["correlation"] > 0]
-    corr = rt["correlation"].to_numpy(np.int64)
-    order = np.argsort(corr, kind="stable")
-    corr, starts = corr[order], rt["start"].to_numpy(np.int64)[order]
-
-    def launch(table: pd.DataFrame) -> np.ndarray:
-        if len(corr) == 0:
-            return table["start"].to_numpy(np.int64)
-        want = table["correlation"].to_numpy(np.int64)
-        i = np.minimum(np.searchsorted(corr, want), len(corr) - 1)
-        return np.where(corr[i] == want, starts[i], -1)
-
-    return launch
-
-
-def _step_of(times: np.ndarray, step_start: np.ndarray, step_end: np.ndarray) -> np.ndarray:
-    """Index of the step whose [start, end] holds each time, -1 if none (or time -1)."""
-    i = np.searchsorted(step_start, times, side="right") - 1
-    j = np.maximum(i, 0)
-    return np.where((i >= 0) & (times >= 0) & (times <= step_end[j]), i, -1)
 
 
 def _name_mask(names: pd.Series, test) -> np.ndarray:

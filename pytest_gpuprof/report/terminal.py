@@ -98,7 +98,26 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
     x, n = m.metrics, m.metrics["step_count"]
     summaries = distribution(m.per_step)
     shown = shown_values({"metrics": x, "distribution": summaries, "verdicts": []})
+    lines = [
+        f"trace: {path}",
+        f"gpu: {gpu_text(m.gpu_name)}    steps: {n} (from {m.step_source})",
+        f"per step {AS_JUDGED}; total: over all {n} steps",
+        "",
+        *_count_lines(x, shown, n),
+        "",
+        f"{'':<20} {'median step':<23} over all {n} steps (the whole window)",
+        *_ratio_lines(x, shown, summaries),
+        *_collective_lines(x.get("collectives") or {}, n),
+        f"peak memory        {_bytes(x['peak_memory_allocated_bytes'])}",
+        "step GPU time      " + ", ".join(map(format_time_us, x["step_gpu_time_us"])),
+        *_kernel_lines(x["kernels"], summaries, n, top),
+    ]
+    return [terminal_text(line) for line in lines]
 
+
+def _count_lines(x: Mapping[str, Any], shown: Mapping[str, Shown], n: int) -> list[str]:
+    """The table of counts, times and bytes: the GPU work of each kind, the sync calls, the
+    NCCL kernels, the window."""
     def row(label: str, count: str | None, time: str | None = None, size: str | None = None) -> str:
         """Per step, then total: the count, the time and the bytes metrics of one line."""
         cells = [_cell_or_blank(value(metric), width, unit)
@@ -107,25 +126,23 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
                  for metric, width, unit in ((count, 10, ""), (time, 14, " us"), (size, 14, " B"))]
         return f"{label:<18} {' '.join(cells[:3])}   | {' '.join(cells[3:])}".rstrip()
 
-    lines = [
-        f"trace: {path}",
-        f"gpu: {gpu_text(m.gpu_name)}    steps: {n} (from {m.step_source})",
-        f"per step {AS_JUDGED}; total: over all {n} steps",
-        "",
+    return [
         f"{'':<18} {'per step':<45}   | total over {n} steps",
         row("kernels", "kernel_count", "kernel_time_us"),
-    ]
-    for kind in COPY_KINDS:
-        lines.append(row(f"memcpy {kind}", f"memcpy_{kind}_count", f"memcpy_{kind}_time_us", f"memcpy_{kind}_bytes"))
-    lines += [
+        *(row(f"memcpy {kind}", f"memcpy_{kind}_count", f"memcpy_{kind}_time_us", f"memcpy_{kind}_bytes")
+          for kind in COPY_KINDS),
         row("memset", "memset_count"),
         row("sync calls", "sync_count"),
         row("nccl kernels", "comm_kernel_count", "comm_time_us"),
         row("exposed comm", None, "exposed_comm_us"),
         row("window", None, "window_us"),
-        "",
-        f"{'':<20} {'median step':<23} over all {n} steps (the whole window)",
     ]
+
+
+def _ratio_lines(x: Mapping[str, Any], shown: Mapping[str, Shown], summaries: Mapping[str, Any]) -> list[str]:
+    """The ratios and the copy rates: the median step's (where judged per step), then over
+    the whole window; n/a, saying why, where the trace cannot give one."""
+    lines = []
     for ratio in ("gpu_utilization", "copy_utilization", "pcie_utilization", "overlap_efficiency", "sync_wait_fraction",
                   "comm_compute_overlap"):
         if ratio == "pcie_utilization" and x[ratio] is None:
@@ -140,29 +157,37 @@ def analysis_lines(path: str, m: Measurement, top: int = 10) -> list[str]:
         rate = f"memcpy_{kind}_gbps"
         judged = _cell_or_blank(shown[rate].current, 0, " GB/s") if rate in summaries else "n/a"
         lines.append(f"{rate:<20} {judged:<23} {_cell_or_blank(x[rate], 0, ' GB/s') if x[rate] else 'n/a'}")
-    if x.get("collectives"):
-        lines.append("collectives        calls and their input bytes, per step | total")
-    for name, call in (x.get("collectives") or {}).items():  # per step: total / steps, as the verdicts judge it
+    return lines
+
+
+def _collective_lines(collectives: Mapping[str, Any], n: int) -> list[str]:
+    """The collective calls and their input bytes, per step (total / steps, as the verdicts
+    judge them) and in total; none where the trace made no collective call."""
+    lines = ["collectives        calls and their input bytes, per step | total"] if collectives else []
+    for name, call in collectives.items():
         cells = [_cell_or_blank(value, width, unit) for value, width, unit in (
             (call["count"] / n, 10, ""), (None, 14, " us"),
             (None if call["bytes"] is None else call["bytes"] / n, 14, " B"),
             (call["count"], 10, ""), (None, 14, " us"), (call["bytes"], 14, " B"))]
         unknown = "" if call["bytes"] is not None else "   (bytes not in the trace)"
         lines.append(f"  {name:<16} {' '.join(cells[:3])}   | {' '.join(cells[3:])}".rstrip() + unknown)
-    lines += [
-        f"peak memory        {_bytes(x['peak_memory_allocated_bytes'])}",
-        "step GPU time      " + ", ".join(map(format_time_us, x["step_gpu_time_us"])),
-    ]
-    if x["kernels"]:
-        sampled = summaries["kernels"]
-        lines += ["", f"top kernels by time ({min(top, len(x['kernels']))} of {len(x['kernels'])}): per step "
-                      "(time: the median step where its steps were kept, else total / steps), "
-                      f"then total over {n} steps"]
-        for name, k in list(x["kernels"].items())[:top]:
-            per_step = sampled[name]["median"] if name in sampled else k["time_us"] / n
-            lines.append(f"  {format_time_us(per_step):>12} {format_count(k['count'] / n):>7}x   | "
-                         f"{format_time_us(k['time_us']):>14} {k['count']:>8}x  {short_name(name)}")
-    return [terminal_text(line) for line in lines]
+    return lines
+
+
+def _kernel_lines(kernels: Mapping[str, Any], summaries: Mapping[str, Any], n: int, top: int) -> list[str]:
+    """The TOP heaviest kernels: per step (the median step where their steps were kept),
+    then in total; none where the trace ran no kernel."""
+    if not kernels:
+        return []
+    sampled = summaries["kernels"]
+    lines = ["", f"top kernels by time ({min(top, len(kernels))} of {len(kernels)}): per step "
+                 "(time: the median step where its steps were kept, else total / steps), "
+                 f"then total over {n} steps"]
+    for name, k in list(kernels.items())[:top]:
+        per_step = sampled[name]["median"] if name in sampled else k["time_us"] / n
+        lines.append(f"  {format_time_us(per_step):>12} {format_count(k['count'] / n):>7}x   | "
+                     f"{format_time_us(k['time_us']):>14} {k['count']:>8}x  {short_name(name)}")
+    return lines
 
 
 def counter_lines(path: str, counters: Mapping[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ from ..compare.evaluate import UNKNOWN_GPU, TestResult, is_timing
 from ..compare.status import BROKEN, FAILED_STATUSES
 from ..compare.time_rules import RUNS_LEVEL
 from ..compare.verdict import HOST_SPEED, NOT_COMPARED, NOT_SIGNIFICANT, WITHIN_RUNS, shown_value
-from ..metrics.specs import BANDWIDTH, COUNTER_SPECS, METRICS, counter_spec
+from ..metrics.specs import BANDWIDTH, COUNTER_SPECS, METRICS, counter_spec, kernel_counter
 from ..numbers import format_change, format_quantity
 from ..options import BY_NAME
 from .escaping import terminal_text
@@ -359,3 +359,22 @@ def ncu_lines(test: Mapping[str, Any]) -> list[str]:
                      f"{m['registers_per_thread']} registers, {m['local_memory_bytes']} local "
                      f"({k['launches']} launch(es))")
     return lines
+
+
+def kernel_verdict_words(v: Mapping[str, Any]) -> str:
+    """A per-kernel verdict without the (long) name: what changed, per step (``rank N`` first
+    for a rank's, in a distributed test's own section)."""
+    s, b, c = v["status"], v.get("baseline"), v.get("current")
+    rank = "" if v.get("rank") is None else f"rank {v['rank']} "
+    if s == "new":
+        return f"{rank}new kernel, {shown_value(v['metric'], c)} per step"
+    if s == "vanished":
+        return f"{rank}vanished kernel, was {shown_value(v['metric'], b)} per step"
+    counter = kernel_counter(v["metric"])
+    if counter is not None and s == "threshold":
+        return f"{rank}{counter[1]} {shown_value(v['metric'], c)} violates {v['rule']}"
+    moved = f" ({v['change']})" if v.get("change") else ""
+    values = f"{shown_value(v['metric'], b)} → {shown_value(v['metric'], c)}{moved} [{verdict_state(v)}]"
+    if counter is not None:  # Nsight Compute's (compare.counter_verdicts), the median of its launches
+        return f"{rank}{counter[1]} {values}"
+    return f"{rank}{'time per step' if v['metric'].endswith('.time_us') else 'count per step'} {values}"

@@ -83,19 +83,9 @@ def settings_from(opts: dict[str, Any], plan: StepPlan, process: Process, xdist:
     """The settings of the options' values (``opts``, by option name), the step plan of the options
     and this process; ``xdist``: pytest-xdist runs it (``-n``, or a worker).  A value or a
     combination gpuprof refuses is a ``ConfigError`` naming the option."""
-    backend = "nsys" if opts["nsys"] else opts["backend"]
-    if backend not in BACKENDS:
-        raise ConfigError(f"--gpuprof-backend / ini key gpuprof_backend: expected one of {', '.join(BACKENDS)}, "
-                          f"got {backend!r}")
-    thresholds = tuple(parse_threshold(t, "--gpuprof-threshold / ini gpuprof_thresholds")
-                       for t in opts["threshold"] or ())
-    rules = Rules.from_options(opts, thresholds, origin=lambda name: f"{BY_NAME[name].flag} / ini key "
-                                                                    f"{BY_NAME[name].ini}")
-    for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1), ("record-processes", 1),
-                        ("confirm-timeout", 1), ("base-pairs", 1)):
-        if opts[name] < least:
-            bound = "must not be negative" if least == 0 else f"must be at least {least}"
-            raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
+    backend = _backend(opts)
+    rules = _rules(opts)
+    _check_bounds(opts)
     settings = Settings(
         update_baseline=bool(opts["update-baseline"]),
         strict=bool(opts["strict"]) and not process.measures_for_another,  # nothing fails a side
@@ -125,6 +115,41 @@ def settings_from(opts: dict[str, Any], plan: StepPlan, process: Process, xdist:
         torchrun=launched(process, opts["output-dir"], opts["rank-timeout"]),
         process=process,
     )
+    _check_combinations(settings, opts, xdist)
+    return settings
+
+
+def _backend(opts: dict[str, Any]) -> str:
+    """The backend asked for: ``nsys`` where --gpuprof-nsys is given, else the option's."""
+    backend = "nsys" if opts["nsys"] else opts["backend"]
+    if backend not in BACKENDS:
+        raise ConfigError(f"--gpuprof-backend / ini key gpuprof_backend: expected one of {', '.join(BACKENDS)}, "
+                          f"got {backend!r}")
+    return backend
+
+
+def _rules(opts: dict[str, Any]) -> Rules:
+    """The rules of the options (tolerances, thresholds), an error naming the option and its
+    ini key."""
+    thresholds = tuple(parse_threshold(t, "--gpuprof-threshold / ini gpuprof_thresholds")
+                       for t in opts["threshold"] or ())
+    return Rules.from_options(opts, thresholds, origin=lambda name: f"{BY_NAME[name].flag} / ini key "
+                                                                   f"{BY_NAME[name].ini}")
+
+
+def _check_bounds(opts: dict[str, Any]) -> None:
+    """The counts that must not be negative, or must be at least 1, are."""
+    for name, least in (("timeline-events", 0), ("confirm", 0), ("baseline-runs", 1), ("record-processes", 1),
+                        ("confirm-timeout", 1), ("base-pairs", 1)):
+        if opts[name] < least:
+            bound = "must not be negative" if least == 0 else f"must be at least {least}"
+            raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini}: {bound}, got {opts[name]}")
+
+
+def _check_combinations(settings: Settings, opts: dict[str, Any], xdist: bool) -> None:
+    """The folders named exist, and no two options are combined that cannot run together
+    (torchrun with nsys or xdist, a base with nsys or a replay, nsys with --gpuprof-confirm
+    or --gpuprof-ncu)."""
     if settings.replay_dir is not None and not settings.replay_dir.is_dir():
         raise ConfigError(f"--gpuprof-replay: {settings.replay_dir} is not a directory")
     check_baseline_dir(settings.baseline_dir)
@@ -138,14 +163,14 @@ def settings_from(opts: dict[str, Any], plan: StepPlan, process: Process, xdist:
     if settings.base is not None and (settings.backend != "torch" or settings.replay_dir is not None):
         raise ConfigError("--gpuprof-base: the base is measured with torch.profiler only, not with "
                           "--gpuprof-nsys or --gpuprof-replay")
-    if settings.backend == "nsys" and not process.measures_for_another:  # ncu's process runs inside nsys's role
+    # ncu's process runs inside nsys's role
+    if settings.backend == "nsys" and not settings.process.measures_for_another:
         for name, why in (("confirm", "the re-runs that confirm a failure measure with torch.profiler only"),
                           ("ncu", "Nsight Compute runs beside torch.profiler only (nsys and ncu each take the "
                                   "GPU's profiling for themselves)")):
             if opts[name]:
                 raise ConfigError(f"{BY_NAME[name].flag} / ini key {BY_NAME[name].ini} under --gpuprof-nsys (or "
                                   f"--gpuprof-backend=nsys): {why}, so it would do nothing; leave one of them out")
-    return settings
 
 
 def check_baseline_dir(folder: Path) -> None:

@@ -8,7 +8,8 @@ from pytest_gpuprof.capture import profiler as capture
 from pytest_gpuprof.capture.marker import marker_problems
 from pytest_gpuprof.capture.profiler import GpuProf, StepPlan
 from pytest_gpuprof.errors import ConfigError, TraceError
-from pytest_gpuprof.metrics.measure import find_steps, measure
+from pytest_gpuprof.metrics.measure import measure
+from pytest_gpuprof.metrics.steps import find_steps
 from pytest_gpuprof.trace.kineto import load_kineto
 
 torch = pytest.importorskip("torch")

@@ -26,9 +26,9 @@ def fast_only(path, monkeypatch, chunk=None):
     def refuse(*_):
         raise AssertionError(f"the fast path gave up on {path}")
     with monkeypatch.context() as m:
-        m.setattr(kineto, "_read_generic", refuse)
+        m.setattr(kineto, "read_generic", refuse)
         if chunk is not None:
-            m.setattr(kineto, "_CHUNK", chunk)
+            m.setattr(kineto, "CHUNK", chunk)
         return load_kineto(path)
 
 

@@ -19,7 +19,8 @@ from pytest_gpuprof.metrics.intervals import (
     merge_intervals,
     union_length,
 )
-from pytest_gpuprof.metrics.measure import _host_gaps, _step_busy_us, _step_of, _step_slices
+from pytest_gpuprof.metrics.measure import _host_gaps, _step_busy_us, _step_slices
+from pytest_gpuprof.metrics.steps import step_of
 from pytest_gpuprof.trace.model import (
     COPY_COLUMNS,
     KERNEL_COLUMNS,
@@ -118,7 +119,7 @@ def test_a_time_belongs_to_the_step_whose_closed_interval_holds_it(data):
     at the instant the next begins, the later step takes that instant; -1 (no launch
     in the trace) belongs to no step."""
     starts, ends, times = data
-    got = _step_of(times, starts, ends)
+    got = step_of(times, starts, ends)
     for t, i in zip(times.tolist(), got.tolist()):
         holding = [k for k, (s, e) in enumerate(zip(starts, ends)) if s <= t <= e and t >= 0]
         assert i == (holding[-1] if holding else -1)
@@ -126,7 +127,7 @@ def test_a_time_belongs_to_the_step_whose_closed_interval_holds_it(data):
 
 def test_the_end_of_a_step_is_inside_it():
     starts, ends = np.array([0, 10]), np.array([5, 15])
-    assert _step_of(np.array([0, 5, 6, 9, 10, 15, 16]), starts, ends).tolist() == [0, 0, -1, -1, 1, 1, -1]
+    assert step_of(np.array([0, 5, 6, 9, 10, 15, 16]), starts, ends).tolist() == [0, 0, -1, -1, 1, 1, -1]
 
 
 @st.composite

@@ -2,10 +2,13 @@
 pyproject.toml, ``ruff check`` (``[tool.ruff]``) finds nothing in pytest_gpuprof, tests,
 benchmarks and the GitHub Action's Python (action/), and ``mypy`` (``[tool.mypy]``)
 nothing in pytest_gpuprof.  Both come with the test extras; CI runs them through this file.
+And its size: no module of the package over ``MODULE_LINES`` lines, no function over
+``FUNCTION_LINES`` (issue 41), so that each reads as one thing.
 
 mypy checks the package against the types of torch, numpy and pytest as installed; from
 cold it takes about 40 s on two CPUs, then a few seconds from its cache (.mypy_cache)."""
 
+import ast
 import importlib.util
 import subprocess
 import sys
@@ -15,6 +18,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "pytest_gpuprof"
+#: The most lines a module of the package has (its file's lines).
+MODULE_LINES = 450
+#: The most lines a function or method has, from its ``def`` to its last line (decorators not counted).
+FUNCTION_LINES = 60
 
 
 def assert_finds_nothing(tool: str, *args: str) -> None:
@@ -45,3 +52,22 @@ def test_the_judge_and_the_stages_before_it_import_no_pytest():
                               for line in path.read_text().splitlines()
                               if line.startswith(("import ", "from ")) and len(line.split()) > 1))
     assert importers == []
+
+
+def modules() -> list[Path]:
+    return sorted((ROOT / PACKAGE).rglob("*.py"))
+
+
+def test_no_module_of_the_package_is_over_450_lines():
+    long = [f"{path.relative_to(ROOT)}: {lines} lines" for path in modules()
+            if (lines := len(path.read_text().splitlines())) > MODULE_LINES]
+    assert not long, f"modules over {MODULE_LINES} lines:\n" + "\n".join(long)
+
+
+def test_no_function_of_the_package_is_over_60_lines():
+    """Every function and method, nested ones too."""
+    long = [f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines" for path in modules()
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and (lines := node.end_lineno - node.lineno + 1) > FUNCTION_LINES]
+    assert not long, f"functions over {FUNCTION_LINES} lines:\n" + "\n".join(long)

@@ -20,7 +20,8 @@ from helpers.browser import BROWSERS, CHROMIUM, Browser
 from helpers.folds import FOLDED, stored, unfold_all, unfolded, wait_built
 from pytest_gpuprof.report.html import page as html_page
 from pytest_gpuprof.report.html import render_html
-from pytest_gpuprof.report.html.page import FAIL_COLOR, OPEN_STATUSES
+from pytest_gpuprof.report.html.classes import FAIL_COLOR
+from pytest_gpuprof.report.html.page import OPEN_STATUSES
 
 ROOT = Path(__file__).parents[2]
 TRACES = ROOT / "example_suite" / "traces"

@@ -20,7 +20,7 @@ from helpers.folds import read_page, unfold_all
 from pytest_gpuprof.metrics import timeline
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.options import default
-from pytest_gpuprof.report.html.page import KIND_COLORS
+from pytest_gpuprof.report.html.gpu_timeline import KIND_COLORS
 from pytest_gpuprof.trace.kineto import load_kineto
 
 ROOT = Path(__file__).parents[2]

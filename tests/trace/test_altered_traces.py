@@ -29,7 +29,7 @@ from pytest_gpuprof.errors import TraceError
 from pytest_gpuprof.metrics import timeline
 from pytest_gpuprof.metrics.measure import measure
 from pytest_gpuprof.run.kept_traces import trace_name
-from pytest_gpuprof.trace import kineto
+from pytest_gpuprof.trace import kineto, kineto_columns, kineto_generic
 from pytest_gpuprof.trace.kineto import load_kineto
 from pytest_gpuprof.trace.model import Trace
 from pytest_gpuprof.trace.nsys_sqlite import load_nsys
@@ -92,7 +92,8 @@ def test_the_judge_calls_a_broken_unread_event_read_by_one_parser_a_disagreement
     item = fuzz.Altered("kineto unread event", SYNC, "a comma dropped", broken.encode(), untouched=True)
     assert judged(item)[0] == "clean error"
     monkeypatch.setattr(kineto, "_vouch", lambda *_: None)  # the fast path's check of every event, undone
-    monkeypatch.setattr(kineto, "check_json_head", lambda _: None)  # and that of the first bytes (all of this file)
+    # and that of the first bytes (all of this file)
+    monkeypatch.setattr(kineto_columns, "check_json_head", lambda _: None)
     assert judged(item)[0] == "parsers disagree"
 
 
@@ -154,7 +155,7 @@ def test_a_complete_document_is_still_read_by_the_fast_path(monkeypatch, tmp_pat
     """Trailing whitespace is not truncation, and the fast path does not give up on it."""
     path = tmp_path / "t.json"
     path.write_bytes(gzip.decompress(SYNC.read_bytes()) + b"\n\n")
-    monkeypatch.setattr(kineto, "_read_generic", lambda _: pytest.fail("the fast path gave up"))
+    monkeypatch.setattr(kineto, "read_generic", lambda _: pytest.fail("the fast path gave up"))
     assert len(load_kineto(path).kernels) == 4
 
 
@@ -667,8 +668,8 @@ def test_a_file_of_zeros_is_refused_from_its_first_bytes(tmp_path, monkeypatch, 
         with open(path, "wb") as fh:
             fh.truncate(64 << 20)  # sparse
     opened = []
-    real = kineto.open_content
-    monkeypatch.setattr(kineto, "open_content", lambda p: opened.append(CountedReads(real(p))) or opened[-1])
+    real = kineto_columns.open_content
+    monkeypatch.setattr(kineto_columns, "open_content", lambda p: opened.append(CountedReads(real(p))) or opened[-1])
     for generic_alone in (False, True):
         with fuzz.generic_only() if generic_alone else contextlib.nullcontext():
             with pytest.raises(TraceError) as err:
@@ -703,7 +704,7 @@ def test_the_benchmark_of_files_of_zeros_runs_and_each_is_refused():
 def test_valid_json_that_is_no_trace_is_refused_before_it_is_read_whole(tmp_path, monkeypatch, head, tail, words):
     """256 MiB of valid JSON (1 MiB gzipped) that no trace can be: the generic parser, which
     once parsed such a file whole (2 GiB: MemoryError after minutes), refuses it having read
-    no more than the longest value it decodes (kineto._VALUE_CAP) and a few chunks
+    no more than the longest value it decodes (kineto_generic.VALUE_CAP) and a few chunks
     (benchmarks/bench_not_a_trace.py --json 2G measures time and memory)."""
     path = tmp_path / "t.pt.trace.json.gz"
     with gzip.open(path, "wb", compresslevel=1) as fh:
@@ -712,12 +713,12 @@ def test_valid_json_that_is_no_trace_is_refused_before_it_is_read_whole(tmp_path
             fh.write(b"0," * (2 << 20))
         fh.write(tail)
     opened = []
-    real = kineto.open_content
-    monkeypatch.setattr(kineto, "open_content", lambda p: opened.append(CountedReads(real(p))) or opened[-1])
+    real = kineto_columns.open_content
+    monkeypatch.setattr(kineto_columns, "open_content", lambda p: opened.append(CountedReads(real(p))) or opened[-1])
     with pytest.raises(TraceError) as err:
         load_kineto(path)
     assert str(err.value) == f"{path}: {words}"
-    assert max(f.read_bytes for f in opened) <= kineto._VALUE_CAP + 2 * kineto._CHUNK
+    assert max(f.read_bytes for f in opened) <= kineto_generic.VALUE_CAP + 2 * kineto_columns.CHUNK
 
 
 @pytest.mark.parametrize("content", [b'{"traceEvents": [{"name": "abc',

@@ -315,7 +315,7 @@ def test_the_events_key_is_looked_for_in_the_first_two_chunks_only(tmp_path, mon
     pattern = kineto._EVENTS_START
     with monkeypatch.context() as m:
         m.setattr(kineto, "_EVENTS_START", Spy())
-        m.setattr(kineto, "_CHUNK", 4096)
+        m.setattr(kineto, "CHUNK", 4096)
         trace = load_kineto(path)
     assert searched == [4096, 2 * 4096]
     assert_same(trace, generic(path, monkeypatch))
