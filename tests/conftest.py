@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from helpers.once import once_per_run
 from pytest_gpuprof.run import gpus
 
 pytest_plugins = ["pytester"]
@@ -147,6 +146,7 @@ def wheel(tmp_path_factory) -> Path:
     (PYTHONPATH) would find the plugin's entry point there first, loading the plugins in
     another order (``-n auto`` then no longer starts a worker per GPU).  Built once for the run
     (``once_per_run``)."""
+    from helpers.once import once_per_run  # here: tests/project/test_gpu_groups.py runs this file where helpers is not
 
     def build(out: Path) -> subprocess.CompletedProcess:
         source = out / "source"
@@ -171,6 +171,7 @@ def planted_replay(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]
     folder: report.html, summary.md, results.json, junit.xml; and its process.  Made once for
     the run (tests/report reads it in four modules)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    from helpers.once import once_per_run
     from report_size import failing_report
 
     def make(out: Path) -> subprocess.CompletedProcess:
@@ -186,6 +187,7 @@ def item_replay(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     report: results.json, summary.md, bench.json, junit.xml, the traces replayed in replay/;
     and its process.  Made once for the run (tests/report/test_results.py, tests/cli's diff and merge)."""
     from helpers.example_suite import replay_dir, run_suite
+    from helpers.once import once_per_run
 
     def make(out: Path) -> subprocess.CompletedProcess:
         return run_suite(out, replay_dir(out / "replay"), "--gpuprof-json", "results.json", "--gpuprof-summary",
