@@ -26,8 +26,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 PLANTED = ("item", "extra_kernel", "compute_stream", "fp32")
 
 
-def failing_report(out: Path) -> tuple[Path, Path]:
-    """The HTML report and Markdown summary of the planted bugs' replay, written in ``out``."""
+def failing_report(out: Path, *options: str) -> subprocess.CompletedProcess:
+    """The planted bugs' replay, its HTML report (report.html) and Markdown summary (summary.md)
+    written in ``out``, OPTIONS given to it besides (other reports: tests/conftest.py); its process."""
     baselines, replay = out / "baselines", out / "replay"
     for folder in (baselines, replay):  # a folder used before starts afresh
         shutil.rmtree(folder, ignore_errors=True)
@@ -41,12 +42,12 @@ def failing_report(out: Path) -> tuple[Path, Path]:
     for bug in PLANTED:
         for trace in (ROOT / "tests" / "data" / "planted" / bug).glob("*.gz"):
             shutil.copy(trace, replay)
-    html, summary = out / "report.html", out / "summary.md"
-    done = subprocess.run([*pytest, "--gpuprof", f"--gpuprof-replay={replay}", f"--gpuprof-html={html}",
-                           f"--gpuprof-summary={summary}"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([*pytest, "--gpuprof", f"--gpuprof-replay={replay}", f"--gpuprof-html={out / 'report.html'}",
+                           f"--gpuprof-summary={out / 'summary.md'}", *options], cwd=ROOT, capture_output=True,
+                          text=True)
     if done.returncode != 1:
         raise SystemExit(f"the planted bugs' replay should fail (exit 1), got {done.returncode}:\n{done.stdout}")
-    return html, summary
+    return done
 
 
 def page_height(html: Path, width: int) -> int:
@@ -64,7 +65,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         out.mkdir(parents=True, exist_ok=True)
-        html, summary = failing_report(out)
+        failing_report(out)
+        html, summary = out / "report.html", out / "summary.md"
         text = html.read_text()
         kernels = sum(len(t) for t in re.findall(r'<table class="grid kernels".*?</table>', text, re.S))
         lines = summary.read_text().splitlines()

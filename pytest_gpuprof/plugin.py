@@ -237,9 +237,10 @@ def pytest_runtest_setup(item: pytest.Item):
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     """Under gpuprof, one line at the top of the run: version, capture, baselines and, for a
-    run that profiles on this machine, its GPU; nothing (and no torch) when gpuprof is off."""
+    run that profiles on this machine, its GPU; nothing (and no torch) when gpuprof is off, or
+    in a pytest-xdist worker, whose header no one sees (the controller prints its own)."""
     settings = config.stash.get(SETTINGS, None)
-    if settings is None:
+    if settings is None or hasattr(config, "workerinput"):
         return None
     from . import __version__
     from .report.terminal import header_line

@@ -194,13 +194,53 @@ def wheel(tmp_path_factory) -> Path:
     from a copy of the files the build reads: built in the checkout, it would leave its
     pytest_gpuprof.egg-info there, and a pytest started later with the checkout on sys.path
     (PYTHONPATH) would find the plugin's entry point there first, loading the plugins in
-    another order (``-n auto`` then no longer starts a worker per GPU)."""
-    source, out = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("wheel")
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(ROOT / name, source)
-    shutil.copytree(ROOT / "pytest_gpuprof", source / "pytest_gpuprof", ignore=shutil.ignore_patterns("__pycache__"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(source)],
-                           capture_output=True, text=True)
+    another order (``-n auto`` then no longer starts a worker per GPU).  Built once for the run
+    (``once_per_run``)."""
+    from helpers.once import once_per_run  # here: tests/project/test_gpu_groups.py runs this file where helpers is not
+
+    def build(out: Path) -> subprocess.CompletedProcess:
+        source = out / "source"
+        source.mkdir()
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            shutil.copy(ROOT / name, source)
+        shutil.copytree(ROOT / "pytest_gpuprof", source / "pytest_gpuprof",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out / "wheel"),
+                               str(source)], capture_output=True, text=True)
+
+    out, built = once_per_run(tmp_path_factory, "wheel", build)
     assert built.returncode == 0, built.stdout + built.stderr
-    (found,) = out.glob("pytest_gpuprof-*.whl")
+    (found,) = (out / "wheel").glob("pytest_gpuprof-*.whl")
     return found
+
+
+@pytest.fixture(scope="session")
+def planted_replay(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """benchmarks/report_size.py's replay of the planted bugs (four tests failing, two
+    passing) against baselines recorded from the shipped traces, writing every report in its
+    folder: report.html, summary.md, results.json, junit.xml; and its process.  Made once for
+    the run (tests/report reads it in four modules)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from helpers.once import once_per_run
+    from report_size import failing_report
+
+    def make(out: Path) -> subprocess.CompletedProcess:
+        return failing_report(out, f"--gpuprof-json={out / 'results.json'}", f"--junitxml={out / 'junit.xml'}")
+
+    return once_per_run(tmp_path_factory, "planted", make)
+
+
+@pytest.fixture(scope="session")
+def item_replay(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """The example suite replayed against the shipped baselines, the MoE test's planted
+    ``.item()`` in place (tests/helpers/example_suite.py: it fails), in its folder with every
+    report: results.json, summary.md, bench.json, junit.xml, the traces replayed in replay/;
+    and its process.  Made once for the run (tests/report/test_results.py, tests/cli's diff and merge)."""
+    from helpers.example_suite import replay_dir, run_suite
+    from helpers.once import once_per_run
+
+    def make(out: Path) -> subprocess.CompletedProcess:
+        return run_suite(out, replay_dir(out / "replay"), "--gpuprof-json", "results.json", "--gpuprof-summary",
+                         "summary.md", "--gpuprof-benchmark-json", "bench.json", "--junitxml", "junit.xml")
+
+    return once_per_run(tmp_path_factory, "item", make)

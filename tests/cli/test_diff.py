@@ -151,22 +151,19 @@ def test_trace_against_an_nsys_report_compares_counts_only(tmp_path):
 # --- results files ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    """results.json of the example suite: all good traces, and with the planted .item()."""
+def results(tmp_path_factory, item_replay):
+    """results.json of the example suite: all good traces, and with the planted .item() (the
+    run's one such replay, tests/conftest.py)."""
     out = tmp_path_factory.mktemp("results")
-    files = {}
-    for name, planted in (("good", None), ("item", ITEM)):
-        replay = out / name
-        replay.mkdir()
-        for trace in TRACES.glob("*.json.gz"):
-            shutil.copyfile(trace, replay / trace.name)
-        if planted:
-            shutil.copyfile(planted, replay / planted.name)
-        subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT),
-                        "-p", "no:cacheprovider", f"--gpuprof-replay={replay}",
-                        f"--gpuprof-json={out / f'{name}.json'}"], capture_output=True, cwd=out)
-        files[name] = out / f"{name}.json"
-        assert files[name].is_file()
+    replay = out / "good"
+    replay.mkdir()
+    for trace in TRACES.glob("*.json.gz"):
+        shutil.copyfile(trace, replay / trace.name)
+    subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT),
+                    "-p", "no:cacheprovider", f"--gpuprof-replay={replay}", f"--gpuprof-json={out / 'good.json'}"],
+                   capture_output=True, cwd=out)
+    files = {"good": out / "good.json", "item": item_replay[0] / "results.json"}
+    assert all(f.is_file() for f in files.values())
     return files
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from helpers.example_suite import replay_dir, run_suite
+from helpers.example_suite import run_suite
 
 SHARDS = {"a": "moe or cnn", "b": "not moe and not cnn"}
 
@@ -17,15 +17,17 @@ def merge(*args):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, item_replay):
     """The example suite replayed (the MoE test's planted-bug trace in place: it fails) once
-    whole and once in two shards; the results files."""
+    whole (the run's one such replay, tests/conftest.py) and once in two shards; the folder of
+    the shards' results files, and each results file."""
     out = tmp_path_factory.mktemp("merge")
-    replay = replay_dir(out / "replay")
-    files = {}
-    for name, select in {"whole": None, **SHARDS}.items():
+    whole, _ = item_replay
+    replay = whole / "replay"
+    files = {"whole": whole / "results.json"}
+    for name, select in SHARDS.items():
         files[name] = out / f"{name}.json"
-        run_suite(out, replay, "--gpuprof-json", str(files[name]), *(["-k", select] if select else []))
+        run_suite(out, replay, "--gpuprof-json", str(files[name]), "-k", select)
     return out, files
 
 
@@ -47,7 +49,7 @@ def test_overlapping_shards_or_a_trace_are_refused_by_name(runs, tmp_path):
     out, files = runs
     done = merge(files["a"], files["whole"])
     assert done.returncode == 2 and f"is in both {files['a']} and {files['whole']}: the shards overlap" in done.stderr
-    trace = next((out / "replay").glob("*.json.gz"))
+    trace = next((files["whole"].parent / "replay").glob("*.json.gz"))
     done = merge(files["a"], trace)
     assert done.returncode == 2 and f"{trace}: not a results file (--gpuprof-json)" in done.stderr
     assert merge(files["b"]).returncode == 0  # the shard without the failing test passes

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers.once import once_per_run
 from pytest_gpuprof import __version__ as VERSION
 from pytest_gpuprof.compare.status import FAILED_STATUSES, STATUSES
 
@@ -48,19 +49,23 @@ def test_the_readme_is_read_in_five_minutes():
         assert f"\n## {heading}\n" in README
 
 
-class Repository:
-    """A fresh folder with its own git repository and venv.  The venv sees this
-    environment's packages behind its own (a .pth file: torch, pandas and pytest are not
-    downloaded again) but not its pytest-gpuprof, which comes from the wheel."""
+def make_venv(venv: Path) -> None:
+    """A new venv that sees this environment's packages behind its own (a .pth file: torch,
+    pandas and pytest are not downloaded again) but not its pytest-gpuprof."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    own = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    Path(own, "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
-    def __init__(self, path: Path):
+
+class Repository:
+    """A fresh folder with its own git repository, whose commands run in ``venv`` (``make_venv``)."""
+
+    def __init__(self, path: Path, venv: Path):
         self.path = path
         path.mkdir()
-        self.venv = path.parent / "venv"
-        subprocess.run([sys.executable, "-m", "venv", str(self.venv)], check=True)
-        own = subprocess.run([self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        Path(own, "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        self.venv = venv
         self.env = {**os.environ, "PATH": f"{self.venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
                     "VIRTUAL_ENV": str(self.venv), "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@example.com",
                     "GIT_COMMITTER_NAME": "a", "GIT_COMMITTER_EMAIL": "a@example.com", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -92,7 +97,29 @@ def run_ok(result: subprocess.CompletedProcess, code: int = 0) -> str:
     return out
 
 
-def test_use_it_in_your_repository_step_by_step(tmp_path, wheel):
+def install_from_wheel() -> str:
+    """Step 1's command that installs the wheel (the other installs from the repository's URL)."""
+    install = blocks(section("Use it in your repository"))[0][1].strip()
+    return install.splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def venv(tmp_path_factory, wheel) -> tuple[Path, subprocess.CompletedProcess]:
+    """A new venv (``make_venv``) and step 1's install of the wheel into it, as run in a
+    repository holding the wheel: made once for the run, for both tests that follow the README
+    in a repository of their own (the later steps install nothing new: step 6 finds the plugin
+    installed)."""
+    def make(folder: Path) -> subprocess.CompletedProcess:
+        make_venv(folder / "venv")
+        repo = Repository(folder / "install", folder / "venv")
+        shutil.copy(wheel, repo.path)
+        return repo.sh(install_from_wheel())
+
+    folder, installed = once_per_run(tmp_path_factory, "readme-venv", make)
+    return folder / "venv", installed
+
+
+def test_use_it_in_your_repository_step_by_step(tmp_path, wheel, venv):
     steps = blocks(section("Use it in your repository"))
     languages = [language for language, _ in steps]
     assert languages == ["bash", "python", "bash", "bash", "bash", "yaml", "bash", "bash"], languages
@@ -102,9 +129,10 @@ def test_use_it_in_your_repository_step_by_step(tmp_path, wheel):
     from_git, from_wheel = [line for line in install.splitlines() if not line.startswith("#")]
     homepage = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"]["Homepage"]
     assert from_git == f'pip install "pytest-gpuprof @ git+{homepage}"'
-    repo = Repository(tmp_path / "repo")
+    assert from_wheel == install_from_wheel()
+    repo = Repository(tmp_path / "repo", venv[0])
     shutil.copy(wheel, repo.path)
-    run_ok(repo.sh(from_wheel))
+    run_ok(venv[1])  # in a repository of its own, as here, holding the wheel
     where = run_ok(repo.sh("python -c 'import pytest_gpuprof; print(pytest_gpuprof.__file__)'"))
     assert where.startswith(str(repo.venv)), where
 
@@ -176,12 +204,11 @@ def test_the_gate_workflow_is_a_dozen_lines_that_use_the_released_action():
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="says what a machine without a GPU does")
-def test_a_machine_without_a_gpu_records_nothing(tmp_path, wheel):
+def test_a_machine_without_a_gpu_records_nothing(tmp_path, venv):
     """Step 3's warning: no GPU, no baseline; the test is skipped saying why."""
-    repo = Repository(tmp_path / "repo")
-    shutil.copy(wheel, repo.path)
-    install, test_file = (body.strip() for _, body in blocks(section("Use it in your repository"))[:2])
-    run_ok(repo.sh(install.splitlines()[-1]))
+    repo = Repository(tmp_path / "repo", venv[0])
+    run_ok(venv[1])  # step 1's install
+    test_file = blocks(section("Use it in your repository"))[1][1].strip()
     (repo.path / "tests").mkdir()
     (repo.path / "tests" / "test_model.py").write_text(test_file + "\n")
     out = run_ok(repo.sh("pytest --gpuprof-update-baseline -rs"))

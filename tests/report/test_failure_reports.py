@@ -7,12 +7,8 @@ from the results document's verdicts and samples."""
 import html
 import json
 import math
-import os
 import re
-import shutil
 import statistics
-import subprocess
-import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -26,7 +22,6 @@ from pytest_gpuprof.report.words import failure_message
 
 ROOT = Path(__file__).parents[2]
 TRACES = ROOT / "example_suite" / "traces"
-PLANTED = ROOT / "tests" / "data" / "planted"
 MOE = "example_suite/test_moe.py::test_moe_forward"
 STREAMING = "example_suite/test_weight_streaming.py::test_weight_streaming"
 #: docs/results.md: the verdict statuses that fail a test.
@@ -34,28 +29,12 @@ FAILING = ("regressed", "changed", "threshold", "new", "vanished")
 
 
 @pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
-    """Baselines recorded from the shipped traces, then the shipped traces with the MoE's
-    planted ``.item()`` and weight streaming's copies moved onto the compute stream replayed
-    against them, every report written: (folder, results document, terminal output)."""
-    out = tmp_path_factory.mktemp("failure")
-    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-
-    def pytest_run(*args):
-        return subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT),
-                               "-p", "no:cacheprovider", f"--gpuprof-baseline-dir={out / 'baselines'}", *args],
-                              cwd=out, env=env, capture_output=True, text=True)
-
-    recorded = pytest_run("--gpuprof-update-baseline", f"--gpuprof-replay={TRACES}")
-    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
-    replay = out / "replay"
-    replay.mkdir()
-    for trace in [*TRACES.glob("*.json.gz"), *(PLANTED / "item").glob("*.json.gz"),
-                  *(PLANTED / "compute_stream").glob("*.json.gz")]:
-        shutil.copyfile(trace, replay / trace.name)  # the planted ones replace the shipped ones
-    proc = pytest_run("--gpuprof", f"--gpuprof-replay={replay}", f"--gpuprof-json={out / 'results.json'}",
-                      f"--gpuprof-summary={out / 'summary.md'}", f"--gpuprof-html={out / 'report.html'}",
-                      f"--junitxml={out / 'junit.xml'}")
+def replayed(planted_replay):
+    """The planted bugs (the MoE's ``.item()``, weight streaming's copies moved onto the
+    compute stream, among them) replayed against baselines recorded from the shipped traces,
+    every report written (benchmarks/report_size.py's replay, made once for the run:
+    tests/conftest.py): (folder, results document, terminal output)."""
+    out, proc = planted_replay
     assert proc.returncode == 1, proc.stdout + proc.stderr
     return out, json.loads((out / "results.json").read_text()), proc.stdout
 

@@ -7,9 +7,6 @@ its folded test, test ids wrapping only between their parts."""
 import html as html_text
 import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,32 +17,17 @@ from pytest_gpuprof.compare.status import BROKEN
 from pytest_gpuprof.report.names import full_name
 
 ROOT = Path(__file__).parents[2]
-PLANTED = ("item", "extra_kernel", "compute_stream", "fp32")
 #: The failing report's height before its redesign, at 1400 and 1024 px wide (docs/benchmarks.md).
 HEIGHT_BEFORE = {1400: 13_452, 1024: 20_424}
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=f"no Chromium on PATH ({', '.join(BROWSERS)})")
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    """The planted bugs replayed against baselines recorded from the good traces: the page
-    and its results document."""
-    tmp = tmp_path_factory.mktemp("length")
-    pytest_args = [sys.executable, "-m", "pytest", "example_suite", "-q", "-p", "no:cacheprovider",
-                   "--ignore=example_suite/test_distributed.py", f"--gpuprof-baseline-dir={tmp / 'baselines'}"]
-    traces = ROOT / "example_suite" / "traces"
-    subprocess.run([*pytest_args, "--gpuprof-update-baseline", f"--gpuprof-replay={traces}"], cwd=ROOT, check=True,
-                   capture_output=True)
-    replay = tmp / "replay"
-    replay.mkdir()
-    planted = [p for bug in PLANTED for p in (ROOT / "tests/data/planted" / bug).glob("*.gz")]
-    for trace in [*traces.glob("*.gz"), *planted]:
-        shutil.copy(trace, replay)
-    page, results = tmp / "report.html", tmp / "results.json"
-    done = subprocess.run([*pytest_args, "--gpuprof", f"--gpuprof-replay={replay}", f"--gpuprof-html={page}",
-                           f"--gpuprof-json={results}"], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 1, done.stdout
-    return page, json.loads(results.read_text())
+def report(planted_replay):
+    """The planted bugs replayed against baselines recorded from the good traces (the run's
+    one such replay, tests/conftest.py): the page and its results document."""
+    out, _ = planted_replay
+    return out / "report.html", json.loads((out / "results.json").read_text())
 
 
 def failing(doc):

@@ -8,9 +8,6 @@ import gzip
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,8 +22,6 @@ from pytest_gpuprof.trace.kineto import load_kineto
 
 ROOT = Path(__file__).parents[2]
 TRACES = ROOT / "example_suite" / "traces"
-PLANTED = ROOT / "tests" / "data" / "planted"
-BUGS = ("item", "extra_kernel", "compute_stream", "fp32")  # benchmarks/report_size.py's replay
 MOE = "example_suite/test_moe.py::test_moe_forward"
 TRANSFORMER = "example_suite/test_transformer.py::test_transformer_train_step"
 NO_BROWSER = f"no Chromium on PATH ({', '.join(BROWSERS)}; .ci/run installs Debian's chromium)"
@@ -48,32 +43,17 @@ def with_calls(trace: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def replay(tmp_path_factory):
+def replay(planted_replay):
     """The results document and HTML report of the planted bugs replayed against baselines
-    recorded from the shipped traces, each timeline sample holding its runtime calls."""
-    tmp = tmp_path_factory.mktemp("timeline")
-    pytest = [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT), "-q",
-              "-p", "no:cacheprovider", "--ignore", str(ROOT / "example_suite" / "test_distributed.py"),
-              f"--gpuprof-baseline-dir={tmp / 'baselines'}"]
-    env = {**os.environ, "GPUPROF_EXAMPLE_BUG": ""}
-    subprocess.run([*pytest, "--gpuprof-update-baseline", f"--gpuprof-replay={TRACES}"], cwd=tmp, env=env,
-                   check=True, capture_output=True)
-    replayed = tmp / "replay"
-    replayed.mkdir()
-    for trace in TRACES.glob("*.gz"):
-        shutil.copy(trace, replayed)
-    for bug in BUGS:
-        for trace in (PLANTED / bug).glob("*.gz"):
-            shutil.copy(trace, replayed)
-    done = subprocess.run([*pytest, "--gpuprof", f"--gpuprof-replay={replayed}", f"--gpuprof-json={tmp / 'r.json'}",
-                           f"--gpuprof-html={tmp / 'report.html'}"], cwd=tmp, env=env, capture_output=True, text=True)
-    assert done.returncode == 1, done.stdout[-3000:]
-    doc = json.loads((tmp / "r.json").read_text())
+    recorded from the shipped traces (the run's one such replay, tests/conftest.py), each
+    timeline sample holding its runtime calls."""
+    out, _ = planted_replay
+    doc = json.loads((out / "results.json").read_text())
     for t in doc["tests"]:  # the run kept each step's runtime calls and named threads itself
         name = t["nodeid"].replace("/", "_").replace("::", "_") + ".pt.trace.json.gz"
-        assert t["timeline"] == with_calls(replayed / name)
+        assert t["timeline"] == with_calls(out / "replay" / name)
         assert t["baseline_timeline"] == with_calls(TRACES / name)
-    return tmp / "report.html", doc
+    return out / "report.html", doc
 
 
 def broken_kernels(t: dict) -> dict[str, set[str]]:

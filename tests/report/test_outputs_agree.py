@@ -5,6 +5,7 @@ HTML, JUnit), each output holds the number the verdict judged, and no note is sa
 import html
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from pathlib import Path
@@ -19,22 +20,36 @@ TRACES = ROOT / "example_suite" / "traces"
 UNIT = r"(?: (?:GB/s|[µm]?s|[KMGT]?i?B)(?:/step)?)?"
 
 
-@pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
-    """(outputs folder, terminal text) of the shipped traces replayed against baselines
-    recorded from the same traces."""
+def example_suite(out: Path, *args: str):
+    """The example suite, its shipped traces replayed, judged against (or recorded into) OUT/B."""
+    import os
     import subprocess
     import sys
 
-    out = tmp_path_factory.mktemp("agree")
-    common = [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT), "-p",
-              "no:cacheprovider", f"--gpuprof-replay={TRACES}", f"--gpuprof-baseline-dir={out / 'B'}"]
-    env = {k: v for k, v in __import__("os").environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    record = subprocess.run([*common, "--gpuprof-update-baseline"], cwd=out, capture_output=True, text=True, env=env)
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    return subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT), "-p",
+                           "no:cacheprovider", f"--gpuprof-replay={TRACES}", f"--gpuprof-baseline-dir={out / 'B'}",
+                           *args], cwd=out, capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory) -> Path:
+    """Baselines recorded once from a replay of the shipped traces; each replay below judges
+    against a copy of its own."""
+    out = tmp_path_factory.mktemp("recorded")
+    record = example_suite(out, "--gpuprof-update-baseline")
     assert record.returncode == 0, record.stdout + record.stderr
-    judged = subprocess.run([*common, "--gpuprof", f"--gpuprof-json={out / 'r.json'}",
-                             f"--gpuprof-html={out / 'r.html'}", f"--gpuprof-summary={out / 's.md'}",
-                             f"--junitxml={out / 'j.xml'}"], cwd=out, capture_output=True, text=True, env=env)
+    return out / "B"
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory, recorded):
+    """(outputs folder, terminal text) of the shipped traces replayed against baselines
+    recorded from the same traces."""
+    out = tmp_path_factory.mktemp("agree")
+    shutil.copytree(recorded, out / "B")
+    judged = example_suite(out, "--gpuprof", f"--gpuprof-json={out / 'r.json'}", f"--gpuprof-html={out / 'r.html'}",
+                           f"--gpuprof-summary={out / 's.md'}", f"--junitxml={out / 'j.xml'}")
     assert judged.returncode == 0, judged.stdout + judged.stderr
     return out, judged.stdout
 
@@ -126,20 +141,12 @@ def test_junit_holds_the_judged_values(replayed):
 
 
 @pytest.fixture(scope="module")
-def unjudged(tmp_path_factory):
+def unjudged(tmp_path_factory, recorded):
     """(outputs folder, terminal text) of the shipped traces replayed where nothing compares some
     metrics: the MoE and CNN tests have no baseline, and weight streaming's baseline lacks the
     copy bandwidths in its recorded runs (as one recorded before them does: "not compared")."""
-    import os
-    import subprocess
-    import sys
-
     out = tmp_path_factory.mktemp("unjudged")
-    common = [sys.executable, "-m", "pytest", str(ROOT / "example_suite"), "--rootdir", str(ROOT), "-p",
-              "no:cacheprovider", f"--gpuprof-replay={TRACES}", f"--gpuprof-baseline-dir={out / 'B'}"]
-    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
-    record = subprocess.run([*common, "--gpuprof-update-baseline"], cwd=out, capture_output=True, text=True, env=env)
-    assert record.returncode == 0, record.stdout + record.stderr
+    shutil.copytree(recorded, out / "B")
     for module in ("test_moe", "test_cnn"):
         (out / "B" / "example_suite" / f"{module}.json").unlink()
     path = out / "B" / "example_suite" / "test_weight_streaming.json"
@@ -150,8 +157,7 @@ def unjudged(tmp_path_factory):
                 for name in [n for n in stored.get(key, {}) if n.startswith("memcpy_") and n.endswith("_gbps")]:
                     del stored[key][name]
     path.write_text(json.dumps(doc))
-    judged = subprocess.run([*common, "--gpuprof", f"--gpuprof-json={out / 'r.json'}",
-                             f"--gpuprof-html={out / 'r.html'}"], cwd=out, capture_output=True, text=True, env=env)
+    judged = example_suite(out, "--gpuprof", f"--gpuprof-json={out / 'r.json'}", f"--gpuprof-html={out / 'r.html'}")
     assert judged.returncode == 0, judged.stdout + judged.stderr
     return out, judged.stdout
 

@@ -21,12 +21,10 @@ from pathlib import Path
 
 import pytest
 
-# run as a script too: tests/ for its helpers (pytest puts it on sys.path), benchmarks/ for report_size
+# run as a script too: tests/ for its helpers (pytest puts it on sys.path)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from helpers.browser import BROWSERS, CHROMIUM, Browser
 from pytest_gpuprof.report.markdown import KERNEL_WIDTH, summary_markdown
-from report_size import failing_report
 
 NO_BROWSER = f"no Chromium on PATH ({', '.join(BROWSERS)}; .ci/run installs Debian's chromium)"
 #: The width of a GitHub job summary's or pull request comment's content.
@@ -144,10 +142,11 @@ def test_the_renderer_reads_what_the_summary_writes():
 
 
 @pytest.fixture(scope="module")
-def planted_summary(tmp_path_factory) -> Path:
-    """The planted bugs' summary: four tests failing, two passing (benchmarks/report_size.py)."""
-    _, summary = failing_report(tmp_path_factory.mktemp("planted"))
-    return summary
+def planted_summary(planted_replay) -> Path:
+    """The planted bugs' summary: four tests failing, two passing (benchmarks/report_size.py's
+    replay, made once for the run: tests/conftest.py)."""
+    out, _ = planted_replay
+    return out / "summary.md"
 
 
 def test_no_name_runs_past_a_hundred_characters(planted_summary):

@@ -46,12 +46,10 @@ def failure_lines(stdout: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    """One run writing every report; returns (output dir, completed process)."""
-    out = tmp_path_factory.mktemp("reports")
-    proc = run_suite(out, replay_dir(out / "replay"), "--gpuprof-json", "results.json",
-                     "--gpuprof-summary", "summary.md", "--gpuprof-benchmark-json", "bench.json",
-                     "--junitxml", "junit.xml")
+def run(item_replay):
+    """One run writing every report (made once for the run: tests/conftest.py); returns
+    (output dir, completed process)."""
+    out, proc = item_replay
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the planted bug fails its test
     return out, proc
 

@@ -2,10 +2,19 @@
 N fresh processes joined in a process group (gloo here, on the CPU), fails with a failing
 rank's message, kills every rank when one hangs, and leaves no process behind."""
 
+import json
 import os
+import re
+import subprocess
+import sys
 import time
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+
+from helpers.once import once_per_run
 
 pytest.importorskip("torch.distributed")
 
@@ -74,40 +83,77 @@ def suite(pytester):
     return pytester
 
 
-def test_the_ranks_run_the_body_in_one_process_group(suite):
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_dist.py::test_all_reduce",
-                                        "test_dist.py::test_outside_a_rank")
-    result.assert_outcomes(passed=2)
-    import json
+#: The suite's tests run together in one pytest process (``batch``): all but the hung rank's,
+#: whose shorter --gpuprof-rank-timeout would cut the others short.
+BATCHED = ("test_all_reduce", "test_outside_a_rank", "test_rank_one_fails", "test_rank_one_fails_before_a_collective",
+           "test_every_rank_skips", "test_rank_one_dies", "test_no_ranks")
 
-    ranks = [json.loads((suite.path / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+class Batch(NamedTuple):
+    folder: Path
+    stdout: str
+    cases: dict[str, ElementTree.Element]  # each test's JUnit entry: its outcome and time
+
+    def outcome(self, name: str) -> str:
+        """passed, or the JUnit element its test left: failure, skipped, error."""
+        inner = [e.tag for e in self.cases[name] if e.tag in ("failure", "skipped", "error")]
+        return inner[0] if inner else "passed"
+
+    def section(self, name: str) -> pytest.LineMatcher:
+        """The lines pytest printed for the test's failure or error (its section under FAILURES
+        or ERRORS), through to the next section."""
+        lines = self.stdout.splitlines()
+        start = next(i for i, line in enumerate(lines) if re.fullmatch(rf"_+ (ERROR at setup of )?{name} _+", line))
+        end = next((i for i in range(start + 1, len(lines)) if re.fullmatch(r"(_+ .* _+|=+ .* =+)", lines[i])),
+                   len(lines))
+        return pytest.LineMatcher(lines[start:end])
+
+
+@pytest.fixture(scope="session")
+def batch(tmp_path_factory) -> Batch:
+    """The tests of BATCHED run in one pytest process, each starting its own ranks, as the
+    tests below once started a pytest of their own for each (a rank's set-up and
+    torch's import are what take the time; made once for the run)."""
+    def make(folder: Path) -> subprocess.CompletedProcess:
+        (folder / "test_dist.py").write_text(SUITE)
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs",
+                               "--gpuprof-rank-timeout=100", f"--junitxml={folder / 'junit.xml'}",
+                               *(f"test_dist.py::{name}" for name in BATCHED)],
+                              cwd=folder, capture_output=True, text=True, timeout=600)
+
+    folder, proc = once_per_run(tmp_path_factory, "ranks", make)
+    cases = {case.get("name"): case for case in ElementTree.parse(folder / "junit.xml").getroot().iter("testcase")}
+    assert sorted(cases) == sorted(BATCHED), proc.stdout + proc.stderr
+    return Batch(folder, proc.stdout, cases)
+
+
+def test_the_ranks_run_the_body_in_one_process_group(batch):
+    assert batch.outcome("test_all_reduce") == batch.outcome("test_outside_a_rank") == "passed", batch.stdout
+    ranks = [json.loads((batch.folder / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["sum"] for r in ranks] == [3.0, 3.0]  # 1 + 2, all-reduced over both ranks
     assert [(r["rank"], r["world_size"], r["device"]) for r in ranks] == [(0, 2, "cpu"), (1, 2, "cpu")]
     assert all(r["nvls"] == "0" and r["multicast"] == "1" for r in ranks)
     assert ranks[0]["pid"] != ranks[1]["pid"]
 
 
-def test_a_failing_rank_fails_the_test_with_its_message(suite):
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_dist.py::test_rank_one_fails")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*gpuprof: rank 1 of 2 failed:*", "*only rank 0 may pass*"])
+def test_a_failing_rank_fails_the_test_with_its_message(batch):
+    assert batch.outcome("test_rank_one_fails") == "failure", batch.stdout
+    batch.section("test_rank_one_fails").fnmatch_lines(["*gpuprof: rank 1 of 2 failed:*", "*only rank 0 may pass*"])
 
 
-def test_a_rank_failing_before_a_collective_is_named_and_the_waiting_rank_stopped(suite):
-    started = time.monotonic()
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof-rank-timeout=100",
-                                        "test_dist.py::test_rank_one_fails_before_a_collective")
-    assert time.monotonic() - started < 60  # the 10 s grace, not the 100 s timeout
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*gpuprof: rank 1 of 2 failed:*", "*rank 1 never reaches the all-reduce*"])
+def test_a_rank_failing_before_a_collective_is_named_and_the_waiting_rank_stopped(batch):
+    name = "test_rank_one_fails_before_a_collective"
+    assert float(batch.cases[name].get("time")) < 60  # the 10 s grace, not the 100 s timeout
+    assert batch.outcome(name) == "failure", batch.stdout
+    batch.section(name).fnmatch_lines(["*gpuprof: rank 1 of 2 failed:*", "*rank 1 never reaches the all-reduce*"])
 
 
-def test_a_test_every_rank_skips_is_skipped_and_a_dead_rank_shows_its_output(suite):
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "test_dist.py::test_every_rank_skips",
-                                        "test_dist.py::test_rank_one_dies")
-    result.assert_outcomes(skipped=1, failed=1)
-    result.stdout.fnmatch_lines(["*gpuprof: rank 1 of 2 crashed (exit 3):*", "rank 1 exits without a word to pytest"])
-    result.stdout.fnmatch_lines(["*gpuprof: every rank skipped: nothing to do on this machine"])
+def test_a_test_every_rank_skips_is_skipped_and_a_dead_rank_shows_its_output(batch):
+    assert batch.outcome("test_every_rank_skips") == "skipped" and batch.outcome("test_rank_one_dies") == "failure"
+    batch.section("test_rank_one_dies").fnmatch_lines(["*gpuprof: rank 1 of 2 crashed (exit 3):*",
+                                                       "rank 1 exits without a word to pytest"])
+    pytest.LineMatcher(batch.stdout.splitlines()).fnmatch_lines(
+        ["SKIPPED *gpuprof: every rank skipped: nothing to do on this machine"])
 
 
 def test_a_hung_rank_is_killed_with_the_others_and_named(suite):
@@ -123,10 +169,9 @@ def test_a_hung_rank_is_killed_with_the_others_and_named(suite):
         os.kill(pid, 0)  # no process left behind
 
 
-def test_a_bad_world_size_is_said(suite):
-    result = suite.runpytest_subprocess("-p", "no:cacheprovider", "test_dist.py::test_no_ranks")
-    result.assert_outcomes(errors=1)  # at set-up: every marker is checked when tests are collected
-    result.stdout.fnmatch_lines(["*world_size must be a whole number of ranks, 1 or more, got 0*"])
+def test_a_bad_world_size_is_said(batch):
+    assert batch.outcome("test_no_ranks") == "error"  # at set-up: every marker is checked when tests are collected
+    batch.section("test_no_ranks").fnmatch_lines(["*world_size must be a whole number of ranks, 1 or more, got 0*"])
 
 
 class _Ending:
@@ -143,8 +188,6 @@ class _Ending:
 def test_the_first_rank_to_fail_is_named_even_when_its_process_ends_last(tmp_path):
     """Seen in CI under load: rank 1 failed, then tore down its process group, and rank 0,
     whose collective lost its peer, failed later but ended first."""
-    import json
-
     from pytest_gpuprof.run.rank_processes import _wait
 
     for rank, when in ((0, 200.0), (1, 100.0)):  # each rank's own clock of its failure
