@@ -3,7 +3,7 @@
 A stored baseline was measured on another machine, at another time; a change of times
 or ratios against it can be the machine (a neighbour on the PCIe switch, another driver).
 With ``--gpuprof-base`` the revision a change is compared with is measured here and now,
-base, head, base, head, ... each in a fresh process: each pair gives one difference per
+base, head, then head, base, ... (ABBA) each in a fresh process: each pair gives one difference per
 metric, and ``decide`` says from the pairs whether head is worse than base beyond the
 tolerance (``worse``), within it (``same``), or that the pairs cannot tell yet
 (``not sure``).  docs/metrics.md, "Against the base revision measured alongside", gives
@@ -212,8 +212,9 @@ def paired_ratio(d: Mapping[str, Any]) -> str:
     """A pairs' decision as head against base with the bounds it was decided on: ``head/base
     1.031 [1.026, 1.036]`` for a time or a rate (exp of the mean pair difference and of its
     two bounds, ``Decision.low`` and ``high``, turned the metric's way), ``head-base +2.0 pp
-    [+1.0 pp, +3.0 pp]`` for a ratio; ``n/a`` before a pair gave a difference.  Worse when the
-    bound nearer no change is past it, the same when the other is within the tolerance."""
+    [+1.0 pp, +3.0 pp]`` for a ratio; ``n/a`` before a pair gave a difference.  The bound on
+    head's better side is the ALPHA one (worse when it is past no change), the one on its
+    worse side the BETA one (the same when it is within the tolerance)."""
     if d["mean"] is None:
         return "n/a"
     spec = spec_of(d["metric"])

@@ -1,6 +1,7 @@
 """Record the traces tests/run/test_alongside.py replays through the A/B decision: one small
-test at two revisions, measured as ``--gpuprof-base`` measures them, base then head in
-fresh pytest processes, each keeping its torch.profiler trace.
+test at two revisions, measured as ``--gpuprof-base`` measured them when they were
+recorded (base then head in each pair; the pairs run in ABBA order since), in fresh pytest
+processes, each keeping its torch.profiler trace.
 
     python tests/data/record_ab.py [--pairs 3] [--out tests/data/ab]
 

@@ -447,7 +447,15 @@ def test_cuda_graph_kernels_are_counted_and_timed_with_nsys(pytester, graph_reco
 
 
 @pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
-def test_machine_probes_agree_with_the_same_work_timed_another_way(tmp_path):
+@pytest.fixture
+def in_turn():
+    """GPU work in this worker's own process, in its turn like the processes ``run`` starts
+    (``gpu_turn``): not beside a test that runs alone on every GPU."""
+    with gpu_turn(False):
+        yield
+
+
+def test_machine_probes_agree_with_the_same_work_timed_another_way(tmp_path, in_turn):
     """Each probe against the same work timed by another clock: CUPTI's timestamps of the
     very copies and products the probes timed with CUDA events (each queued behind a spin
     of the GPU: from the spin's end to the work's end), the host clock over many

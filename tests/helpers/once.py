@@ -16,8 +16,10 @@ def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str,
     """The folder NAME, filled by ``make(folder)`` once for the whole run, and the process it
     ran: under pytest-xdist by the first worker that asks, the others waiting for it (a lock
     in the run's common temporary folder), then reading what it left.  The tests read the
-    folder and write nothing there.  A ``make`` that fails leaves nothing done: the next
-    worker that asks tries again, and fails alike."""
+    folder and write nothing there.  A ``make`` that returns a failed process is done like any
+    other (each test then sees the failure); one that raises leaves nothing done: the next
+    worker that asks tries again, and fails alike.  What was done is written whole or not at
+    all (a temporary file renamed)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
     folder, done = root / f"once-{name}", root / f"once-{name}.json"
@@ -27,8 +29,10 @@ def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str,
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()
             proc = make(folder)
-            done.write_text(json.dumps({"args": [str(a) for a in proc.args], "returncode": proc.returncode,
-                                        "stdout": proc.stdout, "stderr": proc.stderr}))
+            partial = done.with_suffix(".partial")
+            partial.write_text(json.dumps({"args": [str(a) for a in proc.args], "returncode": proc.returncode,
+                                           "stdout": proc.stdout, "stderr": proc.stderr}))
+            os.replace(partial, done)
     said = json.loads(done.read_text())
     return folder, subprocess.CompletedProcess(said["args"], said["returncode"], said["stdout"], said["stderr"])
 

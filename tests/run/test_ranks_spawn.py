@@ -116,10 +116,13 @@ def batch(tmp_path_factory) -> Batch:
     torch's import are what take the time; made once for the run)."""
     def make(folder: Path) -> subprocess.CompletedProcess:
         (folder / "test_dist.py").write_text(SUITE)
+        # a run of its own, as pytester starts one: no colours (the sections are matched
+        # as text), none of this run's xdist variables
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")} | {"PY_COLORS": "0"}
         return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rs",
                                "--gpuprof-rank-timeout=100", f"--junitxml={folder / 'junit.xml'}",
                                *(f"test_dist.py::{name}" for name in BATCHED)],
-                              cwd=folder, capture_output=True, text=True, timeout=600)
+                              cwd=folder, env=environ, capture_output=True, text=True, timeout=600)
 
     folder, proc = once_per_run(tmp_path_factory, "ranks", make)
     cases = {case.get("name"): case for case in ElementTree.parse(folder / "junit.xml").getroot().iter("testcase")}
