@@ -446,7 +446,6 @@ def test_cuda_graph_kernels_are_counted_and_timed_with_nsys(pytester, graph_reco
     assert entry["metrics"]["kernel_time_us"] == pytest.approx(torch_entry["metrics"]["kernel_time_us"], rel=0.10)
 
 
-@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
 @pytest.fixture
 def in_turn():
     """GPU work in this worker's own process, in its turn like the processes ``run`` starts
@@ -455,6 +454,7 @@ def in_turn():
         yield
 
 
+@pytest.mark.filterwarnings("ignore:Warning. Profiler clears events")
 def test_machine_probes_agree_with_the_same_work_timed_another_way(tmp_path, in_turn):
     """Each probe against the same work timed by another clock: CUPTI's timestamps of the
     very copies and products the probes timed with CUDA events (each queued behind a spin
