@@ -342,7 +342,7 @@ def _verdict(doc: Mapping[str, Any]) -> Verdict:
                                                            doc.get("rule", "")),
         rank=doc.get("rank"), p_value=doc.get("p_value"), p_level=doc.get("p_level"),
         let_through=doc.get("let_through", ""), margin=doc.get("margin"), margin_source=doc.get("margin_source", ""),
-        detectable=doc.get("detectable"),
+        detectable=doc.get("detectable"), provisional=bool(doc.get("provisional")),
     )
 
 
@@ -352,7 +352,7 @@ def of_measurement(nodeid: str | None, m: Measurement, backend: str | None, time
 
 
 def evaluate(run: Measured, m: Measurement, entry: Entry | None, rules: Rules, *, update: bool,
-             alongside: bool = False) -> Judgment:
+             alongside: bool = False, base_process: bool = False) -> Judgment:
     """Judge one process's measurement (``run``, of ``m``) against its stored baseline entry.
 
     Recording (``update``) checks only the absolute thresholds.  Otherwise every metric
@@ -364,7 +364,8 @@ def evaluate(run: Measured, m: Measurement, entry: Entry | None, rules: Rules, *
     explain no regression, host stalls and clock moves are notes.  With ``alongside`` (the
     base revision can be measured on this GPU: ``run.sides`` decides the time and ratio
     failures) nothing is downgraded, and the health and machine sentences are notes: what
-    differs, not what decides.
+    differs, not what decides; with ``base_process`` (the entry is the base revision's one
+    fresh process) a change in the bad direction not significant is for the pairs too.
     """
     stored = entry or {}
     kept, baseline = (entry.copy(), entry["metrics"]) if entry else (None, None)
@@ -377,7 +378,7 @@ def evaluate(run: Measured, m: Measurement, entry: Entry | None, rules: Rules, *
     same_backend = entry is None or stored.get("backend", "torch") == run.backend
     verdicts = judge(run.metrics, baseline, rules, same_backend, (run.per_step, stored.get("per_step")),
                      (run.distribution, stored.get("distribution")), runs,
-                     other_card=not on_recorded_card(run.environment, runs))
+                     other_card=not on_recorded_card(run.environment, runs), base_process=base_process)
     unsteady = health.assess(m.per_step["kernel_time_us"], m.metadata.get("health"), m.per_step.get("stalled"),
                              health.throttled_steps(m.per_step))
     clock = health.clock_note(m.metadata.get("health"))

@@ -112,13 +112,15 @@ class Judge:
         entry, mismatch = entry_for(stored, len(runs) if distributed else 1)
         own: Entry | None = None
         alongside = None
+        base_process = False  # judged against the base revision's one fresh process (``pairs.base_entry``)
         if distributed:
             run, judgment = self._ranks(measurements, runs, entry, rules)
         else:
             own = entry if entry is None or "ranks" not in entry else None  # (a distributed one has 2 ranks or more)
             if own is None and against_base is not None:
                 own, alongside = against_base(nodeid, first.gpu)
-            run, judgment = self._alone(measurements[min(runs)], first, own, rules, probe_again)
+                base_process = own is not None
+            run, judgment = self._alone(measurements[min(runs)], first, own, rules, probe_again, base_process)
         judgment = judgment.adding(notes=[mismatch] if mismatch else [])
         if counters:  # none yet: ncu profiles a test after it was judged
             judgment = judgment.adding(notes=unprofiled_notes(rules, self.backend, self.replay,
@@ -143,15 +145,17 @@ class Judge:
                               for rank, m in measurements.items()}
 
     def _alone(self, m: Measurement, run: Measured, entry: Entry | None, rules: Rules,
-               probe_again: Callable[[], dict[str, Any] | None] | None) -> tuple[Measured, Judgment]:
-        """A test of one process judged; where a slower machine may explain a regression, judged
-        again with the probes read again (``probe_again``), when they were."""
-        judgment = self._evaluate(run, m, entry, rules)
+               probe_again: Callable[[], dict[str, Any] | None] | None,
+               base_process: bool = False) -> tuple[Measured, Judgment]:
+        """A test of one process judged (``base_process``: ``entry`` is the base revision's one
+        fresh process); where a slower machine may explain a regression, judged again with the
+        probes read again (``probe_again``), when they were."""
+        judgment = self._evaluate(run, m, entry, rules, base_process)
         if judgment.slower_machine and probe_again is not None:
             readings = probe_again()
             if readings is not None:
                 run = replace(run, machine=readings)
-                judgment = self._evaluate(run, m, entry, rules)
+                judgment = self._evaluate(run, m, entry, rules, base_process)
         return run, judgment
 
     def _ranks(self, measurements: Mapping[int, Measurement], runs: Mapping[int, Measured], entry: StoredEntry | None,
@@ -163,5 +167,6 @@ class Judge:
         skew = rank_skew(measurements)
         return as_one(runs, skew), combine(ranks, skew, entry, rules, self.update)
 
-    def _evaluate(self, run: Measured, m: Measurement, entry: Entry | None, rules: Rules) -> Judgment:
-        return evaluate(run, m, entry, rules, update=self.update, alongside=self.alongside)
+    def _evaluate(self, run: Measured, m: Measurement, entry: Entry | None, rules: Rules,
+                  base_process: bool = False) -> Judgment:
+        return evaluate(run, m, entry, rules, update=self.update, alongside=self.alongside, base_process=base_process)

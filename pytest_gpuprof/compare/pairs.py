@@ -29,7 +29,7 @@ from .samples import compared_values, usable
 from .stats import Prior, pooled_squares, t_quantile
 from .status import BROKEN, State
 from .time_rules import kernel_series
-from .verdict import Verdict, shown_value
+from .verdict import NOT_SIGNIFICANT, Verdict, shown_value
 
 #: What the pairs can say of one metric ("not sure" is also the status of its verdict).
 WORSE, SAME, NOT_SURE = "worse", "same", State.NOT_SURE.value
@@ -178,10 +178,13 @@ def process_value(metric: str, metrics: Mapping[str, Any], per_step: Mapping[str
 
 def base_entry(base: TestResult) -> Entry:
     """The entry a test without a stored baseline is judged against: the base revision's
-    fresh process as a baseline of one run whose median bounds nothing.  A time or ratio
-    beyond its tolerance whose steps differ (Mann-Whitney) is then a failure to be decided
-    by the pairs, which bound it between processes: the prediction interval one run gives
-    (a kernel's +-10%, the window's +-20%) would let a 10% slowdown pass unmeasured."""
+    fresh process as a baseline of one run whose median bounds nothing, judged with
+    ``base_process`` (``compare.judge``).  A time or ratio beyond its tolerance whose steps
+    differ (Mann-Whitney) is then a failure to be decided by the pairs, which bound it between
+    processes: the prediction interval one run gives (a kernel's +-10%, the window's +-20%)
+    would let a 10% slowdown pass unmeasured.  So is one worse beyond its tolerance whose
+    steps do not differ (``Verdict.provisional``): one process's steps cannot tell a change
+    of a few percent from that process's own offset, and the pairs can."""
     entry = new_baseline_entry(base, None, 1)[0]
     for run in entry["runs"]:  # (made for this entry alone)
         del run["distribution"]
@@ -251,6 +254,26 @@ def needs_pairs(result: TestResult) -> bool:
     return fails_on_timing_alone(result, (State.REGRESSED, State.THRESHOLD))
 
 
+#: Why a test's provisional regressions were not measured in pairs (``judge_without_pairs``).
+NOT_PAIRED = "the test fails on what the pairs do not re-measure (a count, bytes, a kernel name or a count threshold)"
+
+
+def let_through(verdict: Verdict, why: str) -> Verdict:
+    """A ``provisional`` regression no pair decided, as it is without the pairs: ``ok``, let
+    through as not significant, its evidence saying why no pair decided it; any other verdict as it is."""
+    if not verdict.provisional:
+        return verdict
+    return replace(verdict, status=State.OK, let_through=NOT_SIGNIFICANT, provisional=False,
+                   evidence=f"{verdict.evidence}; no pair decided it ({why}): let through as not significant")
+
+
+def judge_without_pairs(result: TestResult) -> None:
+    """A test that does not go to the pairs (``needs_pairs`` false): its provisional
+    regressions let through (``let_through``), since the test fails, if at all, on what no
+    pair re-measures."""
+    result.verdicts = [let_through(v, NOT_PAIRED) for v in result.verdicts]
+
+
 def decide_all(metrics: Sequence[str], bases: Sequence[TestResult], heads: Sequence[TestResult], rules: Rules,
                cap: int) -> dict[str, Decision]:
     """Each metric decided from the pairs so far (``bases[i]``, ``heads[i]``: pair i's
@@ -280,12 +303,15 @@ def upheld_by_pairs(verdicts: Sequence[Verdict], decisions: Mapping[str, Decisio
     become ``same as base`` or ``not sure`` (both pass).  A regression is upheld when head is
     worse; a broken threshold when the base's processes hold it on this machine (base
     breaking it too says the machine, not the change).  A metric no pair gave a value for, and
-    a "not sure" of pairs that stopped on a ``problem``, uphold the failure.  Each verdict's
-    evidence says what the pairs showed."""
+    a "not sure" of pairs that stopped on a ``problem``, uphold the failure, unless it is
+    ``provisional`` (not significant against one base process): then it is let through
+    (``let_through``), or ``not sure``.  Each verdict's evidence says what the pairs showed."""
     out = []
     for v in verdicts:
         d = decisions.get(v.metric)
-        if d is None or v.status not in BROKEN or d.pairs == 0:
+        if v.provisional and (d is None or d.pairs == 0):
+            out.append(let_through(v, problem or ("no pair ran" if d is None else "no pair gave it a value")))
+        elif d is None or v.status not in BROKEN or d.pairs == 0:
             out.append(v)
         elif v.status == State.THRESHOLD and v.threshold is not None:
             holds = d.base is None or v.threshold.holds(d.base)  # no base value: the failure stands
@@ -293,9 +319,9 @@ def upheld_by_pairs(verdicts: Sequence[Verdict], decisions: Mapping[str, Decisio
             out.append(replace(v, status=v.status if holds else State.SAME_AS_BASE, evidence=f"{v.evidence}; {said}"))
         else:
             status = (State.SAME_AS_BASE if d.outcome == SAME
-                      else State.NOT_SURE if d.outcome == NOT_SURE and not problem else v.status)
+                      else State.NOT_SURE if d.outcome == NOT_SURE and (not problem or v.provisional) else v.status)
             said = pair_evidence(pair_values(d.to_json()), d.outcome)
-            out.append(replace(v, status=status, evidence=f"{v.evidence}; {said}"))
+            out.append(replace(v, status=status, evidence=f"{v.evidence}; {said}", provisional=False))
     return out
 
 

@@ -315,4 +315,5 @@ _VERDICT_MEMBERS: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{key: (_finite_or_null, "a finite number or null")
        for key in ("baseline", "current", "p_value", "p_level", "margin", "detectable")},
     "rank": (integer, "an integer in [0, 2**63)"),
+    "provisional": (lambda v: isinstance(v, bool), "a boolean"),
 }

@@ -20,6 +20,9 @@ counts only if:
 
 A change in the good direction beyond the tolerance is "improved" (update the baseline),
 never a failure; an ``ok`` that let a change through says why (``Verdict.let_through``).
+Against the base revision's one fresh process (``base_process``: ``pairs.base_entry``) a
+change in the bad direction whose steps do not differ is not let through: it is a
+``provisional`` regression, for the base revision's pairs to decide (``compare.pairs``).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from .samples import Series, Sides, decimals, usable
 from .stats import Prior, mann_whitney_u, pooled_squares, smallest_p, steps_for, summarize, t_quantile
 from .status import State
 from .threshold_rules import beyond, direction, within
-from .verdict import HOST_SPEED, NOT_SIGNIFICANT, WITHIN_RUNS, Verdict, shown_value
+from .verdict import FOR_THE_PAIRS, HOST_SPEED, NOT_SIGNIFICANT, WITHIN_RUNS, Verdict, shown_value
 
 #: Level of the prediction interval that the baseline's recorded runs give a run's median.
 RUNS_LEVEL = 0.01
@@ -176,22 +179,26 @@ def _spread_source(shared: tuple[float, int] | None, pooled: tuple[float, int] |
 
 class Finding(NamedTuple):
     """One scale's outcome for a series: ok, undecided, regressed or improved, and why; the
-    Mann-Whitney p where the test ran, and why an ok let a change beyond the tolerance through."""
+    Mann-Whitney p where the test ran, why an ok let a change beyond the tolerance through,
+    and whether a regression is ``Verdict.provisional``."""
 
     status: State
     evidence: str = ""
     p: float | None = None
     let_through: str = ""
     margin: Margin | None = None
+    provisional: bool = False
 
 
 def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, level: float,
-                  shared: tuple[float, int] | None, bounded: bool = True, spread_from: str = "") -> Finding:
+                  shared: tuple[float, int] | None, bounded: bool = True, spread_from: str = "",
+                  base_process: bool = False) -> Finding:
     """The decisions on one scale, in order: the medians beyond the tolerance (and, for
     times, the floor); enough steps for a p-value under ``level``; a Mann-Whitney U test
-    that says the steps differ; with ``bounded``, the median outside the prediction interval
-    of the baseline's runs (``run_spread``; ``spread_from`` says where its spread comes from).
-    Each finding carries the series' ``Margin``."""
+    that says the steps differ (with ``base_process``, steps that do not differ in the bad
+    direction: a ``provisional`` regression); with ``bounded``, the median outside the
+    prediction interval of the baseline's runs (``run_spread``; ``spread_from`` says where
+    its spread comes from).  Each finding carries the series' ``Margin``."""
     b, c = before.summary["median"], now.summary["median"]
     interval = run_spread(before.run_medians, shared) if bounded else None
     margin = series_margin(spec, before, now, rules, level, interval,
@@ -207,6 +214,8 @@ def _on_one_scale(spec: MetricSpec, before: Series, now: Series, rules: Rules, l
                        margin=margin)
     _, p = mann_whitney_u(before.samples, now.samples)
     evidence = f"{spreads}; Mann-Whitney U p={p:.2g} ({sizes})"
+    if p >= level and base_process and direction(spec, c - b) == State.REGRESSED:
+        return Finding(State.REGRESSED, f"{evidence}: {FOR_THE_PAIRS}", p, margin=margin, provisional=True)
     if p >= level:
         return Finding(State.OK, evidence + ": within noise", p, NOT_SIGNIFICANT, margin)
     if interval is not None:
@@ -232,14 +241,16 @@ class HostPair(NamedTuple):
 
 def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules, family: int,
                      shared: tuple[float, int] | None = None, host_pair: HostPair | None = None,
-                     spread_from: str = "its medians' own spread") -> Verdict:
+                     spread_from: str = "its medians' own spread", base_process: bool = False) -> Verdict:
     """A time or ratio metric on per-step samples, judged ``_on_one_scale`` at the test's
-    corrected level, alpha / family.  The window (``host_pair``) is judged at the baseline
-    host's speed too (tolerance, steps and the baseline's runs, their spread pooled with
+    corrected level, alpha / family (``base_process``: against the base revision's one fresh
+    process).  The window (``host_pair``) is judged at the baseline host's speed too
+    (tolerance, steps and the baseline's runs, their spread pooled with
     ``host.HOST_UNITS_SPREAD``): in a step that is the host's (``host.host_bound``) that
     decides alone, so that a slower or faster host passes and more host-side work per step
     fails whatever the host's speed; in a busier step, whose window follows the GPU, it
-    changes only when it changes both as measured and at that speed."""
+    changes only when it changes both as measured and at that speed (a ``provisional`` change
+    as measured is the pairs' to decide, as measured)."""
     b, c = before.summary["median"], now.summary["median"]
     level = rules.alpha / max(family, 1)
     rule = (f"median per step {within(spec, rules)} unless the steps differ "
@@ -251,12 +262,15 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         rule += (f", judged {at_speed} (the step is the host's: the baseline's GPU busy "
                  f"{format_ratio(host.HOST_BOUND)} of the window or less)" if host_pair.host_bound
                  else f", and so {at_speed}")
-        raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False)
-        moved = raw.status in (State.REGRESSED, State.IMPROVED)
+        raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False,
+                            base_process=base_process and not host_pair.host_bound)
+        moved = raw.status in (State.REGRESSED, State.IMPROVED) and not raw.provisional
         if not moved and not host_pair.host_bound:
             return _with_margin(Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence,
-                                        p_value=raw.p, p_level=level, let_through=raw.let_through), raw.margin)
-        at = _on_one_scale(spec, host_pair.before, host_pair.now, rules, level, host.HOST_UNITS_SPREAD)
+                                        p_value=raw.p, p_level=level, let_through=raw.let_through,
+                                        provisional=raw.provisional), raw.margin)
+        at = _on_one_scale(spec, host_pair.before, host_pair.now, rules, level, host.HOST_UNITS_SPREAD,
+                           base_process=base_process)
         status = at.status if host_pair.host_bound else raw.status if at.status == raw.status else State.OK
         decided = at if host_pair.host_bound else raw
         let_through = "" if status != State.OK else HOST_SPEED if moved else decided.let_through
@@ -268,12 +282,14 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         # the host explains the change as measured: not when this run regressed at its speed
         return _with_margin(Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
                                     by_host=moved and status not in (raw.status, State.REGRESSED), p_value=decided.p,
-                                    p_level=level, let_through=let_through), decided.margin)
+                                    p_level=level, let_through=let_through,
+                                    provisional=status == State.REGRESSED and at.provisional), decided.margin)
     if run_spread(before.run_medians, shared) is not None:
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
-    found = _on_one_scale(spec, before, now, rules, level, shared, spread_from=spread_from)
+    found = _on_one_scale(spec, before, now, rules, level, shared, spread_from=spread_from, base_process=base_process)
     return _with_margin(Verdict(spec.name, found.status, b, c, rule, relative, evidence=found.evidence,
-                                p_value=found.p, p_level=level, let_through=found.let_through), found.margin)
+                                p_value=found.p, p_level=level, let_through=found.let_through,
+                                provisional=found.provisional), found.margin)
 
 
 def _with_margin(verdict: Verdict, margin: Margin | None) -> Verdict:
@@ -310,7 +326,8 @@ def _with_the_window(verdict: Verdict, window: Verdict | None, speeds: tuple[flo
     (``_moved_by_the_host``, which needs both): ``ok``, and its evidence says so."""
     if window is None or speeds is None or verdict.status not in (State.REGRESSED, State.IMPROVED):
         return verdict
-    return replace(verdict, status=State.OK, by_host=True, let_through=HOST_SPEED, evidence="; ".join(part for part in (
+    return replace(verdict, status=State.OK, by_host=True, let_through=HOST_SPEED, provisional=False,
+                   evidence="; ".join(part for part in (
         verdict.evidence, "moved with the window, which the host's speed explains "
         f"(window_us {window.change()} as measured, not a regression at the baseline host's speed: "
         f"{host.slower(*speeds)})") if part))
@@ -354,8 +371,9 @@ class Timing(NamedTuple):
     (baseline, current) series both runs kept (``samples.paired_series``), the host-speed
     readings (this run's, the baseline's: ``_speeds``), the host series at the baseline host's
     speed (``_at_baseline_speed``), the window's verdict, whether the host's speed moved the
-    window (``_moved_by_the_host``), and the kernel series' pooled spread
-    (``pooled_log_spread``).  Empty without a baseline of the same backend."""
+    window (``_moved_by_the_host``), the kernel series' pooled spread (``pooled_log_spread``),
+    and whether the baseline is the base revision's one fresh process (``base_process``).
+    Empty without a baseline of the same backend."""
 
     paired: Mapping[str, tuple[Series, Series]]
     speeds: tuple[float, float] | None
@@ -364,6 +382,7 @@ class Timing(NamedTuple):
     by_host: bool
     shared: tuple[float, int] | None
     other_card: bool = False  # measured on a card none of the recorded runs did (``BETWEEN_CARDS``)
+    base_process: bool = False  # the baseline is the base revision's one fresh process (``pairs.base_entry``)
 
     @property
     def family(self) -> int:
@@ -378,7 +397,8 @@ class Timing(NamedTuple):
         shared = _spread_of(name, self.shared, len(self.paired[name][0].run_medians), self.other_card)
         other_card = self.other_card and kernel_series(name)
         verdict = _compare_samples(spec, *self.paired[name], rules, self.family, shared,
-                                   spread_from=_spread_source(shared, self.shared, other_card=other_card))
+                                   spread_from=_spread_source(shared, self.shared, other_card=other_card),
+                                   base_process=self.base_process)
         return (_with_the_window(verdict, self.window, self.speeds) if self.by_host and name in host.WINDOW_RATIOS
                 else verdict)
 
@@ -393,28 +413,31 @@ class Timing(NamedTuple):
                 shared = _kernel_spread(self.shared, per_launch, self.other_card)
                 out.append(_compare_samples(replace(_KERNEL_TIME, name=key), *pair, rules, self.family, shared,
                                             spread_from=_spread_source(shared, self.shared, per_launch,
-                                                                       self.other_card)))
+                                                                       self.other_card),
+                                            base_process=self.base_process))
         return out
 
 
 def timing(paired: Mapping[str, tuple[Series, Series]], samples: Sides | None, runs: Sequence[Mapping[str, Any]],
-           same_work: bool, rules: Rules, other_card: bool = False) -> Timing:
+           same_work: bool, rules: Rules, other_card: bool = False, base_process: bool = False) -> Timing:
     """One test's ``Timing`` from its ``paired`` series, its (current, baseline) ``per_step``
     objects (``samples``) and the baseline's recorded ``runs``; ``same_work``: both runs did
     the same GPU work (``exact_rules.same_program``); ``other_card``: the run measured a card
-    none of the recorded runs did."""
+    none of the recorded runs did; ``base_process``: the baseline is the base revision's one
+    fresh process."""
     # the host's speed is taken out only of a step that does the baseline's GPU work and
     # synchronizations: a new .item() makes the host wait and launch slower, and then the
     # reading measures the change, not the host
     speeds = _speeds(samples, same_work)
     at_baseline_speed = _at_baseline_speed(samples, runs, speeds)
-    window = _window(paired, at_baseline_speed, speeds, rules)
+    window = _window(paired, at_baseline_speed, speeds, rules, base_process)
     shared = pooled_log_spread([before.run_medians for key, (before, _) in paired.items() if kernel_series(key)])
-    return Timing(paired, speeds, at_baseline_speed, window, _moved_by_the_host(window, speeds), shared, other_card)
+    return Timing(paired, speeds, at_baseline_speed, window, _moved_by_the_host(window, speeds), shared, other_card,
+                  base_process)
 
 
 def _window(paired: Mapping[str, tuple[Series, Series]], at_baseline_speed: Mapping[str, tuple[Series, Series]],
-            speeds: tuple[float, float] | None, rules: Rules) -> Verdict | None:
+            speeds: tuple[float, float] | None, rules: Rules, base_process: bool = False) -> Verdict | None:
     """The window's verdict on its samples (None where the runs did not both keep it), judged
     at the baseline host's speed too where both runs read it (``HostPair``)."""
     if "window_us" not in paired:
@@ -422,4 +445,5 @@ def _window(paired: Mapping[str, tuple[Series, Series]], at_baseline_speed: Mapp
     utilization = paired["gpu_utilization"][0].summary["median"] if "gpu_utilization" in paired else None
     host_pair = (HostPair(*at_baseline_speed["window_us"], speeds, host.host_bound(utilization))
                  if "window_us" in at_baseline_speed and speeds else None)
-    return _compare_samples(METRICS["window_us"], *paired["window_us"], rules, len(paired), None, host_pair)
+    return _compare_samples(METRICS["window_us"], *paired["window_us"], rules, len(paired), None, host_pair,
+                            base_process=base_process)

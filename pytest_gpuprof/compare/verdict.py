@@ -22,6 +22,8 @@ from .status import FAILING, State
 NOT_SIGNIFICANT, WITHIN_RUNS, HOST_SPEED = "not significant", "within the baseline's runs", "host speed"
 #: How the rule of an ``ok`` verdict that compared nothing starts (no value in one of the runs).
 NOT_COMPARED = "not compared"
+#: What ends the evidence of a ``provisional`` regression (``Verdict.provisional``).
+FOR_THE_PAIRS = "not significant against one base process: the pairs decide"
 
 
 @dataclass
@@ -47,6 +49,9 @@ class Verdict:
     margin: float | None = None
     margin_source: str = ""
     detectable: float | None = None
+    # a regression not significant against the base revision's one fresh process (``pairs.base_entry``):
+    # a failure only until the base revision's pairs decide it (``pairs.upheld_by_pairs``); without them, ok
+    provisional: bool = False
 
     @property
     def failed(self) -> bool:
@@ -75,6 +80,8 @@ class Verdict:
             out["let_through"] = self.let_through
         if self.margin is not None:
             out |= {"margin": self.margin, "margin_source": self.margin_source, "detectable": self.detectable}
+        if self.provisional:
+            out["provisional"] = True
         return out
 
 

@@ -38,7 +38,7 @@ from .verdict import NOT_COMPARED, Verdict
 def judge(
     current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool = True,
     samples: Sides | None = None, distributions: Sides | None = None, runs: Sequence[Mapping[str, Any]] | None = None,
-    other_card: bool = False,
+    other_card: bool = False, base_process: bool = False,
 ) -> list[Verdict]:
     """Every verdict for one test: thresholds first, then each metric against the baseline.
 
@@ -53,9 +53,12 @@ def judge(
     other backend is compared on counts and bytes only: times differ between profilers,
     and so do the spellings of kernel names.  ``other_card``: this run measured a card none
     of the recorded runs did (``machine.on_recorded_card``), and kernel times get the spread
-    between cards too (``time_rules.BETWEEN_CARDS``)."""
+    between cards too (``time_rules.BETWEEN_CARDS``).  ``base_process``: the baseline is the
+    base revision's one fresh process (``pairs.base_entry``), and a time, rate or ratio worse
+    beyond its tolerance whose steps do not differ is a ``provisional`` regression for its pairs."""
     judged_now = judged_side(current, samples, distributions, 0)
-    timed = _timing(current, baseline, rules, same_backend, samples, distributions, runs or [], other_card)
+    timed = _timing(current, baseline, rules, same_backend, samples, distributions, runs or [], other_card,
+                    base_process)
     verdicts = _thresholds(rules, judged_now, timed)
     if baseline is None:
         return verdicts
@@ -82,13 +85,13 @@ class Values(NamedTuple):
 
 def _timing(current: Mapping[str, Any], baseline: Mapping[str, Any] | None, rules: Rules, same_backend: bool,
             samples: Sides | None, distributions: Sides | None, runs: Sequence[Mapping[str, Any]],
-            other_card: bool) -> Timing:
+            other_card: bool, base_process: bool = False) -> Timing:
     """The sample judgement's ``Timing``: the series both runs kept, against a baseline of
     the same backend only; the host's speed taken out where they did the same GPU work."""
     if baseline is None or not same_backend:
         return timing({}, samples, runs, False, rules)
     return timing(paired_series(samples, distributions, runs), samples, runs, same_program(current, baseline), rules,
-                  other_card)
+                  other_card, base_process)
 
 
 def _thresholds(rules: Rules, judged_now: Mapping[str, float | None], timed: Timing) -> list[Verdict]:

@@ -19,7 +19,7 @@ from ..compare.baseline import baseline_file
 from ..compare.entry import Entry
 from ..compare.evaluate import TestResult
 from ..compare.judge import Judge
-from ..compare.pairs import base_entry, needs_pairs
+from ..compare.pairs import base_entry, judge_without_pairs, needs_pairs
 from ..errors import GpuprofError
 from .outcomes import say
 from .sides import SideRun, Sides, file_in, measure_pairs, run_side, unusable
@@ -85,8 +85,10 @@ class BaseRevision:
     @pytest.hookimpl(tryfirst=True)  # before the other steps: it may take a failure back
     def pytest_gpuprof_judged(self, item: pytest.Item, result: TestResult, arguments: dict[str, Any]) -> None:
         """A test that would fail on times or ratios alone: base and head measured in turn,
-        each in a fresh process, decide (``sides.measure_pairs``)."""
+        each in a fresh process, decide (``sides.measure_pairs``); any other test's regressions
+        not significant against the one base process are let through (``judge_without_pairs``)."""
         if not needs_pairs(result):
+            judge_without_pairs(result)
             return
         measure_pairs(result, self.judge.rules_for(arguments),
                     lambda side: run_side(self.sides, side, [item.nodeid]), self.sides.base, self.base_pairs,

@@ -122,3 +122,39 @@ B31 = [x + 12.5 for x in range(31)]
 def test_exact_up_to_30_steps_a_side_then_the_normal_approximation(a, b, u, p):
     got_u, got_p = mann_whitney_u(a, b)
     assert got_u == u and got_p == pytest.approx(p, rel=1e-9)
+
+
+# a kernel whose steps spread +-20% around 1 ms: two middle steps moved 1000 -> 1030 us (or
+# 970) put the median 3% past the baseline's, beyond a 2% tolerance and the 5 us floor, while
+# the steps hardly differ: U = 50 + 2 (or 48) of a mean 50 and a standard deviation of
+# sqrt(10 * 10 * 21 / 12) = 13.2, p about 0.88, far from the level 0.01 / 1 series
+SPREAD = [800, 850, 900, 950, 1000, 1000, 1050, 1100, 1150, 1200]
+MOVED = {"slower": [800, 850, 900, 950, 1030, 1030, 1050, 1100, 1150, 1200],
+         "faster": [800, 850, 900, 950, 970, 970, 1050, 1100, 1150, 1200]}
+
+
+def one_process(now, base_process):
+    v = judge(metrics(now, len(now)), metrics(SPREAD, len(SPREAD)), Rules(kernel_time_tolerance=0.02), True,
+              ({"kernel_time_us": now}, {"kernel_time_us": SPREAD}), base_process=base_process)
+    return next(x for x in v if x.metric == "kernel_time_us")
+
+
+def test_a_slowdown_not_significant_against_one_base_process_is_a_provisional_regression_for_the_pairs():
+    v = one_process(MOVED["slower"], base_process=True)
+    assert (v.status, v.provisional, v.let_through) == ("regressed", True, "")
+    assert (v.baseline, v.current, v.p_level) == (1000, 1030, 0.01) and v.p_value > 0.8
+    assert v.evidence.endswith("(n=10/10): not significant against one base process: the pairs decide")
+    assert v.failed and v.to_json()["provisional"] is True
+
+
+def test_the_same_slowdown_against_a_stored_baseline_passes_as_not_significant():
+    v = one_process(MOVED["slower"], base_process=False)
+    assert (v.status, v.provisional, v.let_through) == ("ok", False, "not significant")
+    assert (v.baseline, v.current) == (1000, 1030) and v.p_value > 0.8
+    assert v.evidence.endswith("(n=10/10): within noise") and "provisional" not in v.to_json()
+
+
+def test_an_improvement_not_significant_against_one_base_process_stays_ok():
+    v = one_process(MOVED["faster"], base_process=True)
+    assert (v.status, v.provisional, v.let_through) == ("ok", False, "not significant")
+    assert (v.baseline, v.current) == (1000, 970) and v.evidence.endswith("within noise")

@@ -475,6 +475,139 @@ def test_a_recorded_host_side_regression_fails_against_its_base():
 
 
 # --------------------------------------------------------------------------------------
+# a change the one base process cannot show significant: the pairs decide (issue 42)
+
+STEADY = Path(__file__).parents[1] / "data" / "host" / "steady.pt.trace.json.gz"
+GEMM = ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_"
+        "kernel__5x_cublas")
+#: The base process's GEMM steps (the first, stalled, left out as the head's is): spread from
+#: 150 to 280 us around a median of 215 us, against the head's nine steps of 221.3-222.3 us
+#: (median 221.4 us: +3.0%, 6.4 us, past a 2% tolerance and the 5 us floor).  Five base steps
+#: lie under every head step and four over: U = 45 of a mean 40.5, nowhere near significant;
+#: with the median at 228 us instead, head is 2.9% faster.
+SLOWER = [999.0, 150.0, 160.0, 170.0, 180.0, 215.0, 250.0, 260.0, 270.0, 280.0]
+FASTER = [999.0, 160.0, 170.0, 180.0, 190.0, 228.0, 260.0, 270.0, 280.0, 290.0]
+TWO_PERCENT = Rules(kernel_time_tolerance=0.02)
+
+
+def _judged_against(base_gemm: list[float], tmp_path: Path | None = None) -> TestResult:
+    """The steady trace judged against its own measurement with the GEMM's steps replaced by
+    ``base_gemm``: as the base revision's one fresh process (``base_entry``) or, with
+    ``tmp_path``, as a stored baseline, in a run comparing with the base alongside."""
+    from pytest_gpuprof.compare.baseline import BaselineFile, baseline_file
+    from pytest_gpuprof.compare.judge import Judge
+    from pytest_gpuprof.compare.pairs import base_entry
+    from pytest_gpuprof.compare.recording import new_baseline_entry
+    from pytest_gpuprof.trace.kineto import load_kineto
+
+    nodeid = "tests/test_step.py::test_step"
+    base = _traced("steady", STEADY.parent)
+    base.per_step["kernels"][GEMM] = base_gemm
+    folder = tmp_path or Path("/nonexistent-baselines")
+    judge = Judge(folder, "torch", TWO_PERCENT, alongside=True)
+    if tmp_path is not None:
+        BaselineFile(baseline_file(folder, nodeid)).update({nodeid: {base.gpu: new_baseline_entry(base, None, 1)[0]}})
+        return judge.judge(nodeid, {}, lambda: {0: (load_kineto(STEADY), None)}).result
+    return judge.judge(nodeid, {}, lambda: {0: (load_kineto(STEADY), None)},
+                       against_base=lambda n, gpu: (base_entry(base), {"base": "/base", "against": "base"})).result
+
+
+def _gemm(result: TestResult) -> Verdict:
+    return next(v for v in result.verdicts if v.metric == f"kernels[{GEMM}].time_us")
+
+
+def _gemm_sides(base_us: float, head_us: float):
+    """Stand-in processes of the test measuring the GEMM at these times."""
+    def measure(side: str) -> SideRun:
+        us = base_us if side == "base" else head_us
+        result = TestResult("tests/test_step.py::test_step", per_step={"kernels": {GEMM: [us] * 5}},
+                            distribution={"kernels": {GEMM: {"median": us}}}, metrics={"step_count": 5})
+        return SideRun({result.nodeid: result}, {result.nodeid: "passed"}, "", 1.0)
+    return measure
+
+
+FOR_THE_PAIRS = "(n=9/9): not significant against one base process: the pairs decide"
+
+
+def test_a_kernel_3_percent_slower_not_significant_against_one_base_process_goes_to_the_pairs(tmp_path):
+    result = _judged_against(SLOWER)
+    gemm = _gemm(result)
+    assert (gemm.status, gemm.provisional, gemm.baseline) == ("regressed", True, 215.0)
+    assert gemm.current / 215.0 - 1 == pytest.approx(0.03, abs=0.002) and gemm.p_value > 0.1
+    assert gemm.evidence.endswith(FOR_THE_PAIRS)
+    assert [v.metric for v in result.verdicts if v.failed] == [gemm.metric]
+    assert result.status == "failed" and needs_pairs(result)
+    # the same numbers against a stored baseline: let through as not significant, as ever
+    stored = _judged_against(SLOWER, tmp_path)
+    gemm = _gemm(stored)
+    assert (gemm.status, gemm.provisional, gemm.let_through) == ("ok", False, "not significant")
+    assert gemm.evidence.endswith("(n=9/9): within noise") and stored.status == "passed" and not needs_pairs(stored)
+
+
+def test_an_improvement_not_significant_against_one_base_process_is_ok_without_pairs():
+    result = _judged_against(FASTER)
+    gemm = _gemm(result)
+    assert (gemm.status, gemm.provisional, gemm.let_through, gemm.baseline) == ("ok", False, "not significant", 228.0)
+    assert gemm.current / 228.0 - 1 == pytest.approx(-0.029, abs=0.002)
+    assert result.status == "passed" and not needs_pairs(result)
+
+
+def test_pairs_that_say_worse_fail_it_and_pairs_that_say_same_pass_it_saying_so():
+    from pytest_gpuprof.compare.pairs import judge_pairs
+
+    worse = _judged_against(SLOWER)
+    # head 10% slower in every pair: worse once the lower bound passes 0
+    measure_pairs(worse, TWO_PERCENT, _gemm_sides(215.0, 236.5), Path("/base"), 5, lambda line: None)
+    gemm = _gemm(worse)
+    assert worse.status == "failed" and (gemm.status, gemm.provisional) == ("regressed", False)
+    assert f"{FOR_THE_PAIRS}; against the base revision measured alongside: head 236.5 µs, base 215 µs over " \
+        in gemm.evidence and "(head worse by +10.0%; head/base 1.100 [" in gemm.evidence
+    assert gemm.evidence.endswith(": a regression")
+    same = _judged_against(SLOWER)
+    # three pairs 0.1% apart whose upper bound lies within the 2% tolerance, as decide says it
+    decision = Decision(gemm.metric, "same", 215.0, 215.2, 3, math.log(215.2 / 215.0), -0.01, 0.015)
+    judge_pairs(same, {gemm.metric: decision}, "/base", 30.0, "")
+    gemm = _gemm(same)
+    assert same.status == "same as base" and not same.failed and gemm.status == "same as base"
+    assert gemm.evidence.endswith(f"{FOR_THE_PAIRS}; against the base revision measured alongside: head 215.2 µs, "
+                                  "base 215 µs over 3 pair(s) (head worse by +0.1%; head/base 1.001 [0.990, 1.015]): "
+                                  "not a regression")
+
+
+def test_a_change_not_significant_passes_when_no_pair_decides_it():
+    from pytest_gpuprof.compare.pairs import judge_without_pairs
+
+    missing = _judged_against(SLOWER)
+    nowhere = SideRun({}, {"tests/test_step.py::test_step": "missing"}, "", 0.1)
+    measure_pairs(missing, TWO_PERCENT, lambda side: nowhere, Path("/base"), 5, lambda line: None)
+    gemm = _gemm(missing)
+    assert missing.status == "passed" and (gemm.status, gemm.let_through) == ("ok", "not significant")
+    assert gemm.evidence.endswith(f"{FOR_THE_PAIRS}; no pair decided it (the test is missing at base): let through "
+                                  "as not significant") and not gemm.provisional
+    # a count changed too: the test fails on it, and goes to no pairs
+    counted = _judged_against(SLOWER)
+    counted.verdicts.append(Verdict("kernel_count", "changed", 20, 21, "exact"))
+    assert not needs_pairs(counted)
+    judge_without_pairs(counted)
+    gemm = _gemm(counted)
+    assert counted.status == "failed" and [v.metric for v in counted.verdicts if v.failed] == ["kernel_count"]
+    assert (gemm.status, gemm.let_through) == ("ok", "not significant") and gemm.evidence.endswith(
+        "no pair decided it (the test fails on what the pairs do not re-measure (a count, bytes, a kernel name or "
+        "a count threshold)): let through as not significant")
+    # pairs that stopped on a problem after a "not sure": not sure, which passes
+    stopped = _judged_against(SLOWER)
+    calls = []
+
+    def crashing(side: str) -> SideRun:
+        calls.append(side)
+        if len(calls) == 3:
+            return SideRun({}, {"tests/test_step.py::test_step": "not run"}, "the head process measured nothing", 1.0)
+        return _gemm_sides(215.0, 221.5)(side)
+    measure_pairs(stopped, TWO_PERCENT, crashing, Path("/base"), 5, lambda line: None)
+    assert stopped.status == "not sure" and _gemm(stopped).status == "not sure" and stopped.alongside["pairs"] == 1
+
+
+# --------------------------------------------------------------------------------------
 # tests the base cannot judge
 
 def _judge_against(base: Path, head: Path, strict: bool = False, base_only: bool = False, worker: bool = False):
