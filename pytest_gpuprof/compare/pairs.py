@@ -182,8 +182,8 @@ def base_entry(base: TestResult) -> Entry:
     ``base_process`` (``compare.judge``).  A time or ratio beyond its tolerance whose steps
     differ (Mann-Whitney) is then a failure to be decided by the pairs, which bound it between
     processes: the prediction interval one run gives (a kernel's +-10%, the window's +-20%)
-    would let a 10% slowdown pass unmeasured.  So is one worse beyond its tolerance whose
-    steps do not differ (``Verdict.provisional``): one process's steps cannot tell a change
+    would let a 10% slowdown pass unmeasured.  So is a kernel time worse beyond its
+    tolerance whose steps do not differ (``Verdict.provisional``): one process's steps cannot tell a change
     of a few percent from that process's own offset, and the pairs can."""
     entry = new_baseline_entry(base, None, 1)[0]
     for run in entry["runs"]:  # (made for this entry alone)

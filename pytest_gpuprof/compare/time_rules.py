@@ -21,8 +21,11 @@ counts only if:
 A change in the good direction beyond the tolerance is "improved" (update the baseline),
 never a failure; an ``ok`` that let a change through says why (``Verdict.let_through``).
 Against the base revision's one fresh process (``base_process``: ``pairs.base_entry``) a
-change in the bad direction whose steps do not differ is not let through: it is a
-``provisional`` regression, for the base revision's pairs to decide (``compare.pairs``).
+kernel time worse beyond its tolerance whose steps do not differ is not let through: it is a
+``provisional`` regression, for the base revision's pairs to decide (``compare.pairs``).  The
+window and the ratios over it move with the host between processes (a launch-bound step's by
+several percent): on the device, sending them too sent half the unchanged transformer runs
+to the pairs, which then found nothing.
 """
 
 from __future__ import annotations
@@ -249,8 +252,7 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
     ``host.HOST_UNITS_SPREAD``): in a step that is the host's (``host.host_bound``) that
     decides alone, so that a slower or faster host passes and more host-side work per step
     fails whatever the host's speed; in a busier step, whose window follows the GPU, it
-    changes only when it changes both as measured and at that speed (a ``provisional`` change
-    as measured is the pairs' to decide, as measured)."""
+    changes only when it changes both as measured and at that speed."""
     b, c = before.summary["median"], now.summary["median"]
     level = rules.alpha / max(family, 1)
     rule = (f"median per step {within(spec, rules)} unless the steps differ "
@@ -262,15 +264,12 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         rule += (f", judged {at_speed} (the step is the host's: the baseline's GPU busy "
                  f"{format_ratio(host.HOST_BOUND)} of the window or less)" if host_pair.host_bound
                  else f", and so {at_speed}")
-        raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False,
-                            base_process=base_process and not host_pair.host_bound)
-        moved = raw.status in (State.REGRESSED, State.IMPROVED) and not raw.provisional
+        raw = _on_one_scale(spec, before, now, rules, level, None, bounded=False)
+        moved = raw.status in (State.REGRESSED, State.IMPROVED)
         if not moved and not host_pair.host_bound:
             return _with_margin(Verdict(spec.name, raw.status, b, c, rule, relative, evidence=raw.evidence,
-                                        p_value=raw.p, p_level=level, let_through=raw.let_through,
-                                        provisional=raw.provisional), raw.margin)
-        at = _on_one_scale(spec, host_pair.before, host_pair.now, rules, level, host.HOST_UNITS_SPREAD,
-                           base_process=base_process)
+                                        p_value=raw.p, p_level=level, let_through=raw.let_through), raw.margin)
+        at = _on_one_scale(spec, host_pair.before, host_pair.now, rules, level, host.HOST_UNITS_SPREAD)
         status = at.status if host_pair.host_bound else raw.status if at.status == raw.status else State.OK
         decided = at if host_pair.host_bound else raw
         let_through = "" if status != State.OK else HOST_SPEED if moved else decided.let_through
@@ -282,8 +281,7 @@ def _compare_samples(spec: MetricSpec, before: Series, now: Series, rules: Rules
         # the host explains the change as measured: not when this run regressed at its speed
         return _with_margin(Verdict(spec.name, status, b, c, rule, relative, evidence=evidence,
                                     by_host=moved and status not in (raw.status, State.REGRESSED), p_value=decided.p,
-                                    p_level=level, let_through=let_through,
-                                    provisional=status == State.REGRESSED and at.provisional), decided.margin)
+                                    p_level=level, let_through=let_through), decided.margin)
     if run_spread(before.run_medians, shared) is not None:
         rule += f" and the median lies outside the {1 - RUNS_LEVEL:.0%} prediction interval of the baseline's runs"
     found = _on_one_scale(spec, before, now, rules, level, shared, spread_from=spread_from, base_process=base_process)
@@ -372,7 +370,8 @@ class Timing(NamedTuple):
     readings (this run's, the baseline's: ``_speeds``), the host series at the baseline host's
     speed (``_at_baseline_speed``), the window's verdict, whether the host's speed moved the
     window (``_moved_by_the_host``), the kernel series' pooled spread (``pooled_log_spread``),
-    and whether the baseline is the base revision's one fresh process (``base_process``).
+    and whether the baseline is the base revision's one fresh process (``base_process``: its
+    kernel series' changes that are not significant are ``provisional``).
     Empty without a baseline of the same backend."""
 
     paired: Mapping[str, tuple[Series, Series]]
@@ -398,7 +397,7 @@ class Timing(NamedTuple):
         other_card = self.other_card and kernel_series(name)
         verdict = _compare_samples(spec, *self.paired[name], rules, self.family, shared,
                                    spread_from=_spread_source(shared, self.shared, other_card=other_card),
-                                   base_process=self.base_process)
+                                   base_process=self.base_process and kernel_series(name))
         return (_with_the_window(verdict, self.window, self.speeds) if self.by_host and name in host.WINDOW_RATIOS
                 else verdict)
 
@@ -430,14 +429,14 @@ def timing(paired: Mapping[str, tuple[Series, Series]], samples: Sides | None, r
     # reading measures the change, not the host
     speeds = _speeds(samples, same_work)
     at_baseline_speed = _at_baseline_speed(samples, runs, speeds)
-    window = _window(paired, at_baseline_speed, speeds, rules, base_process)
+    window = _window(paired, at_baseline_speed, speeds, rules)
     shared = pooled_log_spread([before.run_medians for key, (before, _) in paired.items() if kernel_series(key)])
     return Timing(paired, speeds, at_baseline_speed, window, _moved_by_the_host(window, speeds), shared, other_card,
                   base_process)
 
 
 def _window(paired: Mapping[str, tuple[Series, Series]], at_baseline_speed: Mapping[str, tuple[Series, Series]],
-            speeds: tuple[float, float] | None, rules: Rules, base_process: bool = False) -> Verdict | None:
+            speeds: tuple[float, float] | None, rules: Rules) -> Verdict | None:
     """The window's verdict on its samples (None where the runs did not both keep it), judged
     at the baseline host's speed too where both runs read it (``HostPair``)."""
     if "window_us" not in paired:
@@ -445,5 +444,4 @@ def _window(paired: Mapping[str, tuple[Series, Series]], at_baseline_speed: Mapp
     utilization = paired["gpu_utilization"][0].summary["median"] if "gpu_utilization" in paired else None
     host_pair = (HostPair(*at_baseline_speed["window_us"], speeds, host.host_bound(utilization))
                  if "window_us" in at_baseline_speed and speeds else None)
-    return _compare_samples(METRICS["window_us"], *paired["window_us"], rules, len(paired), None, host_pair,
-                            base_process=base_process)
+    return _compare_samples(METRICS["window_us"], *paired["window_us"], rules, len(paired), None, host_pair)

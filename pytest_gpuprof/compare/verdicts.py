@@ -54,8 +54,8 @@ def judge(
     and so do the spellings of kernel names.  ``other_card``: this run measured a card none
     of the recorded runs did (``machine.on_recorded_card``), and kernel times get the spread
     between cards too (``time_rules.BETWEEN_CARDS``).  ``base_process``: the baseline is the
-    base revision's one fresh process (``pairs.base_entry``), and a time, rate or ratio worse
-    beyond its tolerance whose steps do not differ is a ``provisional`` regression for its pairs."""
+    base revision's one fresh process (``pairs.base_entry``), and a kernel time worse beyond
+    its tolerance whose steps do not differ is a ``provisional`` regression for its pairs."""
     judged_now = judged_side(current, samples, distributions, 0)
     timed = _timing(current, baseline, rules, same_backend, samples, distributions, runs or [], other_card,
                     base_process)

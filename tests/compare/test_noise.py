@@ -158,3 +158,16 @@ def test_an_improvement_not_significant_against_one_base_process_stays_ok():
     v = one_process(MOVED["faster"], base_process=True)
     assert (v.status, v.provisional, v.let_through) == ("ok", False, "not significant")
     assert (v.baseline, v.current) == (1000, 970) and v.evidence.endswith("within noise")
+
+
+def test_the_window_not_significant_against_one_base_process_stays_ok():
+    """Only kernel times are sent to the pairs so: the window moves with the host between
+    processes (on the device, sending it sent half the unchanged transformer runs to the pairs)."""
+    def window_metrics(per_step):
+        return {"window_us": sorted(per_step)[len(per_step) // 2], "step_count": len(per_step), "kernels": {}}
+
+    (v,) = [x for x in judge(window_metrics(MOVED["slower"]), window_metrics(SPREAD), Rules(time_tolerance=0.02), True,
+                             ({"window_us": MOVED["slower"]}, {"window_us": SPREAD}), base_process=True)
+            if x.metric == "window_us"]
+    assert (v.status, v.provisional, v.let_through) == ("ok", False, "not significant")
+    assert (v.baseline, v.current) == (1000, 1030) and v.evidence.endswith("within noise")
