@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import platform
 import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -79,13 +81,30 @@ def commit_info(directory: Path) -> dict[str, Any] | None:
         return None
 
 
+#: Where a GPU that torch calls CUDA shows itself on Linux: NVIDIA's kernel driver, its
+#: control device, WSL's GPU paravirtualization, ROCm's compute device (ROCm's torch says cuda).
+GPU_DRIVER_NODES = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+
+
+def no_cuda() -> str | None:
+    """Why this process can use no CUDA GPU, or None when it can.  On Linux without any GPU
+    driver (none of ``GPU_DRIVER_NODES``) that is known without importing torch, which costs
+    about 3 s of CPU a process (every pytest --gpuprof of a CPU-only CI); otherwise torch says."""
+    if sys.platform == "linux" and not any(os.path.exists(node) for node in GPU_DRIVER_NODES):
+        return f"no GPU driver: {GPU_DRIVER_NODES[0]} does not exist"
+    import torch
+
+    return None if torch.cuda.is_available() else "torch.cuda.is_available() is False"
+
+
 def visible_gpu() -> str:
     """The name of the GPU the tests will use (torch's current device), or why there is
     none; asks CUDA for its properties only, allocating nothing on the GPU."""
+    why = no_cuda()
+    if why is not None:
+        return f"none visible ({why})"
     import torch
 
-    if not torch.cuda.is_available():
-        return "none visible (torch.cuda.is_available() is False)"
     try:
         return torch.cuda.get_device_name()
     except (RuntimeError, AssertionError) as exc:  # the tests will meet it too, and report it there

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NotRequired, Protocol, TypedDict
 
+from ..capture.environment import no_cuda
 from ..capture.profiler import GpuProf, StepPlan
 from ..capture.ranges import nvtx_range
 from ..compare.distributed import rank_nodeid
@@ -33,8 +34,9 @@ from .rank_processes import RankOutcome, RankProfiling, rank_trace
 UNFINISHED_LOOP = ("the test uses the gpuprof fixture but did not run its `for _ in gpuprof.steps(...)` loop "
                    "to the end; nothing was measured")
 
-#: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds "gpuprof: ").
-NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
+#: Why a profiled test is skipped on a machine without a GPU (pytest's skip reason adds
+#: "gpuprof: "), with why there is none (``capture.environment.no_cuda``).
+NO_GPU = "no CUDA GPU available ({why})"
 
 def ranks_folder(parent: Path, nodeid: str) -> Path:
     """The folder in ``parent`` of a distributed test's ranks' files, named like its trace."""
@@ -124,10 +126,9 @@ class Backend(Protocol):
 
 
 def _no_gpu() -> str | None:
-    """``NO_GPU`` where torch sees no CUDA device."""
-    import torch
-
-    return None if torch.cuda.is_available() else NO_GPU
+    """``NO_GPU`` where this process can use no CUDA GPU."""
+    why = no_cuda()
+    return None if why is None else NO_GPU.format(why=why)
 
 
 class TorchBackend(Backend):

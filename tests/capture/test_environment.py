@@ -299,3 +299,36 @@ def test_the_html_page_does_not_call_another_commit_or_time_an_environment_diffe
     note = " ".join(_environment_notes({"environment": run, "baseline_environment": base}))
     assert "driver: 575.51.03 → 580.65.06" in note
     assert "commit" not in note and "datetime" not in note and "2026" not in note
+
+
+def test_without_a_gpu_driver_no_cuda_says_so_and_torch_decides_where_one_is(tmp_path, monkeypatch):
+    monkeypatch.setattr(environment, "GPU_DRIVER_NODES", (str(tmp_path / "nvidia"), str(tmp_path / "kfd")))
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert environment.no_cuda() == f"no GPU driver: {tmp_path / 'nvidia'} does not exist"
+    (tmp_path / "kfd").touch()  # a driver: torch decides
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert environment.no_cuda() == "torch.cuda.is_available() is False"
+    assert environment.visible_gpu() == "none visible (torch.cuda.is_available() is False)"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert environment.no_cuda() is None
+
+
+@pytest.mark.skipif(sys.platform != "linux" or any(Path(n).exists() for n in environment.GPU_DRIVER_NODES),
+                    reason="a machine without any GPU driver: where one is, torch decides")
+def test_a_profiled_test_skipped_for_want_of_a_gpu_driver_never_imports_torch(pytester):
+    """torch's import is about 3 s of CPU: a CPU-only CI's pytest --gpuprof pays it only where
+    its own tests import torch."""
+    pytester.makepyfile(test_one='''
+        import sys
+        import pytest
+
+        @pytest.mark.gpuprof
+        def test_profiled():
+            pass
+
+        def test_after():
+            assert "torch" not in sys.modules
+    ''')
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--gpuprof", "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*gpuprof: no CUDA GPU available (no GPU driver: /proc/driver/nvidia does not exist)"])

@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.suites import NO_GPU
+
 ROOT = Path(__file__).parents[2]
 PLANTED = Path(__file__).parents[1] / "data" / "planted"
 
@@ -60,7 +62,7 @@ def test_no_gpu_run_says_why_and_shows_a_real_trace(pytester):
     result = run_example_suite(pytester, "--gpuprof")
     result.assert_outcomes(skipped=8)
     result.stdout.fnmatch_lines([
-        "*8 profiled test(s) skipped: no CUDA GPU available (torch.cuda.is_available() is False)",
+        f"*8 profiled test(s) skipped: {NO_GPU}",
         "*The GPU tests were skipped: this machine has no CUDA GPU*",
         "*total over 10 steps*",
         "kernels  * 71 * 7.305 ms * | * 710 * 73.17 ms",  # 7304.53 us and 73167.954 us, 4 significant digits

@@ -4,8 +4,10 @@ that replaying those traces judges them through the whole pipeline without a GPU
 gpuprof section of their terminal output, and their baseline files."""
 
 import json
+import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 from pytest_gpuprof.run.kept_traces import trace_name
@@ -19,7 +21,13 @@ TRACE = {
     MOE: TRACES / "example_suite_test_moe.py_test_moe_forward.pt.trace.json.gz",
     CNN: TRACES / "example_suite_test_cnn.py_test_cnn_train_step.pt.trace.json.gz",
 }
-NO_GPU = "no CUDA GPU available (torch.cuda.is_available() is False)"
+#: Why gpuprof finds no CUDA GPU on this machine: without any GPU driver (a Linux machine with
+#: none of these) it says so without importing torch; otherwise torch says.
+GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+WHY_NO_GPU = ("no GPU driver: /proc/driver/nvidia does not exist"
+              if sys.platform == "linux" and not any(os.path.exists(node) for node in GPU_DRIVERS)
+              else "torch.cuda.is_available() is False")
+NO_GPU = f"no CUDA GPU available ({WHY_NO_GPU})"
 
 
 HEADER = '''\

@@ -25,6 +25,7 @@ from helpers.suites import (
     MOE,
     NO_GPU,
     TRACE,
+    WHY_NO_GPU,
     baseline_path,
     fixture_test,
     load,
@@ -722,7 +723,7 @@ def test_header_line_says_version_capture_baselines_and_gpu(torch, suite):
     if not torch.cuda.is_available():
         assert header(run(suite, "--gpuprof")) == [
             f"gpuprof {__version__}: capture torch.profiler, baselines {suite.path / 'baselines'}, "
-            "GPU none visible (torch.cuda.is_available() is False)"]
+            f"GPU none visible ({WHY_NO_GPU})"]
 
 
 def test_without_gpuprof_profiled_tests_run_as_plain_tests_and_torch_is_not_imported(suite):

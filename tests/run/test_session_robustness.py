@@ -180,7 +180,7 @@ FAKE_PROFILER = '''
 import pytest
 import torch
 from pytest_gpuprof.capture import profiler
-from pytest_gpuprof.run import session
+from pytest_gpuprof.run import backends, session
 
 LOG = []
 
@@ -197,6 +197,7 @@ def fake_profiled_steps(self, plan, trace_path):
 
 profiler.GpuProf._profiled_steps = fake_profiled_steps
 torch.cuda.is_available = lambda: True
+backends.no_cuda = lambda: None  # a GPU, whatever driver this machine has
 session.measure_machine = lambda device: {}
 torch.cuda.current_device = lambda: 0
 
