@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The base revision measured alongside, for the power table (docs/benchmarks.md): on every
-# visible GPU at once, a base copy of the example suite and a head copy that plants a slowdown
-# as a commit would (the default of GPUPROF_EXAMPLE_SLOWDOWN in its conftest.py, never the
-# environment, which both sides' processes would see), gated with --gpuprof-base against no
-# stored baseline (every test judged against one base process, its time failures decided by
-# base/head pairs), the head's slowdown taken from LEVELS in turn (GPU i starting at its i-th),
+# GPU at once (the indices CUDA_VISIBLE_DEVICES names, else all), a base copy of the example
+# suite and a head copy that plants a slowdown as a commit would (the default of
+# GPUPROF_EXAMPLE_SLOWDOWN in its conftest.py, never the environment, which both sides'
+# processes would see), gated with --gpuprof-base against no stored baseline (every test
+# judged against one base process, its time failures decided by base/head pairs), the head's
+# slowdown taken from LEVELS in turn (GPU i starting at its i-th),
 # until DEADLINE_S seconds from the start.
 #
 #   DEADLINE_S=500 LEVELS="0 0.03" TESTS="cnn or transformer" bash benchmarks/alongside_power.sh OUT [PYTEST_ARGS...]
@@ -17,7 +18,8 @@ out=$(realpath -m "${1:?OUTDIR}")
 shift
 levels=(${LEVELS:-0 0.03})
 deadline=$(( $(date +%s) + ${DEADLINE_S:-500} ))
-gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+# the GPUs CUDA_VISIBLE_DEVICES names, else every GPU nvidia-smi lists
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then gpus=(${CUDA_VISIBLE_DEVICES//,/ }); else gpus=($(nvidia-smi --query-gpu=index --format=csv,noheader)); fi
 work=$(mktemp -d /tmp/alongside-XXXX)
 one_gpu() {
   local i=$1 d=$out/gpu$1 k=0 side
@@ -44,6 +46,6 @@ one_gpu() {
   done
 }
 unset GPUPROF_EXAMPLE_SLOWDOWN
-for i in $(seq 0 $((gpus - 1))); do one_gpu "$i" "$@" & done
+for i in "${gpus[@]}"; do one_gpu "$i" "$@" & done
 wait
 rm -rf "$work"
