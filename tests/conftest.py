@@ -3,6 +3,7 @@ pytest-xdist each worker takes a group of the GPUs of its own (tests/gpu/test_gp
 
 import contextlib
 import fcntl
+import gc
 import os
 import shutil
 import subprocess
@@ -143,6 +144,12 @@ take_gpu_group()
 # its C extension does not survive ("SystemError: bad call flags", then a crash).
 with contextlib.suppress(ImportError):
     import torch  # noqa: F401
+import pandas  # noqa: F401,E402
+
+# what is loaded now (torch, pandas, pytest: some 200,000 objects) lives as long as the
+# process: kept out of the garbage collector's full collections, which the in-process pytester
+# runs and pytest's own unconfigure (two gc.collect() a run) would otherwise spend scanning it
+gc.freeze()
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
@@ -170,10 +177,17 @@ CHILD_ADDOPTS = "-p no:hypothesispytest"
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _children_start_without_hypothesis():
-    """For the child processes tests start themselves (``subprocess``, gpuprof's own)."""
+def _children_start_without_hypothesis(tmp_path_factory):
+    """For the child processes tests start themselves (``subprocess``, gpuprof's own): no
+    Hypothesis plugin, and their bytecode cached in one folder for the whole run
+    (PYTHONPYCACHEPREFIX), outside the checkout, even where PYTHONDONTWRITEBYTECODE is set
+    (as on this project's machines): each child compiled the package's modules again, and
+    pytest rewrote the plugin's asserts again, about 0.5 s of a child's CPU."""
+    shared = tmp_path_factory.getbasetemp().parent if xdist_worker(os.environ) else tmp_path_factory.getbasetemp()
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {CHILD_ADDOPTS}".strip())
+        monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(shared / "pycache"))
+        monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         yield
 
 
