@@ -124,6 +124,13 @@ def gpu_turn(alone: bool):
             fcntl.flock(turn, fcntl.LOCK_UN)
 
 
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary folder the whole run shares: under pytest-xdist the workers' base
+    temporary folders' common parent, else the base temporary folder."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if xdist_worker(os.environ) else base
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _gpu_turns_shared(tmp_path_factory):
     """Under xdist, ``gpu_turn``'s folder: the workers' base temporary folders' common parent."""
@@ -131,7 +138,7 @@ def _gpu_turns_shared(tmp_path_factory):
         yield
         return
     with pytest.MonkeyPatch.context() as monkeypatch:
-        monkeypatch.setenv(TURN_FOLDER, str(tmp_path_factory.getbasetemp().parent))
+        monkeypatch.setenv(TURN_FOLDER, str(run_folder(tmp_path_factory)))
         yield
 
 
@@ -177,16 +184,15 @@ CHILD_ADDOPTS = "-p no:hypothesispytest"
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _children_start_without_hypothesis(tmp_path_factory):
+def _children_environment(tmp_path_factory):
     """For the child processes tests start themselves (``subprocess``, gpuprof's own): no
     Hypothesis plugin, and their bytecode cached in one folder for the whole run
     (PYTHONPYCACHEPREFIX), outside the checkout, even where PYTHONDONTWRITEBYTECODE is set
     (as on this project's machines): each child compiled the package's modules again, and
     pytest rewrote the plugin's asserts again, about 0.5 s of a child's CPU."""
-    shared = tmp_path_factory.getbasetemp().parent if xdist_worker(os.environ) else tmp_path_factory.getbasetemp()
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setenv("PYTEST_ADDOPTS", f"{os.environ.get('PYTEST_ADDOPTS', '')} {CHILD_ADDOPTS}".strip())
-        monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(shared / "pycache"))
+        monkeypatch.setenv("PYTHONPYCACHEPREFIX", str(run_folder(tmp_path_factory) / "pycache"))
         monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
         yield
 

@@ -324,8 +324,7 @@ def _with_the_window(verdict: Verdict, window: Verdict | None, speeds: tuple[flo
     (``_moved_by_the_host``, which needs both): ``ok``, and its evidence says so."""
     if window is None or speeds is None or verdict.status not in (State.REGRESSED, State.IMPROVED):
         return verdict
-    return replace(verdict, status=State.OK, by_host=True, let_through=HOST_SPEED, provisional=False,
-                   evidence="; ".join(part for part in (
+    return replace(verdict, status=State.OK, by_host=True, let_through=HOST_SPEED, evidence="; ".join(part for part in (
         verdict.evidence, "moved with the window, which the host's speed explains "
         f"(window_us {window.change()} as measured, not a regression at the baseline host's speed: "
         f"{host.slower(*speeds)})") if part))

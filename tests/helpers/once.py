@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_folder
+
 
 def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str,
                  make: Callable[[Path], subprocess.CompletedProcess]) -> tuple[Path, subprocess.CompletedProcess]:
@@ -20,8 +22,7 @@ def once_per_run(tmp_path_factory: pytest.TempPathFactory, name: str,
     other (each test then sees the failure); one that raises leaves nothing done: the next
     worker that asks tries again, and fails alike.  What was done is written whole or not at
     all (a temporary file renamed)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    root = tmp_path_factory.getbasetemp().parent if worker else tmp_path_factory.getbasetemp()
+    root = run_folder(tmp_path_factory)
     folder, done = root / f"once-{name}", root / f"once-{name}.json"
     with open(root / f"once-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -10,6 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from pytest_gpuprof.capture.environment import GPU_DRIVER_NODES
 from pytest_gpuprof.run.kept_traces import trace_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,10 +23,9 @@ TRACE = {
     CNN: TRACES / "example_suite_test_cnn.py_test_cnn_train_step.pt.trace.json.gz",
 }
 #: Why gpuprof finds no CUDA GPU on this machine: without any GPU driver (a Linux machine with
-#: none of these) it says so without importing torch; otherwise torch says.
-GPU_DRIVERS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/dxg", "/dev/kfd")
+#: none of its GPU_DRIVER_NODES) it says so without importing torch; otherwise torch says.
 WHY_NO_GPU = ("no GPU driver: /proc/driver/nvidia does not exist"
-              if sys.platform == "linux" and not any(os.path.exists(node) for node in GPU_DRIVERS)
+              if sys.platform == "linux" and not any(os.path.exists(node) for node in GPU_DRIVER_NODES)
               else "torch.cuda.is_available() is False")
 NO_GPU = f"no CUDA GPU available ({WHY_NO_GPU})"
 
